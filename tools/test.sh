@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make test`: every test of the project, in stages, each timed. Sets up what it needs on a fresh machine
+# (the pinned .venv, Debian's chromium for the browser test, KaTeX from npm for the site).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+declare -a NAMES=() SECS=()
+T0=$(date +%s.%N)
+stage() {  # stage NAME COMMAND...: run and time one stage
+  local name=$1; shift
+  echo; echo "=== stage: $name"
+  local t=$(date +%s.%N)
+  "$@"
+  local dt=$(python3 -c "print(f'{$(date +%s.%N) - $t:.1f}')")
+  NAMES+=("$name"); SECS+=("$dt")
+  echo "=== stage: $name took ${dt}s"
+}
+summary() {
+  echo; echo "=== time per stage"
+  for i in "${!NAMES[@]}"; do printf '  %-28s %7ss\n' "${NAMES[$i]}" "${SECS[$i]}"; done
+  printf '  %-28s %7ss\n' "total" "$(python3 -c "print(f'{$(date +%s.%N) - $T0:.1f}')")"
+}
+trap summary EXIT
+
+sync_check() {  # the package is exactly what the notebooks export
+  $BIN/nbdev_export
+  local changed
+  changed=$(git status --porcelain -- transformer_nb)
+  if [ -n "$changed" ]; then
+    echo "nbdev_export changed transformer_nb/ -- the package is out of step with nbs/:"; echo "$changed"
+    git --no-pager diff --stat -- transformer_nb; return 1
+  fi
+  echo "transformer_nb/ is in sync with nbs/"
+}
+
+browser_deps() {  # Debian's chromium drives the browser test (Playwright's own browser download cannot work offline)
+  if [ -x /usr/bin/chromium ]; then echo "chromium: $(/usr/bin/chromium --version 2>/dev/null)"; return; fi
+  local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  echo "chromium: $(/usr/bin/chromium --version 2>/dev/null)"
+}
+
+stage "venv"                 tools/venv.sh
+stage "export + sync check"  sync_check
+stage "nbdev_test"           $BIN/nbdev_test --n_workers 2 --timing
+stage "site build"           $BIN/python tools/build_site.py
+stage "browser dependencies" browser_deps
+# One pytest run: unit tests, the site and browser checks, and nbval on every notebook's stored outputs.
+stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -o console_output_style=classic
