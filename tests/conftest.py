@@ -1,0 +1,35 @@
+"Shared fixtures: paths of the repository and of the built site."
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "_docs"
+
+
+@pytest.fixture(scope="session")
+def docs() -> Path:
+    "The built site; `make site` (or the site stage of `make test`) must have run."
+    if not (DOCS / "index.html").exists():
+        pytest.fail("_docs/index.html is missing: build the site first with `make site`")
+    return DOCS
+
+
+def chapter_pages() -> list[str]:
+    "The chapter pages, in the sidebar's reading order (pages of nbs/sidebar.yml under 'Chapters')."
+    import yaml, re
+    side = yaml.safe_load((ROOT / "nbs" / "sidebar.yml").read_text())
+    pages = []
+    def walk(items, in_chapters=False):
+        for it in items:
+            if isinstance(it, dict):
+                walk(it.get("contents", []), in_chapters or it.get("section") == "Chapters")
+            elif in_chapters:
+                pages.append(re.sub(r"^\d+[a-zA-Z0-9]*_", "", Path(it).stem) + ".html")
+    walk(side["website"]["sidebar"]["contents"])
+    return pages
+
+
+def all_pages() -> list[str]:
+    "Every notebook's page name, as nbdev's doc links name them."
+    import re
+    return sorted(re.sub(r"^\d+[a-zA-Z0-9]*_", "", p.stem) + ".html" for p in (ROOT / "nbs").glob("*.ipynb"))

@@ -1,0 +1,95 @@
+"""The site in a real browser: headless Debian Chromium driven by Playwright, pages served from localhost.
+
+Each page must load with its title, its maths typeset by the local KaTeX (no raw TeX left visible), its plots
+decoded with a non-zero size, no console error, and no request leaving localhost. Screenshots of every page are
+saved in artifacts/screenshots/ (CI keeps them as artifacts)."""
+import functools, http.server, re, shutil, threading
+from urllib.parse import urlparse
+import pytest
+from conftest import ROOT, chapter_pages, all_pages
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = ROOT / "artifacts" / "screenshots"
+ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage"]
+
+
+@pytest.fixture(scope="module")
+def server(docs):
+    "Serve _docs/ on a free localhost port for the duration of the module."
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(docs))
+    handler.log_message = lambda *a, **k: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True); t.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    if not shutil.which(CHROMIUM) and not ROOT.joinpath(CHROMIUM).exists():
+        pytest.fail("chromium is not installed (make test installs Debian's chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    "A fresh page that records console errors and every request that does not go to localhost (and blocks it)."
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = ctx.new_page()
+    pg.errors, pg.outside = [], []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    def guard(route):
+        host = urlparse(route.request.url).hostname
+        if route.request.url.startswith("data:") or host in ("127.0.0.1", "localhost"):
+            return route.continue_()
+        pg.outside.append(route.request.url)
+        return route.abort()
+    pg.route("**/*", guard)
+    yield pg
+    ctx.close()
+
+
+def visible_text_outside_code(pg) -> str:
+    "The page's rendered text, without code blocks and outputs (where a `$` may be legitimate) and without KaTeX."
+    return pg.evaluate("""() => {
+        const main = document.querySelector('main') || document.body;
+        const clone = main.cloneNode(true);
+        clone.querySelectorAll('pre, code, .katex, script, style, .cell-output').forEach(e => e.remove());
+        return clone.innerText;
+    }""")
+
+
+@pytest.mark.parametrize("name", all_pages())
+def test_page_renders(page, server, name):
+    page.goto(f"{server}/{name}", wait_until="load")
+    page.wait_for_load_state("networkidle")
+    title = page.title()
+    assert title and "transformer_nb" in title, f"title: {title!r}"
+    h1 = page.locator("h1").first.inner_text()
+    assert h1.strip()
+    has_math = page.locator(".math").count() > 0
+    if has_math:
+        page.wait_for_selector(".katex", timeout=10_000)
+        assert page.locator(".math .katex").count() == page.locator(".math").count(), "some maths was not typeset"
+        assert page.locator(".katex-error").count() == 0, "KaTeX could not parse some maths"
+        # KaTeX's fonts were loaded from site_libs
+        assert page.evaluate("document.fonts.check('16px KaTeX_Main')")
+    text = visible_text_outside_code(page)
+    raw = re.findall(r"\$[^$\n]{1,80}\$|\\\(|\\\[|\\frac|\\sqrt", text)
+    assert not raw, f"raw TeX visible: {raw[:5]}"
+    imgs = page.eval_on_selector_all(".cell-output img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])")
+    assert all(ok and w > 0 and h > 0 for ok, w, h in imgs), f"an image did not load: {imgs}"
+    if name in chapter_pages():
+        assert has_math, f"{name}: a chapter without maths"
+        assert len(imgs) >= 1, f"{name}: a chapter without plots"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name.removesuffix('.html')}.png"), full_page=True)
+    assert not page.errors, f"console errors: {page.errors}"
+    assert not page.outside, f"requests left localhost: {page.outside}"

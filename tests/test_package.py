@@ -1,0 +1,54 @@
+"The package as a user meets it: importable with only torch, and in step with the notebooks."
+import subprocess, sys
+import pytest
+from conftest import ROOT
+
+MODULES = sorted(p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("module", ["transformer_nb"] + [f"transformer_nb.{m}" for m in MODULES])
+def test_import_needs_only_torch(module):
+    "Importing any module in a fresh interpreter pulls in neither matplotlib nor IPython (nor nbdev/fastcore)."
+    code = (f"import sys, {module}\n"
+            "heavy = sorted(m for m in ('matplotlib', 'IPython', 'nbdev', 'fastcore', 'numpy.testing') if m in sys.modules)\n"
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
+    assert out.stdout.strip() == "", f"import {module} also imported: {out.stdout.strip()}"
+
+
+def test_every_notebook_module_is_exported():
+    "Each notebook with a default_exp has its module in transformer_nb/, and nothing else is there."
+    import json, re
+    exps = set()
+    for nb in (ROOT / "nbs").glob("*.ipynb"):
+        for cell in json.loads(nb.read_text())["cells"]:
+            m = re.search(r"^#\|\s*default_exp\s+(\S+)", "".join(cell["source"]), re.M)
+            if m: exps.add(m.group(1))
+    assert exps == set(MODULES), f"notebooks export {sorted(exps)}, package has {MODULES}"
+
+
+def test_plotting_helpers_return_figures():
+    "The plotting helpers draw from tensors alone and return matplotlib figures (headless backend)."
+    code = ("import matplotlib; matplotlib.use('Agg')\n"
+            "import torch\n"
+            "from transformer_nb.plotting import show_attention, show_heatmaps, show_curves\n"
+            "f1 = show_attention(torch.rand(2, 3, 4).softmax(-1), queries=list('abc'), keys=list('wxyz'))\n"
+            "f2 = show_heatmaps(torch.rand(2, 2, 3, 3))\n"
+            "f3 = show_curves(torch.arange(4), {'y': torch.arange(4.0)})\n"
+            "print(len(f1.axes), len(f2.axes), len(f3.axes))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3", "5", "1"]
+
+
+def test_shape_trace_is_off_by_default(capsys):
+    "Modules log shapes at DEBUG level only when asked; with the trace on, every call reports its shapes."
+    import io, torch
+    from transformer_nb.core import trace_shapes
+    from transformer_nb.attention import scaled_dot_product_attention
+    q = torch.randn(2, 3, 4)
+    scaled_dot_product_attention(q, q, q)
+    assert capsys.readouterr().out == ""
+    buf = io.StringIO()
+    with trace_shapes(buf):
+        scaled_dot_product_attention(q, q, q)
+    assert "attention: q (2, 3, 4), k (2, 3, 4), v (2, 3, 4)" in buf.getvalue()
