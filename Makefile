@@ -30,7 +30,8 @@ serve:
 # For authors: run every notebook in place from a fresh kernel, storing its outputs (deterministic: same bytes each run).
 execute: export
 	@for nb in nbs/[0-9]*.ipynb nbs/index.ipynb; do echo "execute: $$nb"; \
-	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 "$$nb" || exit 1; done
+	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
+	  $(BIN)/python tools/strip_timing.py "$$nb"; done
 
 clean:
 	rm -rf _proc _docs .build artifacts

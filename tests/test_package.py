@@ -52,3 +52,14 @@ def test_shape_trace_is_off_by_default(capsys):
     with trace_shapes(buf):
         scaled_dot_product_attention(q, q, q)
     assert "attention: q (2, 3, 4), k (2, 3, 4), v (2, 3, 4)" in buf.getvalue()
+
+
+def test_notebooks_are_executed_and_clean():
+    "Every notebook is stored executed (counts 1, 2, … in order, for nbval) and without run timestamps."
+    import json
+    for nb_path in sorted((ROOT / "nbs").glob("*.ipynb")):
+        nb = json.loads(nb_path.read_text())
+        counts = [c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+        assert counts == list(range(1, len(counts) + 1)), f"{nb_path.name}: not executed top to bottom: {counts}"
+        stamped = [i for i, c in enumerate(nb["cells"]) if "execution" in c.get("metadata", {})]
+        assert not stamped, f"{nb_path.name}: run timestamps in cells {stamped} (run `make execute`)"
