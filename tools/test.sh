@@ -9,11 +9,12 @@ T0=$(date +%s.%N)
 stage() {  # stage NAME COMMAND...: run and time one stage
   local name=$1; shift
   echo; echo "=== stage: $name"
-  local t=$(date +%s.%N)
-  "$@"
+  local t=$(date +%s.%N) rc=0
+  "$@" || rc=$?
   local dt=$(python3 -c "print(f'{$(date +%s.%N) - $t:.1f}')")
-  NAMES+=("$name"); SECS+=("$dt")
+  NAMES+=("$name"); SECS+=("$dt${rc:+$( [ $rc = 0 ] || echo " (FAILED)")}")
   echo "=== stage: $name took ${dt}s"
+  return $rc
 }
 summary() {
   echo; echo "=== time per stage"
