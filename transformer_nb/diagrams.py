@@ -12,7 +12,7 @@ import torch
 __all__ = ['COLORS', 'HEAD_COLORS', 'MAY', 'BLOCKED', 'DIAGRAMS', 'diagram_texts', 'draw_architecture', 'draw_embeddings',
            'draw_attention', 'draw_multihead', 'draw_layer', 'draw_masks', 'save_diagrams', 'main']
 
-# %% ../nbs/00b_diagrams.ipynb #c007
+# %% ../nbs/00b_diagrams.ipynb #c006
 COLORS = {
     "io": "#eeeeee",         # tensors going in and out
     "embed": "#f7c8d3",      # embeddings and positions
@@ -26,7 +26,7 @@ COLORS = {
     "shape": "#ffffff",      # view / transpose / reshape
 }
 
-# %% ../nbs/00b_diagrams.ipynb #c008
+# %% ../nbs/00b_diagrams.ipynb #c007
 class _Box:
     "Where a drawn box (or circle) sits, in data units"
     def __init__(self, cx, cy, w, h): self.cx, self.cy, self.w, self.h = cx, cy, w, h
@@ -39,7 +39,7 @@ class _Box:
     @property
     def right(self): return self.cx + self.w / 2
 
-# %% ../nbs/00b_diagrams.ipynb #c009
+# %% ../nbs/00b_diagrams.ipynb #c008
 class _Sketch:
     "A blank canvas measured in units of `inch` inches, drawn bottom to top, with boxes, circles, arrows and text"
     LINE = "#333333"
@@ -119,7 +119,7 @@ class _Sketch:
                                   color=self.NOTE, family="monospace")
         return self.fig
 
-# %% ../nbs/00b_diagrams.ipynb #c010
+# %% ../nbs/00b_diagrams.ipynb #c009
 def diagram_texts(
     fig,  # a figure returned by one of the `draw_` functions
 )->list[str]:  # every string written on it, from the bottom to the top, then from left to right
@@ -128,10 +128,10 @@ def diagram_texts(
     items.sort(key=lambda t: (round(float(t.get_position()[1]), 3), float(t.get_position()[0])))
     return [t.get_text() for t in items]
 
-# %% ../nbs/00b_diagrams.ipynb #c012
+# %% ../nbs/00b_diagrams.ipynb #c011
 GAP = 0.27  # vertical space between two boxes, for an arrow
 
-# %% ../nbs/00b_diagrams.ipynb #c013
+# %% ../nbs/00b_diagrams.ipynb #c012
 def _residual_stack(sk, cx, y, w, sublayers, norm_first=True, dropout=True):
     """Draw sublayer connections upwards from (cx, y): pre-LN `x + Dropout(Sublayer(LayerNorm(x)))` or post-LN
     `LayerNorm(x + Dropout(Sublayer(x)))`. `sublayers` is a list of (title, detail, kind); returns the height where
@@ -159,7 +159,7 @@ def _residual_stack(sk, cx, y, w, sublayers, norm_first=True, dropout=True):
         boxes.append(sub)
     return y, boxes
 
-# %% ../nbs/00b_diagrams.ipynb #c014
+# %% ../nbs/00b_diagrams.ipynb #c013
 def _sublayers(kind:str):
     "The (title, detail, colour) of the sublayers of an encoder or decoder layer"
     ffn = ("Feed-forward", "d_model → d_ff → d_model", "ffn")
@@ -168,7 +168,7 @@ def _sublayers(kind:str):
     return [("Masked self-attention", "multi-head, causal + padding mask", "attention"),
             ("Cross-attention", "Q from below, K = V = memory", "attention"), ffn]
 
-# %% ../nbs/00b_diagrams.ipynb #c015
+# %% ../nbs/00b_diagrams.ipynb #c014
 def draw_architecture(
     norm_first:bool=True,  # pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
 ):  # a matplotlib Figure
@@ -222,7 +222,7 @@ def draw_architecture(
         title, sub = "Transformer, post-LN (the paper's Figure 1)", "LayerNorm after each residual addition"
     return sk.finish(out.top, title, sub + "; dropout not drawn")
 
-# %% ../nbs/00b_diagrams.ipynb #c021
+# %% ../nbs/00b_diagrams.ipynb #c020
 def draw_embeddings():
     "Token ids to the vectors the first layer reads: lookup, × √d_model, + positions, dropout"
     sk, lx, rx = _Sketch(), 3.0, 7.3
@@ -244,7 +244,7 @@ def draw_embeddings():
     sk.arrow((lx, d.top), (lx, out.bottom), label="(B, T, d_model)")
     return sk.finish(out.top, "Embeddings and positions", "h = Dropout(E[ids] · √d_model + P[:T])")
 
-# %% ../nbs/00b_diagrams.ipynb #c024
+# %% ../nbs/00b_diagrams.ipynb #c023
 def draw_attention():
     "Scaled dot-product attention, step by step, with the shape after each step"
     sk, cx, w = _Sketch(), 3.8, 2.8
@@ -277,10 +277,10 @@ def draw_attention():
     return sk.finish(out.top, "Scaled dot-product attention",
                      "softmax(Q Kᵀ / √d_k) V; leading dims (B, H) broadcast: scores (B, H, T, S)")
 
-# %% ../nbs/00b_diagrams.ipynb #c027
+# %% ../nbs/00b_diagrams.ipynb #c026
 HEAD_COLORS = ("#fbd3a0", "#f6b26b", "#fde6c4", "#e9a15a")  # shades of the attention colour, one per head
 
-# %% ../nbs/00b_diagrams.ipynb #c028
+# %% ../nbs/00b_diagrams.ipynb #c027
 def draw_multihead(
     num_heads:int=4,  # H, the number of heads drawn
 ):  # a matplotlib Figure
@@ -328,7 +328,7 @@ def draw_multihead(
     sk.note(x0 + bw / 2, by - 0.08, "one vector, sliced per head", ha="center", va="top", mono=False)
     return sk.finish(out.top, "Multi-head attention", "d_k = d_model // num_heads; every head attends on its own slice")
 
-# %% ../nbs/00b_diagrams.ipynb #c031
+# %% ../nbs/00b_diagrams.ipynb #c030
 def draw_layer(
     kind:str="encoder",  # "encoder" (two sublayers) or "decoder" (three)
     norm_first:bool=True,  # pre-LN (our default) or post-LN (the paper)
@@ -352,10 +352,10 @@ def draw_layer(
     formula = ("x + Dropout(Sublayer(LayerNorm(x)))" if norm_first else "LayerNorm(x + Dropout(Sublayer(x)))")
     return sk.finish(out.top, name + (" (our default)" if norm_first else " (the paper)"), f"each sublayer: {formula}")
 
-# %% ../nbs/00b_diagrams.ipynb #c039
+# %% ../nbs/00b_diagrams.ipynb #c038
 MAY, BLOCKED = "#6aa84f", "#eeeeee"   # colours of True (may attend) and False (blocked)
 
-# %% ../nbs/00b_diagrams.ipynb #c040
+# %% ../nbs/00b_diagrams.ipynb #c039
 def draw_masks(
     lengths:tuple=(5, 3),  # the real length of each sequence of the batch, at most T
     T:int=5,  # the padded length (S = T: the keys are the same sequence)
@@ -410,7 +410,7 @@ def draw_masks(
     return sk.finish(ytop + 1.0, "Masks: True = may attend",
                      f"lengths = {tuple(lengths)}, T = {T}; broadcast to the scores (B, H, T, S)")
 
-# %% ../nbs/00b_diagrams.ipynb #c044
+# %% ../nbs/00b_diagrams.ipynb #c043
 DIAGRAMS = {  # file name: how to draw it
     "architecture.png": lambda: draw_architecture(norm_first=True),
     "architecture_postln.png": lambda: draw_architecture(norm_first=False),
@@ -424,7 +424,7 @@ DIAGRAMS = {  # file name: how to draw it
     "masks.png": lambda: draw_masks(lengths=(5, 3), T=5),
 }
 
-# %% ../nbs/00b_diagrams.ipynb #c045
+# %% ../nbs/00b_diagrams.ipynb #c044
 def save_diagrams(
     out_dir:str|Path="images",  # folder to write into; created if missing
 )->list[Path]:  # the files written, in the order of `DIAGRAMS`
@@ -439,7 +439,7 @@ def save_diagrams(
         paths.append(out / name)
     return paths
 
-# %% ../nbs/00b_diagrams.ipynb #c048
+# %% ../nbs/00b_diagrams.ipynb #c047
 def main(
     argv:list[str]|None=None,  # command-line arguments; `sys.argv[1:]` by default
 ):
@@ -449,6 +449,6 @@ def main(
     args = sys.argv[1:] if argv is None else argv
     for p in save_diagrams(args[0] if args else "images"): print(p)
 
-# %% ../nbs/00b_diagrams.ipynb #c049
+# %% ../nbs/00b_diagrams.ipynb #c048
 if __name__ == "__main__" and "__file__" in globals():  # run as a script; a notebook has no __file__
     main()
