@@ -171,8 +171,18 @@ def write_readme(docs: Path, renames: dict[str, str]) -> None:
     (cfg.config_path / "README.md").write_text(header + text, encoding="utf-8")
 
 
+def draw_diagrams() -> list[Path]:
+    "Regenerate the diagrams of images/ from the code that draws them (byte-identical when nothing changed)."
+    from transformer_nb.diagrams import save_diagrams
+    import matplotlib
+    matplotlib.use("Agg")
+    return save_diagrams(ROOT / "images")
+
+
 def main() -> None:
     t0 = time.perf_counter()
+    drawn = draw_diagrams()
+    log(f"drew {len(drawn)} diagrams into images/")
     cache = process_notebooks()
     log(f"nbdev processed the notebooks into {cache.name}/ ({time.perf_counter() - t0:.1f}s)")
     renames = rename_to_output_files(cache)
