@@ -1,0 +1,281 @@
+"""Chapter 3: MultiHeadAttention against torch.nn.MultiheadAttention, mask conversion, weight copying, errors."""
+import pytest
+import torch
+from torch import nn
+
+from transformer_nb.multihead import (MultiHeadAttention, split_heads, merge_heads, to_torch_masks, from_torch_masks,
+                                      mha_to_torch, mha_from_torch)
+
+B, T, S, D, H = 2, 5, 7, 24, 4  # distinct sizes, so that a swapped axis fails
+TOL = 1e-5
+
+
+def pad_mask(lengths, n):
+    "(B, 1, 1, n), True = a real key"
+    return (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
+
+
+def causal_mask(n):
+    return torch.ones(n, n, dtype=torch.bool).tril()
+
+
+def make_inputs(cross, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, D, generator=g)
+    if not cross: return x, x, x
+    src = torch.randn(B, S, D, generator=g)
+    return x, src, src
+
+
+def make_mask(kind, cross):
+    n = S if cross else T
+    if kind is None: return None
+    if kind == "padding": return pad_mask([n, 3], n)
+    if kind == "causal": return causal_mask(T)
+    if kind == "causal+padding": return causal_mask(T) & pad_mask([T, 3], T)
+    if kind == "random-per-head":
+        m = torch.rand(B, H, T, n, generator=torch.Generator().manual_seed(1)) > 0.4
+        m[..., 0] = True  # every query keeps one key (torch gives NaN for a fully masked row, we give zeros)
+        return m
+    raise ValueError(kind)
+
+
+def run_both(bias, cross, kind, seed=0):
+    torch.manual_seed(seed)
+    ours = MultiHeadAttention(D, H, bias=bias)
+    theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, bias=bias, batch_first=True))
+    mask = make_mask(kind, cross)
+    attn_mask, kpm = to_torch_masks(mask, H)
+    q, k, v = make_inputs(cross, seed)
+    ins_o = [t.clone().requires_grad_() for t in (q, k, v)]
+    ins_t = [t.clone().requires_grad_() for t in (q, k, v)]
+    out_o, w_o = ours(*ins_o, mask=mask)
+    out_t, w_t = theirs(*ins_t, attn_mask=attn_mask, key_padding_mask=kpm, need_weights=True,
+                        average_attn_weights=False)
+    g = torch.Generator().manual_seed(seed + 1)
+    g_out, g_w = torch.randn(out_o.shape, generator=g), torch.randn(w_o.shape, generator=g)
+    ((out_o * g_out).sum() + (w_o * g_w).sum()).backward()
+    ((out_t * g_out).sum() + (w_t * g_w).sum()).backward()
+    return ours, theirs, (out_o, w_o, ins_o), (out_t, w_t, ins_t)
+
+
+def maxdiff(a, b): return (a - b).abs().max().item()
+
+
+CASES = [(bias, cross, kind) for bias in (True, False) for cross in (False, True)
+         for kind in (None, "padding", "random-per-head")] + \
+        [(bias, False, kind) for bias in (True, False) for kind in ("causal", "causal+padding")]
+
+
+@pytest.mark.parametrize("bias,cross,kind", CASES)
+def test_matches_torch(bias, cross, kind):
+    ours, theirs, (out_o, w_o, ins_o), (out_t, w_t, ins_t) = run_both(bias, cross, kind)
+    n = S if cross else T
+    assert out_o.shape == (B, T, D) and w_o.shape == w_t.shape == (B, H, T, n)
+    assert maxdiff(out_o, out_t) < TOL
+    assert maxdiff(w_o, w_t) < TOL
+    # gradients of every parameter
+    qkv_grad = torch.cat([ours.W_q.weight.grad, ours.W_k.weight.grad, ours.W_v.weight.grad])
+    assert maxdiff(qkv_grad, theirs.in_proj_weight.grad) < TOL
+    assert maxdiff(ours.W_o.weight.grad, theirs.out_proj.weight.grad) < TOL
+    if bias:
+        qkv_bgrad = torch.cat([ours.W_q.bias.grad, ours.W_k.bias.grad, ours.W_v.bias.grad])
+        assert maxdiff(qkv_bgrad, theirs.in_proj_bias.grad) < TOL
+        assert maxdiff(ours.W_o.bias.grad, theirs.out_proj.bias.grad) < TOL
+    else:
+        assert ours.W_q.bias is None and theirs.in_proj_bias is None
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in ours.parameters())
+    # gradients of the inputs
+    for a, b in zip(ins_o, ins_t): assert maxdiff(a.grad, b.grad) < TOL
+    # masked keys got exactly zero weight
+    if kind is not None:
+        allowed = make_mask(kind, cross).expand(B, H, T, n)
+        assert (w_o.detach()[~allowed] == 0).all()
+
+
+def test_comparison_can_fail():
+    "the harness notices a tiny change on one side"
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(D, H)
+    theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, batch_first=True))
+    with torch.no_grad(): theirs.in_proj_weight[2 * D, 0] += 1e-3
+    q, k, v = make_inputs(cross=True)
+    assert maxdiff(ours(q, k, v)[0], theirs(q, k, v)[0]) > TOL
+
+
+def test_split_merge():
+    x = torch.arange(1, 17).reshape(1, 4, 4)
+    h = split_heads(x, 2)
+    assert h.shape == (1, 2, 4, 2)
+    assert torch.equal(h[0, 0], torch.tensor([[1, 2], [5, 6], [9, 10], [13, 14]]))
+    assert torch.equal(h[0, 1], torch.tensor([[3, 4], [7, 8], [11, 12], [15, 16]]))
+    assert not torch.equal(x.view(1, 2, 4, 2), h)  # the naive view mixes positions
+    y = torch.randn(B, T, D)
+    assert torch.equal(merge_heads(split_heads(y, H)), y)
+    assert torch.equal(split_heads(y, H)[:, 1], y[..., D // H: 2 * D // H])
+
+
+def test_attributes_and_dropout():
+    m = MultiHeadAttention(D, H, dropout=0.25)
+    assert (m.num_heads, m.d_k, m.dropout) == (H, D // H, 0.25)
+    for name in ("W_q", "W_k", "W_v", "W_o"):
+        lin = getattr(m, name)
+        assert isinstance(lin, nn.Linear) and lin.weight.shape == (D, D) and lin.bias is not None
+    q, k, v = make_inputs(cross=True)
+    with torch.no_grad():
+        m.eval(); out_e, w_e = m(q, k, v)
+        m.eval(); out_e2, _ = m(q, k, v)
+        m.train(); out_t, w_t = m(q, k, v)
+    assert torch.equal(out_e, out_e2)           # no dropout in eval mode
+    assert not torch.allclose(out_t, out_e)     # dropout in training mode
+    assert torch.allclose(w_t, w_e)             # returned weights are pre-dropout
+
+
+# ---- weight copying
+
+def test_weight_copy_both_ways():
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(D, H)
+    theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, batch_first=True))
+    assert torch.equal(theirs.in_proj_weight.detach(),
+                       torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]).detach())
+    assert torch.equal(theirs.in_proj_bias.detach(), torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]).detach())
+    assert torch.equal(theirs.out_proj.weight.detach(), ours.W_o.weight.detach())
+    assert torch.equal(theirs.out_proj.bias.detach(), ours.W_o.bias.detach())
+    torch.manual_seed(1)
+    src = nn.MultiheadAttention(D, H, batch_first=True)
+    nn.init.normal_(src.in_proj_bias); nn.init.normal_(src.out_proj.bias)  # torch zeroes them; make them matter
+    back = mha_from_torch(src, MultiHeadAttention(D, H))
+    for lin, w, b in zip((back.W_q, back.W_k, back.W_v), src.in_proj_weight.chunk(3), src.in_proj_bias.chunk(3)):
+        assert torch.equal(lin.weight.detach(), w.detach()) and torch.equal(lin.bias.detach(), b.detach())
+    assert torch.equal(back.W_o.weight.detach(), src.out_proj.weight.detach())
+    assert torch.equal(back.W_o.bias.detach(), src.out_proj.bias.detach())
+    q, k, v = make_inputs(cross=True)
+    src.eval(); back.eval()
+    with torch.no_grad():
+        assert maxdiff(back(q, k, v)[0], src(q, k, v)[0]) < TOL
+
+
+def test_weight_copy_errors():
+    ours = MultiHeadAttention(D, H)
+    with pytest.raises(ValueError, match="sizes differ"):
+        mha_to_torch(ours, nn.MultiheadAttention(D, 3, batch_first=True))
+    with pytest.raises(ValueError, match="sizes differ"):
+        mha_from_torch(nn.MultiheadAttention(2 * D, H, batch_first=True), ours)
+    with pytest.raises(ValueError, match="biases differ"):
+        mha_to_torch(ours, nn.MultiheadAttention(D, H, bias=False, batch_first=True))
+    with pytest.raises(ValueError, match="biases differ"):
+        mha_from_torch(nn.MultiheadAttention(D, H, batch_first=True), MultiHeadAttention(D, H, bias=False))
+    with pytest.raises(ValueError, match="add_bias_kv"):
+        mha_to_torch(ours, nn.MultiheadAttention(D, H, add_bias_kv=True, batch_first=True))
+    with pytest.raises(ValueError, match="kdim"):
+        mha_to_torch(ours, nn.MultiheadAttention(D, H, kdim=8, vdim=8, batch_first=True))
+    with pytest.raises(TypeError, match="ours must be a MultiHeadAttention"):
+        mha_to_torch(nn.MultiheadAttention(D, H), ours)
+    with pytest.raises(TypeError, match="theirs must be an nn.MultiheadAttention"):
+        mha_from_torch(ours, ours)
+
+
+# ---- masks
+
+def full(m, n):
+    "what each (batch, head, query) may attend to"
+    return m.reshape((1,) * (4 - m.dim()) + tuple(m.shape)).expand(B, H, T, n)
+
+
+def test_to_torch_masks_shapes():
+    assert to_torch_masks(None, H) == (None, None)
+    pad = pad_mask([S, 3], S)
+    am, kpm = to_torch_masks(pad, H)
+    assert am is None and kpm.shape == (B, S) and torch.equal(kpm, ~pad[:, 0, 0])
+    c = causal_mask(T)
+    for m in (c, c[None, None]):
+        am, kpm = to_torch_masks(m, H)
+        assert kpm is None and torch.equal(am, ~c)
+    both = c & pad_mask([T, 3], T)  # (B, 1, T, T)
+    am, kpm = to_torch_masks(both, H)
+    assert kpm is None and am.shape == (B * H, T, T)
+    for b in range(B):
+        for h in range(H): assert torch.equal(am[b * H + h], ~both[b, 0])  # heads vary fastest
+    per_head = make_mask("random-per-head", cross=True)
+    am, _ = to_torch_masks(per_head, H)
+    assert torch.equal(am.view(B, H, T, S), ~per_head)
+
+
+@pytest.mark.parametrize("kind", ["padding", "causal", "causal+padding", "random-per-head"])
+def test_mask_round_trip_ours(kind):
+    m = make_mask(kind, cross=kind in ("padding", "random-per-head"))
+    n = m.shape[-1]
+    back = from_torch_masks(*to_torch_masks(m, H), num_heads=H)
+    assert back.dtype == torch.bool and torch.equal(full(back, n), full(m, n))
+
+
+def test_mask_round_trip_torch():
+    kpm = ~pad_mask([S, 3], S)[:, 0, 0]                    # torch's: True = pad
+    am2 = torch.ones(T, S, dtype=torch.bool).triu(1)       # torch's: True = blocked
+    am3 = torch.rand(B * H, T, S, generator=torch.Generator().manual_seed(0)) > 0.5
+    assert torch.equal(to_torch_masks(from_torch_masks(key_padding_mask=kpm), H)[1], kpm)
+    assert torch.equal(to_torch_masks(from_torch_masks(attn_mask=am2), H)[0], am2)
+    assert torch.equal(to_torch_masks(from_torch_masks(attn_mask=am3, num_heads=H), H)[0], am3)
+    combined = from_torch_masks(am2, kpm)                  # blocked by either = blocked
+    assert combined.shape == (B, 1, T, S)
+    assert torch.equal(combined, ~am2[None, None] & ~kpm[:, None, None, :])
+    float_am = torch.zeros(T, S).masked_fill(am2, float("-inf"))
+    assert torch.equal(from_torch_masks(attn_mask=float_am), from_torch_masks(attn_mask=am2))
+    assert from_torch_masks() is None
+
+
+def test_mask_conversion_errors():
+    with pytest.raises(TypeError, match="boolean"):
+        to_torch_masks(torch.ones(T, S), H)
+    with pytest.raises(ValueError, match="head dimension"):
+        to_torch_masks(torch.ones(B, 3, T, S, dtype=torch.bool), H)
+    with pytest.raises(ValueError, match="needs num_heads"):
+        from_torch_masks(attn_mask=torch.zeros(B * H, T, S, dtype=torch.bool))
+    with pytest.raises(ValueError, match="B\\*num_heads"):
+        from_torch_masks(attn_mask=torch.zeros(7, T, S, dtype=torch.bool), num_heads=H)
+    with pytest.raises(ValueError, match="no boolean equivalent"):
+        from_torch_masks(attn_mask=torch.randn(T, S))
+    with pytest.raises(ValueError, match="key_padding_mask must have shape"):
+        from_torch_masks(key_padding_mask=torch.zeros(S, dtype=torch.bool))
+
+
+# ---- errors
+
+def test_divisibility_error():
+    with pytest.raises(ValueError, match=r"^embed_dim must be divisible by num_heads.*d_model=10, num_heads=3"):
+        MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
+        split_heads(torch.randn(B, T, D), 5)
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="num_heads must be >= 1"): MultiHeadAttention(D, 0)
+    with pytest.raises(ValueError, match="d_model must be >= 1"): MultiHeadAttention(0, 1)
+    with pytest.raises(TypeError, match="num_heads must be an int"): MultiHeadAttention(D, 4.0)
+    with pytest.raises(ValueError, match="dropout must be in"): MultiHeadAttention(D, H, dropout=1.0)
+    with pytest.raises(TypeError, match="dropout"): MultiHeadAttention(D, H, dropout="0.1")
+    with pytest.raises(TypeError, match="bias must be a bool"): MultiHeadAttention(D, H, bias=None)
+
+
+def test_forward_errors():
+    m = MultiHeadAttention(D, H)
+    q, k, v = make_inputs(cross=True)
+    with pytest.raises(ValueError, match="key and value must have the same length S"): m(q, k, v[:, :6])
+    with pytest.raises(ValueError, match="same batch size B"): m(q, k[:1], v[:1])
+    with pytest.raises(ValueError, match="query must have last dimension d_model=24"): m(q[..., :16], k, v)
+    with pytest.raises(ValueError, match="key must have 3 dimensions"): m(q, k[0], v)
+    with pytest.raises(TypeError, match="floating dtype"): m(q, k.long(), v)
+    with pytest.raises(TypeError, match="dtype torch.bool"): m(q, k, v, mask=pad_mask([S, 3], S).float())
+    with pytest.raises(ValueError, match="does not broadcast"): m(q, k, v, mask=torch.ones(T, T, dtype=torch.bool))
+    with pytest.raises(ValueError, match="at least one position"): m(q, k[:, :0], v[:, :0])
+
+
+def test_fully_masked_query_gives_zeros():
+    "where we differ from torch (NaN): a query with no allowed key gets zero weights"
+    m = MultiHeadAttention(D, H, bias=False)
+    q, k, v = make_inputs(cross=True)
+    mask = torch.tensor([True, False])[:, None, None, None].expand(B, 1, 1, S)
+    out, w = m(q, k, v, mask=mask)
+    assert torch.isfinite(out).all()
+    assert (w[1] == 0).all() and (out[1] == 0).all()
