@@ -93,3 +93,48 @@ def test_page_renders(page, server, name):
     page.screenshot(path=str(SHOTS / f"{name.removesuffix('.html')}.png"), full_page=True)
     assert not page.errors, f"console errors: {page.errors}"
     assert not page.outside, f"requests left localhost: {page.outside}"
+
+
+def test_sidebar_click_through_in_reading_order(page, server):
+    "From the home page, clicking the sidebar's chapter links one after another walks the chapters in reading order."
+    page.goto(f"{server}/index.html", wait_until="load")
+    for name in chapter_pages():
+        link = page.locator(f'#quarto-sidebar a[href$="{name}"]').first
+        link.click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/" + name), f"clicked {name}, landed on {page.url}"
+        assert page.locator("h1").first.inner_text().strip()
+        active = page.locator("#quarto-sidebar a.active")
+        assert active.count() >= 1 and active.first.get_attribute("href").endswith(name)
+    assert not page.errors, page.errors
+    assert not page.outside, page.outside
+
+
+@pytest.mark.parametrize("word, expected", [("sinusoidal", "embeddings.html"), ("LayerNorm", "norms.html"),
+                                            ("teacher forcing", "masking.html")])
+def test_search_finds_a_chapter_by_a_word_in_it(page, server, word, expected):
+    "Typing a word of a chapter into the navbar's search box lists that chapter among the results."
+    page.goto(f"{server}/index.html", wait_until="load")
+    box = page.locator("#quarto-search input").first
+    if not box.is_visible():
+        page.locator("#quarto-search .sd-search-toggle, #quarto-search button").first.click()
+    box.fill(word)
+    page.wait_for_selector(".search-result", timeout=5_000)
+    hrefs = page.eval_on_selector_all(".search-result", "els => els.map(e => e.getAttribute('href'))")
+    assert any(h.split("#")[0].endswith(expected) for h in hrefs), f"{word!r}: {hrefs}"
+    assert not page.outside, page.outside
+
+
+@pytest.mark.parametrize("name", chapter_pages() + ["index.html", "diagrams.html"])
+def test_every_image_has_loaded_with_a_size(page, server, name):
+    "Every image of the page, diagrams and plots alike, has decoded with a non-zero size, and has alt text if a diagram."
+    page.goto(f"{server}/{name}", wait_until="load")
+    page.wait_for_load_state("networkidle")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # lazy images, if any
+    imgs = page.eval_on_selector_all("main img", "els => els.map(e => ({src: e.getAttribute('src').slice(0, 60), "
+                                     "ok: e.complete && e.naturalWidth > 0 && e.naturalHeight > 0, alt: e.getAttribute('alt')}))")
+    assert imgs, f"{name}: no image"
+    bad = [i["src"] for i in imgs if not i["ok"]]
+    assert not bad, f"{name}: images that did not load: {bad}"
+    diagrams = [i for i in imgs if "images/" in i["src"]]
+    assert all(i["alt"] and len(i["alt"]) > 10 for i in diagrams), f"{name}: a diagram without alt text"
