@@ -133,7 +133,7 @@ def test_chapters_link_their_exercise():
     "Each model chapter links its exercise notebook with a relative link, and the built site has the file."
     for name in MODEL_CHAPTERS:
         md = "\n".join(src(c) for c in load(NBS / name)["cells"] if c["cell_type"] == "markdown")
-        assert f"](exercises/{name})" in md, f"{name} does not link exercises/{name}"
+        assert f'href="exercises/{name}"' in md, f"{name} does not link exercises/{name}"
 
 
 def test_site_has_the_exercise_downloads(docs):

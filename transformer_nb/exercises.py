@@ -146,7 +146,7 @@ def make_exercise_notebook(
     for cell in nb["cells"]:
         src, kind = _src(cell), cell["cell_type"]
         if kind == "markdown":
-            if "](exercises/" in src: continue                      # the chapter's link to this very notebook
+            if re.search(r'\]\(exercises/|href="exercises/', src): continue   # the chapter's link to this very notebook
             if not cells:                                           # the title: say what this notebook is
                 cells += [_cell("markdown", src, len(cells)), _cell("markdown", _intro(chapter.stem, checkers), len(cells) + 1)]
                 continue
