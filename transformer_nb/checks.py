@@ -349,6 +349,8 @@ def check_attention(
             if w.shape != want_w.shape and tuple(w.shape[-2:]) != (k_.shape[-2], q_.shape[-2]):
                 raise Hint(f"{case}: the weights have shape {_shape(w)}, expected {_shape(want_w)} (..., T, S).")
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
+        if mask is not None and (w.masked_select(~mask.expand(w.shape)) != 0).any():
+            raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
         _tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
         if not _close(out, want_out):
             if _close(out, (w @ k_) if k_.shape == v_.shape else None): raise Hint("the weights multiply k; they must multiply v.")
@@ -692,7 +694,16 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
     kind = "Decoder" if decoder else "Encoder"
     with torch.no_grad():
         for nf in (True, False):
-            ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0, norm_first=nf)
+            ref, m = ref_cls(d, H, dff, num_layers=N, dropout=0.0, norm_first=nf).eval(), \
+                build(cls, d, H, dff, num_layers=N, dropout=0.0, norm_first=nf)
+            extra = sum(p.numel() for p in m.parameters()) - sum(p.numel() for p in ref.parameters())
+            if nf and extra == -2 * d:
+                raise Hint("a pre-LN stack (norm_first=True) ends with a final LayerNorm after the last layer: "
+                           "create self.norm = LayerNorm(d_model) and apply it to the output.")
+            if not nf and extra == 2 * d:
+                raise Hint("a post-LN stack (norm_first=False) has no final LayerNorm: each layer already ends with "
+                           "one. Create self.norm only when norm_first (final_norm=None means: only in pre-LN).")
+            load_reference(ref, m)
             got = run("your module", m, *args)
             if isinstance(got, (tuple, list)):
                 raise Hint(f"with return_attention=False, forward returns only the output tensor, not a {type(got).__name__}.")
@@ -788,7 +799,7 @@ def check_causal_mask(
     fn,  # your causal mask function: size T -> boolean (T, T) (or (1, 1, T, T)), True = may attend
 )->Verdict:
     "Check a causal mask: query t may attend to keys 0 … t, itself included"
-    for T in (1, 4, 7):
+    for T in (4, 7, 1):
         got = _tensor(run("your function", fn, T), f"the mask for T={T}")
         if got.dim() < 2 or tuple(got.shape[-2:]) != (T, T) or any(s != 1 for s in got.shape[:-2]):
             raise Hint(f"the mask for T={T} has shape {_shape(got)}; expected (T, T), or (1, 1, T, T).")
@@ -798,11 +809,11 @@ def check_causal_mask(
                        "torch.ones(T, T, dtype=torch.bool).tril().")
         want = torch.ones(T, T, dtype=torch.bool).tril()
         if torch.equal(got, want): continue
+        if torch.equal(got, ~want):
+            raise Hint("the mask is inverted: True means may attend, so the lower triangle (the past) is True.")
         for k, hint in ((-1, "off by one: the diagonal must be True, position t attends to itself (tril(), not tril(-1))."),
                         (1, "off by one: position t sees position t + 1; use tril(), not tril(1).")):
             if torch.equal(got, torch.ones(T, T, dtype=torch.bool).tril(k)): raise Hint(hint)
-        if torch.equal(got, ~want):
-            raise Hint("the mask is inverted: True means may attend, so the lower triangle (the past) is True.")
         if torch.equal(got, want.T):
             raise Hint("the mask lets each position see the future and not the past: rows are queries, use tril(), not triu().")
         raise Hint(f"for T={T}, row t must be True in columns 0 … t only.")
