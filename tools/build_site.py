@@ -187,9 +187,19 @@ def copy_exercises(docs: Path) -> int:
     return len(paths)
 
 
+def draw_diagrams() -> list[Path]:
+    "Regenerate the diagrams of images/ from the code that draws them (byte-identical when nothing changed)."
+    from transformer_nb.diagrams import save_diagrams
+    import matplotlib
+    matplotlib.use("Agg")
+    return save_diagrams(ROOT / "images")
+
+
 def main() -> None:
     t0 = time.perf_counter()
     log(f"regenerated {len(make_exercises())} exercise notebook(s) in exercises/")
+    drawn = draw_diagrams()
+    log(f"drew {len(drawn)} diagrams into images/")
     cache = process_notebooks()
     log(f"nbdev processed the notebooks into {cache.name}/ ({time.perf_counter() - t0:.1f}s)")
     renames = rename_to_output_files(cache)

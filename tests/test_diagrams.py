@@ -1,0 +1,77 @@
+"The diagrams of the site: figures from code, written as byte-identical PNGs, importable without matplotlib."
+import hashlib, subprocess, sys
+import pytest
+from conftest import ROOT
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+from matplotlib.figure import Figure
+import matplotlib.pyplot as plt
+from transformer_nb import diagrams as D
+
+EXPECTED = ["architecture.png", "architecture_postln.png", "embeddings.png", "attention.png", "multihead.png",
+            "encoder_layer_preln.png", "encoder_layer_postln.png", "decoder_layer_preln.png",
+            "decoder_layer_postln.png", "masks.png"]
+
+CALLS = [lambda: D.draw_architecture(), lambda: D.draw_architecture(norm_first=False), D.draw_embeddings,
+         D.draw_attention, lambda: D.draw_multihead(), lambda: D.draw_multihead(num_heads=8),
+         lambda: D.draw_layer("encoder", True), lambda: D.draw_layer("encoder", False),
+         lambda: D.draw_layer("decoder", True), lambda: D.draw_layer("decoder", False),
+         lambda: D.draw_masks(), lambda: D.draw_masks(lengths=(7, 4, 2), T=7)]
+
+
+@pytest.mark.parametrize("i", range(len(CALLS)))
+def test_every_function_returns_a_figure(i):
+    fig = CALLS[i]()
+    try:
+        assert isinstance(fig, Figure)
+        assert D.diagram_texts(fig), "a diagram with no text"
+        assert fig.get_size_inches()[0] * 110 <= 710, "wider than the site's text column"
+    finally:
+        plt.close(fig)
+
+
+def test_layernorms_where_the_variant_puts_them():
+    "Pre-LN: one LayerNorm per sublayer plus a final one per stack; post-LN: one per sublayer, none at the end."
+    for norm_first, finals in ((True, 2), (False, 0)):
+        fig = D.draw_architecture(norm_first=norm_first)
+        texts = D.diagram_texts(fig); plt.close(fig)
+        assert (texts.count("LayerNorm"), texts.count("final LayerNorm")) == (5, finals)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="kind must be"): D.draw_layer("middle")
+    with pytest.raises(ValueError, match="num_heads must be"): D.draw_multihead(0)
+    with pytest.raises(ValueError, match="lengths must be"): D.draw_masks(lengths=(6,), T=5)
+
+
+def digests(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.png"))}
+
+
+def test_save_diagrams_writes_the_files_byte_identically(tmp_path):
+    paths = D.save_diagrams(tmp_path / "a")
+    assert [p.name for p in paths] == EXPECTED and all(p.stat().st_size > 0 for p in paths)
+    D.save_diagrams(tmp_path / "b")
+    assert digests(tmp_path / "a") == digests(tmp_path / "b")
+    assert not plt.get_fignums(), "save_diagrams left figures open"
+
+
+def test_committed_images_are_up_to_date(tmp_path):
+    "images/ holds what the current code draws (regenerate with `python -m transformer_nb.diagrams images`)."
+    D.save_diagrams(tmp_path)
+    committed = {k: v for k, v in digests(ROOT / "images").items() if k in EXPECTED}
+    assert committed == digests(tmp_path)
+
+
+def test_command_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "transformer_nb.diagrams", str(tmp_path)], capture_output=True,
+                         text=True, check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPECTED)
+    assert len(out.stdout.split()) == len(EXPECTED)
+
+
+def test_import_does_not_import_matplotlib():
+    code = "import sys, transformer_nb.diagrams\nprint('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
+    assert out.stdout.strip() == "False"
