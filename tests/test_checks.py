@@ -12,6 +12,7 @@ from transformer_nb.ffn import PositionwiseFeedForward
 from transformer_nb.norms import LayerNorm, SublayerConnection
 from transformer_nb.layers import EncoderLayer, DecoderLayer, Encoder, Decoder
 from transformer_nb.transformer import Transformer
+from transformer_nb.masking import padding_mask, causal_mask, target_mask
 
 BOOK = [(check_token_embedding, TokenEmbedding), (check_positional_encoding, sinusoidal_encoding),
         (check_embeddings, Embeddings), (check_attention, scaled_dot_product_attention),
@@ -19,7 +20,7 @@ BOOK = [(check_token_embedding, TokenEmbedding), (check_positional_encoding, sin
         (check_ffn, PositionwiseFeedForward), (check_layer_norm, LayerNorm), (check_sublayer, SublayerConnection),
         (check_encoder_layer, EncoderLayer), (check_decoder_layer, DecoderLayer), (check_encoder, Encoder),
         (check_decoder, Decoder), (check_transformer, Transformer),
-        (check_causal_mask, lambda T: torch.ones(T, T, dtype=torch.bool).tril())]
+        (check_causal_mask, causal_mask), (check_padding_mask, padding_mask), (check_target_mask, target_mask)]
 
 
 @pytest.mark.parametrize("check,answer", BOOK, ids=[c.__name__ for c, _ in BOOK])
@@ -52,7 +53,8 @@ class StubModule(nn.Module):
 @pytest.mark.parametrize("check", [c for c, _ in BOOK], ids=[c.__name__ for c, _ in BOOK])
 def test_unfilled_function_or_class_is_told_to_fill_in(check):
     fails_with(check(StubModule if "Module" in check.__doc__ or check.__name__ not in (
-        "check_positional_encoding", "check_attention", "check_split_heads", "check_merge_heads", "check_causal_mask")
+        "check_positional_encoding", "check_attention", "check_split_heads", "check_merge_heads", "check_causal_mask",
+        "check_padding_mask", "check_target_mask")
         else stub_fn), "fill in the TODO")
 
 def test_not_implemented_error_is_told_to_fill_in():
@@ -371,3 +373,22 @@ def test_causal_mask_inverted():
     fails_with(check_causal_mask(lambda T: torch.ones(T, T, dtype=torch.bool).triu(1)), "inverted")
 def test_causal_mask_not_boolean():
     fails_with(check_causal_mask(lambda T: torch.ones(T, T).tril()), "boolean")
+
+
+# ---------------------------------------------------------------- padding and target masks (chapter 8)
+
+def test_padding_mask_inverted(): fails_with(check_padding_mask(lambda ids, pad: (ids == pad)[:, None, None, :]), "inverted")
+def test_padding_mask_shape(): fails_with(check_padding_mask(lambda ids, pad: ids != pad), "(B, 1, 1, S)", "broadcasts")
+def test_padding_mask_not_boolean(): fails_with(check_padding_mask(lambda ids, pad: (ids != pad).float()[:, None, None, :]), "boolean")
+
+def tmask(combine):
+    def f(tgt, pad):
+        T = tgt.shape[1]
+        return combine((tgt != pad)[:, None, None, :], torch.ones(T, T, dtype=torch.bool).tril(), (tgt != pad)[:, None, :, None])
+    return f
+
+def test_target_mask_reference_variant_passes(): assert check_target_mask(tmask(lambda p, c, q: p & c))
+def test_target_mask_without_padding(): fails_with(check_target_mask(tmask(lambda p, c, q: (c & True).expand(p.shape[0], 1, *c.shape))), "padding is missing")
+def test_target_mask_or(): fails_with(check_target_mask(tmask(lambda p, c, q: p | c)), "AND")
+def test_target_mask_padding_on_rows(): fails_with(check_target_mask(tmask(lambda p, c, q: q & c)), "queries (rows)")
+def test_target_mask_causal_off_by_one(): fails_with(check_target_mask(tmask(lambda p, c, q: p & c.tril(-1))), "off by one")

@@ -16,12 +16,14 @@ from .ffn import PositionwiseFeedForward
 from .norms import LayerNorm, SublayerConnection
 from .layers import EncoderLayer, DecoderLayer, Encoder, Decoder
 from .transformer import Transformer
+from .masking import padding_mask, causal_mask, target_mask
 
 # %% auto #0
 __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'check_token_embedding', 'check_positional_encoding',
            'check_embeddings', 'check_attention', 'check_split_heads', 'check_merge_heads', 'check_multihead',
            'check_ffn', 'check_layer_norm', 'check_sublayer', 'check_encoder_layer', 'check_decoder_layer',
-           'check_encoder', 'check_decoder', 'check_transformer', 'check_causal_mask']
+           'check_encoder', 'check_decoder', 'check_transformer', 'check_causal_mask', 'check_padding_mask',
+           'check_target_mask']
 
 # %% ../nbs/11_checks.ipynb #c006
 class Verdict:
@@ -818,3 +820,55 @@ def check_causal_mask(
             raise Hint("the mask lets each position see the future and not the past: rows are queries, use tril(), not triu().")
         raise Hint(f"for T={T}, row t must be True in columns 0 … t only.")
     return "lower-triangular, diagonal included, boolean."
+
+# %% ../nbs/11_checks.ipynb #c047
+def _ids():
+    "A padded batch (B=3, S=5) with pad id 0, and its real-token mask (B, S)"
+    ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0], [4, 0, 0, 0, 0]])
+    return ids, ids != 0
+
+# %% ../nbs/11_checks.ipynb #c048
+@checker
+def check_padding_mask(
+    fn,  # your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True = a real token
+)->Verdict:
+    "Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast against the scores"
+    ids, real = _ids()
+    got = _tensor(run("your function", fn, ids, 0), "the mask")
+    if got.dtype != torch.bool:
+        raise Hint(f"the mask has dtype {got.dtype}; masks are boolean (True = may attend): ids != pad_id.")
+    if got.numel() == real.numel() and tuple(got.shape) != (3, 1, 1, 5):
+        raise Hint(f"the mask has shape {_shape(got)}; give it shape (B, 1, 1, S), ids[:, None, None, :], so that it "
+                   "broadcasts over the heads and the queries of the scores (B, H, T, S).")
+    _tensor(got, "the mask", (3, 1, 1, 5), "(B, 1, 1, S)")
+    if torch.equal(got[:, 0, 0], ~real):
+        raise Hint("the mask is inverted: True means may attend, so the real tokens are True: ids != pad_id.")
+    if not torch.equal(got[:, 0, 0], real): raise Hint("the mask must be True exactly where ids != pad_id.")
+    return "True at the real tokens, (B, 1, 1, S), boolean."
+
+# %% ../nbs/11_checks.ipynb #c049
+@checker
+def check_target_mask(
+    fn,  # your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
+)->Verdict:
+    "Check the decoder's target mask: a key may be attended to if it is a real token AND not in the future"
+    ids, real = _ids()
+    T = ids.shape[1]
+    got = _tensor(run("your function", fn, ids, 0), "the mask")
+    if got.dtype != torch.bool: raise Hint(f"the mask has dtype {got.dtype}; combine boolean masks with &.")
+    _tensor(got, "the mask", (3, 1, T, T), "(B, 1, T, T): padding (B, 1, 1, T) & causal (1, 1, T, T)")
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    want = real[:, None, None, :] & causal
+    if torch.equal(got, want): return "padding AND causal, (B, 1, T, T)."
+    for mask, hint in (
+        (causal.expand(3, 1, T, T), "the padding is missing: AND the causal mask with the padding mask."),
+        (real[:, None, None, :].expand(3, 1, T, T), "the causal part is missing: AND the padding mask with the causal mask."),
+        (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be real and not in the future."),
+        (real[:, None, :, None] & causal, "the padding hides the padded queries (rows) instead of the padded keys "
+                                          "(columns): the padding mask is (B, 1, 1, T)."),
+        (real[:, None, None, :] & causal.tril(-1), "the causal part is off by one: the diagonal must be True."),
+        (real[:, None, None, :] & causal.tril(1), "the causal part is off by one: position t sees t + 1."),
+        (~want, "the mask is inverted: True means may attend."),
+    ):
+        if torch.equal(got, mask): raise Hint(hint)
+    raise Hint("row t of sequence b must be True at the real tokens 0 … t only.")
