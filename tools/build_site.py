@@ -171,6 +171,22 @@ def write_readme(docs: Path, renames: dict[str, str]) -> None:
     (cfg.config_path / "README.md").write_text(header + text, encoding="utf-8")
 
 
+def make_exercises() -> list[Path]:
+    "Regenerate `exercises/` from the chapters' `#| exercise` cells (transformer_nb.exercises), before anything is rendered."
+    from transformer_nb.exercises import make_exercises as make
+    return make(ROOT / "nbs", ROOT / "exercises")
+
+
+def copy_exercises(docs: Path) -> int:
+    "Copy the exercise notebooks into the site, as downloads linked from each chapter (`exercises/NN_name.ipynb`)."
+    dest = docs / "exercises"
+    dest.mkdir(exist_ok=True)
+    paths = sorted((ROOT / "exercises").glob("*.ipynb"))
+    for p in paths:
+        shutil.copy2(p, dest / p.name)
+    return len(paths)
+
+
 def draw_diagrams() -> list[Path]:
     "Regenerate the diagrams of images/ from the code that draws them (byte-identical when nothing changed)."
     from transformer_nb.diagrams import save_diagrams
@@ -181,6 +197,7 @@ def draw_diagrams() -> list[Path]:
 
 def main() -> None:
     t0 = time.perf_counter()
+    log(f"regenerated {len(make_exercises())} exercise notebook(s) in exercises/")
     drawn = draw_diagrams()
     log(f"drew {len(drawn)} diagrams into images/")
     cache = process_notebooks()
@@ -191,6 +208,7 @@ def main() -> None:
     n = vendor_katex(docs)
     log(f"KaTeX {KATEX_VERSION} served from site_libs/katex on {n} page(s)")
     write_readme(docs, renames)
+    log(f"copied {copy_exercises(docs)} exercise notebook(s) into {docs.relative_to(ROOT)}/exercises/")
     pages = sorted(p.name for p in docs.glob("*.html"))
     log(f"built {len(pages)} pages into {docs.relative_to(ROOT)}/ in {time.perf_counter() - t0:.1f}s: {' '.join(pages)}")
 
