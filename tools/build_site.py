@@ -177,6 +177,16 @@ def make_exercises() -> list[Path]:
     return make(ROOT / "nbs", ROOT / "exercises")
 
 
+def copy_notebooks(docs: Path) -> int:
+    "Copy the chapters' notebooks into the site (`notebooks/NN_name.ipynb`), as downloads linked from each chapter."
+    dest = docs / "notebooks"
+    dest.mkdir(exist_ok=True)
+    paths = sorted((ROOT / "nbs").glob("[0-9]*.ipynb"))
+    for p in paths:
+        shutil.copy2(p, dest / p.name)
+    return len(paths)
+
+
 def copy_exercises(docs: Path) -> int:
     "Copy the exercise notebooks into the site, as downloads linked from each chapter (`exercises/NN_name.ipynb`)."
     dest = docs / "exercises"
@@ -208,6 +218,7 @@ def main() -> None:
     n = vendor_katex(docs)
     log(f"KaTeX {KATEX_VERSION} served from site_libs/katex on {n} page(s)")
     write_readme(docs, renames)
+    log(f"copied {copy_notebooks(docs)} chapter notebook(s) into {docs.relative_to(ROOT)}/notebooks/")
     log(f"copied {copy_exercises(docs)} exercise notebook(s) into {docs.relative_to(ROOT)}/exercises/")
     pages = sorted(p.name for p in docs.glob("*.html"))
     log(f"built {len(pages)} pages into {docs.relative_to(ROOT)}/ in {time.perf_counter() - t0:.1f}s: {' '.join(pages)}")
