@@ -177,21 +177,12 @@ def make_exercises() -> list[Path]:
     return make(ROOT / "nbs", ROOT / "exercises")
 
 
-def copy_notebooks(docs: Path) -> int:
-    "Copy the chapters' notebooks into the site (`notebooks/NN_name.ipynb`), as downloads linked from each chapter."
-    dest = docs / "notebooks"
+def copy_downloads(docs: Path, src: Path, pattern: str, folder: str) -> int:
+    """Copy notebooks into the site as downloads that the chapters link: the chapters themselves
+    (`notebooks/NN_name.ipynb`) and their exercises (`exercises/NN_name.ipynb`). Returns how many."""
+    dest = docs / folder
     dest.mkdir(exist_ok=True)
-    paths = sorted((ROOT / "nbs").glob("[0-9]*.ipynb"))
-    for p in paths:
-        shutil.copy2(p, dest / p.name)
-    return len(paths)
-
-
-def copy_exercises(docs: Path) -> int:
-    "Copy the exercise notebooks into the site, as downloads linked from each chapter (`exercises/NN_name.ipynb`)."
-    dest = docs / "exercises"
-    dest.mkdir(exist_ok=True)
-    paths = sorted((ROOT / "exercises").glob("*.ipynb"))
+    paths = sorted(src.glob(pattern))
     for p in paths:
         shutil.copy2(p, dest / p.name)
     return len(paths)
@@ -218,8 +209,8 @@ def main() -> None:
     n = vendor_katex(docs)
     log(f"KaTeX {KATEX_VERSION} served from site_libs/katex on {n} page(s)")
     write_readme(docs, renames)
-    log(f"copied {copy_notebooks(docs)} chapter notebook(s) into {docs.relative_to(ROOT)}/notebooks/")
-    log(f"copied {copy_exercises(docs)} exercise notebook(s) into {docs.relative_to(ROOT)}/exercises/")
+    log(f"copied {copy_downloads(docs, ROOT / 'nbs', '[0-9]*.ipynb', 'notebooks')} chapter notebook(s) into {docs.relative_to(ROOT)}/notebooks/")
+    log(f"copied {copy_downloads(docs, ROOT / 'exercises', '*.ipynb', 'exercises')} exercise notebook(s) into {docs.relative_to(ROOT)}/exercises/")
     pages = sorted(p.name for p in docs.glob("*.html"))
     log(f"built {len(pages)} pages into {docs.relative_to(ROOT)}/ in {time.perf_counter() - t0:.1f}s: {' '.join(pages)}")
 
