@@ -177,14 +177,25 @@ def make_exercises() -> list[Path]:
     return make(ROOT / "nbs", ROOT / "exercises")
 
 
+def standalone(nb_path: Path) -> str:
+    """A chapter notebook as a reader downloads it: without the nbdev export cell (which needs this repository) and
+    with the diagrams embedded as attachments, so that it runs and shows everything on its own."""
+    import json
+    from transformer_nb.exercises import embed_images
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    nb["cells"] = [c for c in nb["cells"] if "nbdev_export()" not in "".join(c["source"])]
+    embed_images(nb["cells"], nb_path.parent)
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
 def copy_downloads(docs: Path, src: Path, pattern: str, folder: str) -> int:
-    """Copy notebooks into the site as downloads that the chapters link: the chapters themselves
-    (`notebooks/NN_name.ipynb`) and their exercises (`exercises/NN_name.ipynb`). Returns how many."""
+    """Copy notebooks into the site as downloads that the chapters link: the chapters themselves, standalone
+    (`notebooks/NN_name.ipynb`), and their exercises (`exercises/NN_name.ipynb`). Returns how many."""
     dest = docs / folder
     dest.mkdir(exist_ok=True)
     paths = sorted(src.glob(pattern))
     for p in paths:
-        shutil.copy2(p, dest / p.name)
+        (dest / p.name).write_text(standalone(p), encoding="utf-8")
     return len(paths)
 
 

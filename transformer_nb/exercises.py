@@ -4,12 +4,12 @@
 
 # %% ../nbs/11a_exercises.ipynb #c002
 from __future__ import annotations
-import ast, json, re, sys
+import ast, base64, json, re, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['EXERCISE', 'split_directives', 'exercise_checker', 'make_exercise_source', 'make_exercise_notebook', 'make_exercises',
-           'main']
+__all__ = ['EXERCISE', 'split_directives', 'exercise_checker', 'make_exercise_source', 'comment_out_error_lessons',
+           'embed_images', 'make_exercise_notebook', 'make_exercises', 'main']
 
 # %% ../nbs/11a_exercises.ipynb #c006
 EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")   # the directive: `#| exercise CHECKER`
@@ -130,6 +130,39 @@ def _intro(stem:str, checkers:list[str])->str:
             "cells after an exercise use your answer, so fill the exercises in order. Checkers in this notebook: "
             + ", ".join(f"`{c}`" for c in checkers) + ".")
 
+# %% ../nbs/11a_exercises.ipynb #77e99136
+def comment_out_error_lessons(
+    code:str,  # the source of a lesson cell
+)->str:  # the same source with every top-level `test_fail(...)` statement commented out
+    "Comment out the book's error-message lessons, which a learner's correct answer need not satisfy"
+    try: tree = ast.parse(code)
+    except SyntaxError: return code
+    lines = code.split("\n")
+    spans = [(n.lineno - 1, n.end_lineno) for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+             and isinstance(n.value.func, ast.Name) and n.value.func.id == "test_fail"]
+    if not spans: return code
+    for a, b in spans:
+        for i in range(a, b): lines[i] = "# " + lines[i]
+    return "# optional: the book's implementation raises these clear errors; uncomment to hold yours to them\n" + "\n".join(lines)
+
+# %% ../nbs/11a_exercises.ipynb #e3a42ba0
+def embed_images(
+    cells:list,  # notebook cells (nbformat 4 JSON dicts), changed in place
+    base:Path,  # the folder that relative image paths start from (the chapters' nbs/)
+)->list:  # the same cells
+    "Turn Markdown images with a relative path into cell attachments, so that a notebook shows them on its own"
+    for cell in cells:
+        if cell["cell_type"] != "markdown": continue
+        src = _src(cell)
+        for path in dict.fromkeys(re.findall(r"!\[[^\]]*\]\(((?!https?:|data:|attachment:)[^)\s]+\.png)\)", src)):
+            f = base / path
+            if not f.is_file(): continue
+            name = Path(path).name
+            cell.setdefault("attachments", {})[name] = {"image/png": base64.b64encode(f.read_bytes()).decode()}
+            src = src.replace(f"]({path})", f"](attachment:{name})")
+        cell["source"] = src
+    return cells
+
 # %% ../nbs/11a_exercises.ipynb #c017
 def make_exercise_notebook(
     chapter:Path|str,  # a chapter notebook with cells marked `#| exercise CHECKER`
@@ -169,12 +202,14 @@ def make_exercise_notebook(
             continue
         if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]): flush()
         code = "\n".join(l for l in split_directives(src)[1].split("\n") if not re.match(r"\s*from nbdev\b|\s*import nbdev\b", l))
+        code = comment_out_error_lessons(code)
         if not code.strip(): continue
         cells.append(_cell("code", code, len(cells)))
         if not imported and re.search(r"^\s*(from \S+ )?import ", code, re.M):   # after the chapter's imports: the checkers
             cells.append(_cell("code", f"from transformer_nb.checks import {', '.join(dict.fromkeys(checkers))}", len(cells)))
             imported = True
     flush()
+    embed_images(cells, chapter.parent)
     return {"cells": cells, "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}},
             "nbformat": 4, "nbformat_minor": 5}
 
