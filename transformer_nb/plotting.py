@@ -30,7 +30,8 @@ def show_heatmaps(
     title:str|None=None,  # a title over the whole figure
     cmap:str="viridis",  # matplotlib colour map
     vmin:float|None=None, vmax:float|None=None,  # colour range; the data's own range by default
-    cell_size:float=2.2,  # size in inches of each panel
+    cell_size:float=2.2,  # size in inches of each panel (shrunk if the grid would be wider than `max_width`)
+    max_width:float=6.6,  # widest figure in inches: at 100 dpi, the width of a page's text, so labels keep their size
     colorbar:bool=True,  # draw one colour bar for the whole grid
 ):
     "A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x keys) matrices"
@@ -43,7 +44,9 @@ def show_heatmaps(
     nr, nc, q, k = m.shape
     if vmin is None: vmin = float(m.min())
     if vmax is None: vmax = float(m.max())
-    fig, axes = plt.subplots(nr, nc, figsize=(cell_size * nc + (0.8 if colorbar else 0), cell_size * nr + 0.4),
+    extra = 0.8 if colorbar else 0
+    cell_size = min(cell_size, (max_width - extra) / nc)                  # many heads: smaller panels, same font
+    fig, axes = plt.subplots(nr, nc, figsize=(cell_size * nc + extra, cell_size * nr + 0.4),
                              squeeze=False, sharex=True, sharey=True, layout="constrained")
     for i in range(nr):
         for j in range(nc):
