@@ -1,0 +1,177 @@
+"""Chapter 6: EncoderLayer/DecoderLayer against nn.TransformerEncoderLayer/nn.TransformerDecoderLayer (outputs and every
+gradient, both norm placements, masks), weight copying both ways, stacks, return_attention, errors."""
+import copy
+import pytest
+import torch
+from torch import nn
+
+from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder, encoder_layer_to_torch,
+                                   encoder_layer_from_torch, decoder_layer_to_torch, decoder_layer_from_torch)
+from transformer_nb.multihead import to_torch_masks
+from transformer_nb.norms import LayerNorm
+
+B, T, S, D, H, F = 2, 5, 7, 24, 4, 40  # distinct sizes, so that a swapped axis fails
+TOL = 1e-5
+
+
+def pad_mask(lengths, n):
+    "(B, 1, 1, n), True = a real key"
+    return (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
+
+
+def causal(n):
+    return torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+
+
+def inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(B, T, D, generator=g), torch.randn(B, S, D, generator=g)
+
+
+def grads_of(m):
+    g = copy.deepcopy(m)
+    with torch.no_grad():
+        for p, q in zip(g.parameters(), m.parameters()): p.copy_(q.grad)
+    return g
+
+
+def compare(ours, theirs, run_ours, run_theirs, from_torch, xs):
+    "Largest difference in output, every parameter gradient (mapped with from_torch) and input gradients"
+    a = [x.clone().requires_grad_() for x in xs]
+    b = [x.clone().requires_grad_() for x in xs]
+    out, out_t = run_ours(*a), run_theirs(*b)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * g).sum().backward(); (out_t * g).sum().backward()
+    mapped = from_torch(grads_of(theirs), copy.deepcopy(ours))
+    diffs = [(out - out_t).abs().max().item()]
+    diffs += [(p.grad - q).abs().max().item() for p, q in zip(ours.parameters(), mapped.parameters())]
+    diffs += [(u.grad - v.grad).abs().max().item() for u, v in zip(a, b)]
+    assert all(p.grad is not None for p in ours.parameters())
+    return max(diffs)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_encoder_layer_matches_torch(norm_first, activation, masked):
+    torch.manual_seed(0)
+    ours = EncoderLayer(D, H, F, dropout=0.0, norm_first=norm_first, activation=activation)
+    theirs = encoder_layer_to_torch(ours, nn.TransformerEncoderLayer(D, H, F, 0.0, activation=activation,
+                                                                     batch_first=True, norm_first=norm_first))
+    mask = pad_mask([S, 4], S) if masked else None
+    am, kpm = to_torch_masks(mask, H)
+    _, x = inputs()
+    d = compare(ours, theirs, lambda x: ours(x, mask)[0], lambda x: theirs(x, src_mask=am, src_key_padding_mask=kpm),
+                encoder_layer_from_torch, [x])
+    assert d < TOL, d
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("tgt_kind", ["causal", "causal+padding"])
+def test_decoder_layer_matches_torch(norm_first, tgt_kind):
+    torch.manual_seed(0)
+    ours = DecoderLayer(D, H, F, dropout=0.0, norm_first=norm_first)
+    theirs = decoder_layer_to_torch(ours, nn.TransformerDecoderLayer(D, H, F, 0.0, batch_first=True,
+                                                                     norm_first=norm_first))
+    tgt_mask = causal(T) if tgt_kind == "causal" else causal(T) & pad_mask([T, 3], T)
+    mem_mask = pad_mask([S, 4], S)
+    tm, tkpm = to_torch_masks(tgt_mask, H)
+    mm, mkpm = to_torch_masks(mem_mask, H)
+    y, mem = inputs()
+    d = compare(ours, theirs, lambda y, m: ours(y, m, tgt_mask, mem_mask)[0],
+                lambda y, m: theirs(y, m, tgt_mask=tm, memory_mask=mm, tgt_key_padding_mask=tkpm,
+                                    memory_key_padding_mask=mkpm),
+                decoder_layer_from_torch, [y, mem])
+    assert d < TOL, d
+
+
+def test_stacks_match_torch_stacks():
+    "Encoder/Decoder of N layers vs nn.TransformerEncoder/Decoder with a final norm (pre-LN)"
+    torch.manual_seed(0)
+    enc, dec = Encoder(D, H, F, 2, dropout=0.0), Decoder(D, H, F, 3, dropout=0.0)
+    t_enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, F, 0.0, batch_first=True, norm_first=True), 2,
+                                  norm=nn.LayerNorm(D), enable_nested_tensor=False)
+    t_dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, F, 0.0, batch_first=True, norm_first=True), 3,
+                                  norm=nn.LayerNorm(D))
+    for a, b in zip(enc.layers, t_enc.layers): encoder_layer_to_torch(a, b)
+    for a, b in zip(dec.layers, t_dec.layers): decoder_layer_to_torch(a, b)
+    t_enc.norm.load_state_dict(enc.norm.state_dict()); t_dec.norm.load_state_dict(dec.norm.state_dict())
+    y, x = inputs()
+    src_mask, tgt_mask = pad_mask([S, 4], S), causal(T)
+    mem = enc(x, src_mask)
+    out = dec(y, mem, tgt_mask, src_mask)
+    kpm = to_torch_masks(src_mask, H)[1]
+    mem_t = t_enc(x, src_key_padding_mask=kpm)
+    out_t = t_dec(y, mem_t, tgt_mask=to_torch_masks(tgt_mask, H)[0], memory_key_padding_mask=kpm)
+    assert (mem - mem_t).abs().max() < TOL and (out - out_t).abs().max() < TOL
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_copy_round_trip_covers_every_parameter(decoder):
+    torch.manual_seed(0)
+    if decoder:
+        ours, theirs = DecoderLayer(D, H, F, norm_first=False), nn.TransformerDecoderLayer(D, H, F, batch_first=True)
+        there, back = decoder_layer_to_torch, decoder_layer_from_torch
+        fresh = DecoderLayer(D, H, F, norm_first=False)
+    else:
+        ours, theirs = EncoderLayer(D, H, F, norm_first=False), nn.TransformerEncoderLayer(D, H, F, batch_first=True)
+        there, back = encoder_layer_to_torch, encoder_layer_from_torch
+        fresh = EncoderLayer(D, H, F, norm_first=False)
+    with torch.no_grad():                     # make every parameter distinct from a fresh module's
+        for p in ours.parameters(): p.normal_()
+    back(there(ours, theirs), fresh)
+    for a, b in zip(ours.parameters(), fresh.parameters()): assert torch.equal(a, b)
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
+
+
+def test_copy_refuses_mismatches():
+    theirs = nn.TransformerEncoderLayer(D, H, F, batch_first=True, norm_first=True)
+    with pytest.raises(ValueError, match="norm_first differs"):
+        encoder_layer_to_torch(EncoderLayer(D, H, F, norm_first=False), theirs)
+    with pytest.raises(ValueError, match="d_ff differs"):
+        encoder_layer_to_torch(EncoderLayer(D, H, 32), theirs)
+    with pytest.raises(ValueError, match="activation differs"):
+        encoder_layer_to_torch(EncoderLayer(D, H, F, activation="gelu"), theirs)
+    with pytest.raises(ValueError, match="sizes differ"):
+        encoder_layer_to_torch(EncoderLayer(D, 3 * 2, F), theirs)
+    with pytest.raises(TypeError, match="theirs must be an nn.TransformerDecoderLayer"):
+        decoder_layer_to_torch(DecoderLayer(D, H, F), theirs)
+
+
+def test_return_attention_shapes_and_masks():
+    torch.manual_seed(0)
+    enc, dec = Encoder(D, H, F, 2, dropout=0.0), Decoder(D, H, F, 3, dropout=0.0)
+    y, x = inputs()
+    src_mask = pad_mask([S, 4], S)
+    mem, ws = enc(x, src_mask, return_attention=True)
+    assert len(ws) == 2 and all(w.shape == (B, H, S, S) for w in ws)
+    assert torch.equal(enc(x, src_mask), mem)
+    out, sw, cw = dec(y, mem, causal(T), src_mask, return_attention=True)
+    assert out.shape == (B, T, D) and len(sw) == len(cw) == 3
+    assert all(w.shape == (B, H, T, T) for w in sw) and all(w.shape == (B, H, T, S) for w in cw)
+    assert all((w.triu(1) == 0).all() for w in sw)
+    assert all((w[1, ..., 4:] == 0).all() for w in cw)
+
+
+def test_final_norm_only_in_pre_ln():
+    assert isinstance(Encoder(D, H, F, 1).norm, LayerNorm) and isinstance(Decoder(D, H, F, 1).norm, LayerNorm)
+    assert Encoder(D, H, F, 1, norm_first=False).norm is None and Decoder(D, H, F, 1, norm_first=False).norm is None
+    assert isinstance(Decoder(D, H, F, 1, norm_first=False, final_norm=True).norm, LayerNorm)
+    assert Encoder(D, H, F, 1, final_norm=False).norm is None
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="num_layers must be >= 1"): Encoder(D, H, F, 0)
+    with pytest.raises(ValueError, match="num_layers must be >= 1"): Decoder(D, H, F, 0)
+    with pytest.raises(TypeError, match="num_layers must be an int"): Decoder(D, H, F, 2.0)
+    with pytest.raises(TypeError, match="final_norm must be a bool"): Encoder(D, H, F, 1, final_norm="yes")
+    with pytest.raises(ValueError, match="divisible by num_heads"): EncoderLayer(D, 5, F)
+    dec = DecoderLayer(D, H, F)
+    y, mem = inputs()
+    with pytest.raises(ValueError, match="y and memory must have the same batch size B, got 2 and 1"): dec(y, mem[:1])
+    with pytest.raises(ValueError, match="y and memory must have the same batch size B, got 2 and 1"):
+        Decoder(D, H, F, 1)(y, mem[:1])
+    with pytest.raises(ValueError, match="memory must have last dimension d_model=24"): dec(y, mem[..., :8])
+    with pytest.raises(ValueError, match="x must have 3 dimensions"): EncoderLayer(D, H, F)(mem[0])
+    with pytest.raises(ValueError, match="x must hold at least one position"): Encoder(D, H, F, 1)(mem[:, :0])
+    with pytest.raises(TypeError, match="dtype torch.bool"): EncoderLayer(D, H, F)(mem, src_mask=torch.ones(B, 1, 1, S))

@@ -1,0 +1,149 @@
+"""Chapter 7: the full Transformer: shapes, return_attention, encode/decode == forward, weight sharing, initialisation,
+equality of the stacks with nn.Transformer (outputs and every gradient, pre-LN and post-LN), weight copy, errors."""
+import copy
+import warnings
+import pytest
+import torch
+from torch import nn
+
+from transformer_nb.transformer import Transformer, Attention, to_torch_transformer, from_torch_transformer
+from transformer_nb.transformer import show_attention_grid
+from transformer_nb.multihead import to_torch_masks
+from transformer_nb.norms import LayerNorm
+
+D, H, F, VS, VT, PAD = 24, 4, 40, 11, 13, 0
+TOL = 1e-5
+SRC = torch.tensor([[5, 8, 3, 9, 4, 7, 2], [6, 3, 8, 2, PAD, PAD, PAD]])
+TGT = torch.tensor([[1, 4, 9, 6, 3], [1, 7, 2, PAD, PAD]])
+B, S = SRC.shape
+T = TGT.shape[1]
+SRC_MASK = (SRC != PAD)[:, None, None, :]
+TGT_MASK = (TGT != PAD)[:, None, None, :] & torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def model(**kw):
+    torch.manual_seed(0)
+    return Transformer(VS, VT, D, H, num_encoder_layers=2, num_decoder_layers=3, d_ff=F, dropout=0.0, **kw)
+
+
+def test_shapes_and_attention():
+    m = model()
+    logits, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, return_attention=True)
+    assert logits.shape == (B, T, VT) and isinstance(attn, Attention)
+    assert attn.encoder.shape == (2, B, H, S, S)
+    assert attn.decoder.shape == (3, B, H, T, T)
+    assert attn.cross.shape == (3, B, H, T, S)
+    assert (attn.cross[:, 1, ..., 4:] == 0).all() and (attn.decoder.triu(1) == 0).all()
+    assert torch.equal(m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK), logits)
+
+
+def test_encode_decode_equal_forward():
+    m = model()
+    memory = m.encode(SRC, SRC_MASK)
+    assert memory.shape == (B, S, D)
+    assert torch.equal(m.decode(TGT, memory, TGT_MASK, SRC_MASK), m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK))
+
+
+def test_weight_sharing_ties_parameters():
+    torch.manual_seed(0)
+    m = Transformer(VT, VT, D, H, 1, 1, F, dropout=0.0, share_embeddings=True)
+    w = m.tgt_embed.tokens.embed.weight
+    assert m.output.weight is w and m.src_embed.tokens.embed.weight is w
+    u = Transformer(VT, VT, D, H, 1, 1, F, dropout=0.0)
+    n = lambda m: sum(p.numel() for p in m.parameters())
+    assert n(u) - n(m) == 2 * VT * D
+    # a gradient step through the output projection moves the embeddings too
+    opt = torch.optim.SGD(m.parameters(), lr=1.0)
+    before = m.src_embed.tokens.embed.weight.detach().clone()
+    m(TGT, TGT).sum().backward(); opt.step()
+    assert not torch.equal(before, m.src_embed.tokens.embed.weight)
+    assert m.output.weight is m.src_embed.tokens.embed.weight
+    # different vocabularies: only the target embedding and the output projection are tied
+    d = Transformer(VS, VT, D, H, 1, 1, F, share_embeddings=True)
+    assert d.output.weight is d.tgt_embed.tokens.embed.weight
+    assert d.src_embed.tokens.embed.weight is not d.tgt_embed.tokens.embed.weight
+
+
+def test_xavier_init():
+    m = model()
+    for name, p in m.named_parameters():
+        if p.dim() > 1:
+            bound = (6 / sum(p.shape)) ** 0.5
+            assert p.abs().max() <= bound + 1e-6, name
+
+
+def grads_of(m):
+    g = copy.deepcopy(m)
+    with torch.no_grad():
+        for p, q in zip(g.parameters(), m.parameters()): p.copy_(q.grad)
+    return g
+
+
+def stack_diff(ours, theirs):
+    to_torch_transformer(ours, theirs)
+    with torch.no_grad(): x, y = ours.src_embed(SRC), ours.tgt_embed(TGT)
+    a = [x.clone().requires_grad_(), y.clone().requires_grad_()]
+    b = [x.clone().requires_grad_(), y.clone().requires_grad_()]
+    out = ours.decoder(a[1], ours.encoder(a[0], SRC_MASK), TGT_MASK, SRC_MASK)
+    sm, skpm = to_torch_masks(SRC_MASK, H)
+    tm, tkpm = to_torch_masks(TGT_MASK, H)
+    out_t = theirs(b[0], b[1], src_mask=sm, tgt_mask=tm, src_key_padding_mask=skpm, tgt_key_padding_mask=tkpm,
+                   memory_key_padding_mask=skpm)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    (out * g).sum().backward(); (out_t * g).sum().backward()
+    mapped = from_torch_transformer(grads_of(theirs), copy.deepcopy(ours))
+    diffs = [(out - out_t).abs().max().item()]
+    for n in ("encoder", "decoder"):
+        for p, q in zip(getattr(ours, n).parameters(), getattr(mapped, n).parameters()):
+            diffs.append((p.grad - q).abs().max().item())
+    diffs += [(u.grad - v.grad).abs().max().item() for u, v in zip(a, b)]
+    return max(diffs)
+
+
+def torch_model(norm_first):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nn.Transformer(D, H, 2, 3, F, dropout=0.0, batch_first=True, norm_first=norm_first)
+
+
+def test_pre_ln_matches_nn_transformer():
+    assert stack_diff(model(), torch_model(True)) < TOL
+
+
+def test_post_ln_matches_without_torch_final_norms():
+    theirs = torch_model(False)
+    theirs.encoder.norm, theirs.decoder.norm = None, None
+    assert stack_diff(model(norm_first=False), theirs) < TOL
+
+
+def test_post_ln_with_our_final_norms_matches_stock_nn_transformer():
+    ours = model(norm_first=False)
+    ours.encoder.norm, ours.decoder.norm = LayerNorm(D), LayerNorm(D)
+    assert stack_diff(ours, torch_model(False)) < TOL
+
+
+def test_copy_round_trip_and_refusals():
+    ours, theirs = model(), torch_model(True)
+    with torch.no_grad():
+        for p in ours.parameters(): p.normal_()
+    fresh = from_torch_transformer(to_torch_transformer(ours, theirs), model())
+    for n in ("encoder", "decoder"):
+        for a, b in zip(getattr(ours, n).parameters(), getattr(fresh, n).parameters()): assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="encoder final norm differs"):
+        to_torch_transformer(model(norm_first=False), torch_model(False))
+    with pytest.raises(ValueError, match="number of decoder layers differs"):
+        to_torch_transformer(ours, nn.Transformer(D, H, 2, 2, F, batch_first=True, norm_first=False))
+    with pytest.raises(TypeError, match="theirs must be an nn.Transformer"):
+        to_torch_transformer(ours, ours)
+
+
+def test_errors():
+    m = model()
+    with pytest.raises(ValueError, match="src and tgt must have the same batch size B, got 2 and 1"): m(SRC, TGT[:1])
+    with pytest.raises(TypeError, match="src must hold integer token ids"): m(SRC.float(), TGT)
+    with pytest.raises(ValueError, match="ids must lie in"): m(SRC + 20, TGT)
+    with pytest.raises(ValueError, match="src_vocab must be >= 1"): Transformer(0, 5)
+    with pytest.raises(TypeError, match="share_embeddings must be a bool"): Transformer(5, 5, 8, 2, 1, 1, 8, share_embeddings=1)
+    with pytest.raises(ValueError, match="keys has 3 labels"):
+        show_attention_grid(torch.rand(2, H, T, S), keys=["a", "b", "c"])
+    with pytest.raises(ValueError, match="maps must have 4 dimensions"): show_attention_grid(torch.rand(H, T, S))
