@@ -10,6 +10,7 @@ from conftest import ROOT, chapter_pages, all_pages
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
+NO_DIAGRAM: set = set()  # every chapter opens with a diagram
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--disable-dev-shm-usage"]
@@ -69,7 +70,7 @@ def visible_text_outside_code(pg) -> str:
 @pytest.mark.parametrize("name", all_pages())
 def test_page_renders(page, server, name):
     page.goto(f"{server}/{name}", wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=10_000)
     title = page.title()
     assert title and "transformer_nb" in title, f"title: {title!r}"
     h1 = page.locator("h1").first.inner_text()
@@ -84,12 +85,48 @@ def test_page_renders(page, server, name):
     text = visible_text_outside_code(page)
     raw = re.findall(r"\$[^$\n]{1,80}\$|\\\(|\\\[|\\frac|\\sqrt", text)
     assert not raw, f"raw TeX visible: {raw[:5]}"
-    imgs = page.eval_on_selector_all(".cell-output img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])")
-    assert all(ok and w > 0 and h > 0 for ok, w, h in imgs), f"an image did not load: {imgs}"
+    imgs = page.eval_on_selector_all("main img", "els => els.map(e => ({src: e.getAttribute('src').slice(0, 60), "
+                                     "ok: e.complete && e.naturalWidth > 0 && e.naturalHeight > 0, alt: e.getAttribute('alt'), "
+                                     "plot: !!e.closest('.cell-output')}))")
+    bad = [i["src"] for i in imgs if not i["ok"]]
+    assert not bad, f"{name}: images that did not load with a size: {bad}"
+    diagrams = [i for i in imgs if "images/" in i["src"]]
+    assert all(i["alt"] and len(i["alt"]) > 10 for i in diagrams), f"{name}: a diagram without alt text"
     if name in chapter_pages():
         assert has_math, f"{name}: a chapter without maths"
-        assert len(imgs) >= 1, f"{name}: a chapter without plots"
+        assert any(i["plot"] for i in imgs), f"{name}: a chapter without plots"
+        assert diagrams or name in NO_DIAGRAM, f"{name}: a chapter that does not open with its diagram"
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name.removesuffix('.html')}.png"), full_page=True)
     assert not page.errors, f"console errors: {page.errors}"
     assert not page.outside, f"requests left localhost: {page.outside}"
+
+
+def test_sidebar_click_through_in_reading_order(page, server):
+    "From the home page, clicking the sidebar's chapter links one after another walks the chapters in reading order."
+    page.goto(f"{server}/index.html", wait_until="load")
+    for name in chapter_pages():
+        link = page.locator(f'#quarto-sidebar a[href$="{name}"]').first
+        link.click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/" + name), f"clicked {name}, landed on {page.url}"
+        assert page.locator("h1").first.inner_text().strip()
+        active = page.locator("#quarto-sidebar a.active")
+        assert active.count() >= 1 and active.first.get_attribute("href").endswith(name)
+    assert not page.errors, page.errors
+    assert not page.outside, page.outside
+
+
+@pytest.mark.parametrize("word, expected", [("sinusoidal", "embeddings.html"), ("LayerNorm", "norms.html"),
+                                            ("teacher forcing", "masking.html")])
+def test_search_finds_a_chapter_by_a_word_in_it(page, server, word, expected):
+    "Typing a word of a chapter into the navbar's search box lists that chapter among the results."
+    page.goto(f"{server}/index.html", wait_until="load")
+    box = page.locator("#quarto-search input").first
+    if not box.is_visible():
+        page.locator("#quarto-search .sd-search-toggle, #quarto-search button").first.click()
+    box.fill(word)
+    page.wait_for_selector(".search-result", timeout=5_000)
+    hrefs = page.eval_on_selector_all(".search-result", "els => els.map(e => e.getAttribute('href'))")
+    assert any(h.split("#")[0].endswith(expected) for h in hrefs), f"{word!r}: {hrefs}"
+    assert not page.outside, page.outside

@@ -141,3 +141,41 @@ def test_readme_is_generated_from_index():
                          capture_output=True, text=True)
     if out.returncode == 0:  # inside a git checkout: the generated files must match what is committed
         assert out.stdout.strip() == "", f"README.md/images changed by the site build; commit them:\n{out.stdout}"
+
+
+def test_api_reference_lists_every_exported_name(docs):
+    "api.html documents every name in every module's __all__ (re-run nbs/99_api.ipynb after exporting new names)."
+    import importlib
+    html = (docs / "api.html").read_text(encoding="utf-8")
+    missing = []
+    for py in sorted((ROOT / "transformer_nb").glob("*.py")):
+        if py.stem.startswith("_"): continue
+        mod = importlib.import_module(f"transformer_nb.{py.stem}")
+        if f"transformer_nb.{py.stem}" not in html: missing.append(f"module {py.stem}")
+        missing += [f"{py.stem}.{n}" for n in getattr(mod, "__all__", []) if not re.search(rf">\s*{re.escape(n)}\s*</h3>", html)]
+    assert not missing, f"not on the API page (run `make execute` or execute nbs/99_api.ipynb): {missing}"
+
+
+def test_deployment_workflow_matches_settings():
+    "The GitHub Pages workflow deploys the branch of settings.ini with nbdev's Quarto action, which publishes doc_path."
+    import configparser, yaml
+    cfg = configparser.ConfigParser(); cfg.read(ROOT / "settings.ini")
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yaml").read_text())
+    on = wf.get("on") or wf.get(True)  # YAML 1.1 reads the key `on` as True
+    assert cfg["DEFAULT"]["branch"] in on["push"]["branches"]
+    assert any("quarto-ghp" in str(s.get("uses", "")) for s in wf["jobs"]["deploy"]["steps"])
+    assert cfg["DEFAULT"]["doc_path"] == "_docs"  # where quarto-ghp and `make site` both put the site
+    test_wf = (ROOT / ".github" / "workflows" / "test.yaml").read_text()
+    assert "make test" in test_wf
+
+
+def test_every_figure_in_images_is_drawn_by_the_site_command_and_used(docs):
+    "images/ holds exactly what the code draws (plus the README's figures), and each diagram appears on a page."
+    from transformer_nb.diagrams import DIAGRAMS
+    images = {p.name for p in (ROOT / "images").glob("*.png")}
+    drawn = {Path(f).name for f in DIAGRAMS} if isinstance(DIAGRAMS, dict) else {Path(f[0]).name for f in DIAGRAMS}
+    readme = {n for n in images if n.startswith("readme_")}
+    assert images - readme == drawn, f"images/ not drawn by the site command: {sorted(images - readme - drawn)}"
+    html = " ".join(p.read_text(encoding="utf-8") for p in docs.glob("*.html"))
+    unused = sorted(n for n in drawn if f"images/{n}" not in html)
+    assert not unused, f"diagrams on no page: {unused}"

@@ -171,8 +171,36 @@ def write_readme(docs: Path, renames: dict[str, str]) -> None:
     (cfg.config_path / "README.md").write_text(header + text, encoding="utf-8")
 
 
+def make_exercises() -> list[Path]:
+    "Regenerate `exercises/` from the chapters' `#| exercise` cells (transformer_nb.exercises), before anything is rendered."
+    from transformer_nb.exercises import make_exercises as make
+    return make(ROOT / "nbs", ROOT / "exercises")
+
+
+def copy_downloads(docs: Path, src: Path, pattern: str, folder: str) -> int:
+    """Copy notebooks into the site as downloads that the chapters link: the chapters themselves
+    (`notebooks/NN_name.ipynb`) and their exercises (`exercises/NN_name.ipynb`). Returns how many."""
+    dest = docs / folder
+    dest.mkdir(exist_ok=True)
+    paths = sorted(src.glob(pattern))
+    for p in paths:
+        shutil.copy2(p, dest / p.name)
+    return len(paths)
+
+
+def draw_diagrams() -> list[Path]:
+    "Regenerate the diagrams of images/ from the code that draws them (byte-identical when nothing changed)."
+    from transformer_nb.diagrams import save_diagrams
+    import matplotlib
+    matplotlib.use("Agg")
+    return save_diagrams(ROOT / "images")
+
+
 def main() -> None:
     t0 = time.perf_counter()
+    log(f"regenerated {len(make_exercises())} exercise notebook(s) in exercises/")
+    drawn = draw_diagrams()
+    log(f"drew {len(drawn)} diagrams into images/")
     cache = process_notebooks()
     log(f"nbdev processed the notebooks into {cache.name}/ ({time.perf_counter() - t0:.1f}s)")
     renames = rename_to_output_files(cache)
@@ -181,6 +209,8 @@ def main() -> None:
     n = vendor_katex(docs)
     log(f"KaTeX {KATEX_VERSION} served from site_libs/katex on {n} page(s)")
     write_readme(docs, renames)
+    log(f"copied {copy_downloads(docs, ROOT / 'nbs', '[0-9]*.ipynb', 'notebooks')} chapter notebook(s) into {docs.relative_to(ROOT)}/notebooks/")
+    log(f"copied {copy_downloads(docs, ROOT / 'exercises', '*.ipynb', 'exercises')} exercise notebook(s) into {docs.relative_to(ROOT)}/exercises/")
     pages = sorted(p.name for p in docs.glob("*.html"))
     log(f"built {len(pages)} pages into {docs.relative_to(ROOT)}/ in {time.perf_counter() - t0:.1f}s: {' '.join(pages)}")
 

@@ -1,0 +1,144 @@
+"The exercise notebooks: generated from the chapters, up to date, and checkable from inside the notebook."
+import ast, json, re, subprocess, sys
+from pathlib import Path
+import pytest
+from conftest import ROOT, chapter_pages
+from transformer_nb.exercises import make_exercises, make_exercise_notebook, make_exercise_source, split_directives, exercise_checker
+
+NBS, EXERCISES = ROOT / "nbs", ROOT / "exercises"
+MODEL_CHAPTERS = sorted(p.name for p in NBS.glob("0[1-9]*.ipynb"))      # embeddings … the full model (and masks)
+
+
+def src(cell): return "".join(cell["source"])
+def code_cells(nb): return [src(c) for c in nb["cells"] if c["cell_type"] == "code"]
+def load(path): return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def test_every_model_chapter_has_an_exercise_notebook():
+    "Each model chapter marks at least one exercise, and exercises/ holds exactly their notebooks."
+    assert MODEL_CHAPTERS, "no chapters found"
+    for name in MODEL_CHAPTERS:
+        assert any(exercise_checker(c) for c in code_cells(load(NBS / name))), f"{name} marks no `#| exercise` cell"
+    assert sorted(p.name for p in EXERCISES.glob("*.ipynb")) == MODEL_CHAPTERS
+
+
+def test_exercise_notebooks_are_up_to_date(tmp_path):
+    "Regenerating the exercise notebooks from the chapters changes nothing: the committed ones are current."
+    written = make_exercises(NBS, tmp_path)
+    stale = [p.name for p in written if p.read_bytes() != (EXERCISES / p.name).read_bytes()]
+    assert not stale, f"exercises/ is out of date for {stale}: run `python -m transformer_nb.exercises`"
+
+
+def test_command_line(tmp_path):
+    "`python -m transformer_nb.exercises NBS OUT` writes the notebooks."
+    out = subprocess.run([sys.executable, "-m", "transformer_nb.exercises", str(NBS), str(tmp_path)],
+                         capture_output=True, text=True, check=True)
+    assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == MODEL_CHAPTERS
+    assert "exercises: wrote" in out.stdout
+
+
+def test_marker_does_not_change_the_export():
+    "The exported module is the same with and without the `#| exercise` lines (nbdev ignores the directive)."
+    from nbdev.export import nb_export
+    import tempfile
+    for name in ["02_attention.ipynb", "05_norms.ipynb"]:
+        nb = load(NBS / name)
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            for tag, strip in (("with", False), ("without", True)):
+                nb2 = json.loads(json.dumps(nb))
+                for c in nb2["cells"]:
+                    if strip and c["cell_type"] == "code":
+                        c["source"] = [l for l in c["source"] if not re.match(r"#\|\s*exercise\b", l)]
+                (tmp / tag / "nbs").mkdir(parents=True)
+                (tmp / tag / "nbs" / name).write_text(json.dumps(nb2), encoding="utf-8")
+                nb_export(tmp / tag / "nbs" / name, lib_path=tmp / tag / "lib")
+            a, b = sorted((tmp / "with" / "lib").glob("*.py")), sorted((tmp / "without" / "lib").glob("*.py"))
+            assert [p.name for p in a] == [p.name for p in b] and a
+            assert [p.read_text() for p in a] == [p.read_text() for p in b]
+
+
+@pytest.mark.parametrize("name", MODEL_CHAPTERS)
+def test_exercise_notebook_shape(name):
+    "Stubs in place of the exercises, each followed by its check; no nbdev, no outputs, no import of the chapter's module."
+    chapter, nb = load(NBS / name), load(EXERCISES / name)
+    module = next(re.search(r"default_exp\s+(\S+)", c).group(1) for c in code_cells(chapter) if "default_exp" in c)
+    codes = code_cells(nb)
+    checkers = [exercise_checker(c) for c in code_cells(chapter) if exercise_checker(c)]
+    for c in nb["cells"]:
+        if c["cell_type"] == "code": assert c["outputs"] == [] and c["execution_count"] is None
+    joined = "\n".join(codes)
+    assert "#|" not in joined and "nbdev" not in joined and "show_doc" not in joined
+    assert f"transformer_nb.{module}" not in joined, "the exercise must use the learner's own definitions"
+    for chk in checkers:
+        calls = [c for c in codes if re.fullmatch(rf"{chk}\(\w+\)", c.strip())]
+        assert len(calls) == 1, f"{name}: no single call of {chk}"
+    assert f"from transformer_nb.checks import" in joined
+    todos = [c for c in codes if "# TODO" in c]
+    assert len(todos) == len(checkers) and all(re.search(r"^\s*\.\.\.$", c, re.M) for c in todos)
+    md = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert "$" in md and "Exercise notebook" in md                  # the maths and prose stay, with the intro
+
+
+def defining_cells(codes):
+    "The cells that only import or define (run before the checks); lessons and check calls are left out"
+    keep = []
+    for c in codes:
+        try: tree = ast.parse(c)
+        except SyntaxError: continue
+        plain = lambda n: isinstance(n, ast.Assign) and not any(isinstance(x, ast.Call) for x in ast.walk(n.value))
+        if tree.body and all(isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) or plain(n)
+                             for n in tree.body):
+            keep.append(c)
+    return keep
+
+
+def run_checks(codes):
+    "Run the defining cells in one namespace, then every check call; return {checker: Verdict}"
+    import matplotlib; matplotlib.use("Agg")
+    ns = {"__name__": "exercise"}
+    for c in defining_cells(codes): exec(compile(c, "<exercise>", "exec"), ns)
+    return {c.split("(")[0]: eval(c, ns) for c in codes if re.fullmatch(r"check_\w+\(\w+\)", c.strip())}
+
+
+@pytest.mark.parametrize("name", MODEL_CHAPTERS)
+def test_unfilled_exercises_fail_with_fill_in_message(name):
+    "Every check in an unfilled exercise notebook fails, telling the learner to fill in the TODO."
+    verdicts = run_checks(code_cells(load(EXERCISES / name)))
+    assert verdicts
+    for chk, v in verdicts.items():
+        assert not v, f"{chk} passed an unfilled exercise"
+        assert "fill in the TODO" in v.message, f"{chk}: {v.message}"
+
+
+@pytest.mark.parametrize("name", MODEL_CHAPTERS)
+def test_filled_exercises_pass(name):
+    "The exercise notebook with each stub replaced by the chapter's code: every check in it passes."
+    chapter = load(NBS / name)
+    solutions = {}
+    for c in code_cells(chapter):
+        if exercise_checker(c):
+            _, names = make_exercise_source(c)
+            solutions[names[0]] = split_directives(c)[1]
+    filled = []
+    for c in code_cells(load(EXERCISES / name)):
+        m = re.match(r"(?:class|def) (\w+)", c)
+        filled.append(solutions[m.group(1)] if m and "# TODO" in c and m.group(1) in solutions else c)
+    verdicts = run_checks(filled)
+    assert len(verdicts) == len(solutions)
+    for chk, v in verdicts.items(): assert v, f"{chk}: {v.message}"
+
+
+def test_chapters_link_their_exercise():
+    "Each model chapter links its exercise notebook with a relative link, and the built site has the file."
+    for name in MODEL_CHAPTERS:
+        md = "\n".join(src(c) for c in load(NBS / name)["cells"] if c["cell_type"] == "markdown")
+        assert f'href="exercises/{name}"' in md, f"{name} does not link exercises/{name}"
+
+
+def test_site_has_the_exercise_downloads(docs):
+    "The site build copied the exercise notebooks next to the pages, and each chapter page links its own."
+    for name in MODEL_CHAPTERS:
+        assert (docs / "exercises" / name).exists(), name
+        page = re.sub(r"^\d+[a-zA-Z0-9]*_", "", Path(name).stem) + ".html"
+        assert f'href="exercises/{name}"' in (docs / page).read_text(encoding="utf-8"), page
