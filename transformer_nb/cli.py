@@ -15,7 +15,7 @@ from .decoding import beam_translate
 # %% auto #0
 __all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'main']
 
-# %% ../nbs/10a_cli.ipynb #c005
+# %% ../nbs/10a_cli.ipynb #c006
 def build_parser()->argparse.ArgumentParser:
     "The argument parser of `transformer-nb`"
     p = argparse.ArgumentParser(prog="transformer-nb", description="Train and use the small Transformers of transformer_nb")
@@ -33,7 +33,7 @@ def build_parser()->argparse.ArgumentParser:
     d.add_argument("texts", nargs="+", help="the strings to decode")
     return p
 
-# %% ../nbs/10a_cli.ipynb #c006
+# %% ../nbs/10a_cli.ipynb #c007
 def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
     "Cross, encoder and decoder self-attention of one example as PNG files; none if matplotlib is missing"
     try:
@@ -54,7 +54,7 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
         fig.savefig(paths[-1], dpi=100); plt.close(fig)
     return paths
 
-# %% ../nbs/10a_cli.ipynb #c007
+# %% ../nbs/10a_cli.ipynb #c008
 def cmd_train(args)->int:
     "Train, report accuracy, save the checkpoint and the attention plots"
     out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
@@ -80,7 +80,7 @@ def cmd_decode(args)->int:
     for text, o in zip(args.texts, outs): print(f"{text}\t{o}")
     return 0
 
-# %% ../nbs/10a_cli.ipynb #c008
+# %% ../nbs/10a_cli.ipynb #c009
 def main(argv:list[str]|None=None)->int:
     "Entry point of the `transformer-nb` command"
     args = build_parser().parse_args(argv)

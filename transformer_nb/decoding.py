@@ -112,7 +112,7 @@ def greedy_search(
     model.train(was_training)
     return ys[:, 1:], torch.stack(all_logits, dim=1)
 
-# %% ../nbs/10_decoding.ipynb #c018
+# %% ../nbs/10_decoding.ipynb #c019
 class Hypothesis(NamedTuple):
     "One output of beam search"
     tokens: list  # token ids written, without <s> and </s>
@@ -127,7 +127,7 @@ def length_penalty(
     "The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha"
     return ((5 + length) / 6) ** alpha
 
-# %% ../nbs/10_decoding.ipynb #c019
+# %% ../nbs/10_decoding.ipynb #c020
 @torch.no_grad()
 def beam_search(
     model:Transformer,  # a trained model
@@ -171,7 +171,7 @@ def beam_search(
     model.train(was_training)
     return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]
 
-# %% ../nbs/10_decoding.ipynb #c021
+# %% ../nbs/10_decoding.ipynb #c022
 @torch.no_grad()
 def sequence_logprob(
     model:Transformer,  # a model
@@ -187,7 +187,7 @@ def sequence_logprob(
     logp = model(src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)).log_softmax(-1)  # (1, T, V)
     return float(logp[0, torch.arange(len(out)), torch.tensor(out)].sum())
 
-# %% ../nbs/10_decoding.ipynb #c026
+# %% ../nbs/10_decoding.ipynb #c027
 def beam_translate(
     model:Transformer,  # a trained model
     vocab:Vocab,  # its vocabulary

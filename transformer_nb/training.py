@@ -17,7 +17,8 @@ from .data import Vocab, Task, Batch, make_task, make_batch, batch_stream, TASKS
 # %% auto #0
 __all__ = ['MODEL_CONFIG', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr',
            'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'train', 'greedy_decode', 'translate',
-           'exact_match', 'save_model', 'load_model', 'Trained', 'train_task', 'smooth', 'attention_maps']
+           'exact_match', 'save_model', 'load_model', 'Trained', 'train_task', 'smooth', 'attention_maps',
+           'alignment_weight']
 
 # %% ../nbs/09_training.ipynb #c006
 def smoothed_targets(
@@ -293,7 +294,7 @@ def train_task(
                  average=average, progress=progress)
     return Trained(model, config, task, hist)
 
-# %% ../nbs/09_training.ipynb #c053
+# %% ../nbs/09_training.ipynb #c055
 def smooth(
     xs:Sequence[float],  # a noisy curve
     k:int=25,  # window
@@ -304,7 +305,7 @@ def smooth(
     n = torch.arange(1, len(x) + 1).clamp(max=k)
     return ((c[1:] - c[torch.arange(len(x)) + 1 - n]) / n).float()
 
-# %% ../nbs/09_training.ipynb #c061
+# %% ../nbs/09_training.ipynb #c063
 @torch.no_grad()
 def attention_maps(
     model:Transformer,  # a trained model
@@ -317,5 +318,24 @@ def attention_maps(
     b = make_batch([(src_text, tgt_text)], vocab)
     model.eval()
     _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)
-    labels = lambda ids: [vocab.itos[i] if i > 3 else vocab.itos[i] for i in ids.tolist()]
+    labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
     return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
+
+# %% ../nbs/09_training.ipynb #c069
+@torch.no_grad()
+def alignment_weight(
+    model:Transformer,  # a trained model
+    vocab:Vocab,  # its vocabulary
+    pairs:Sequence[tuple[str, str]],  # (source, target) examples, run with teacher forcing
+    align,  # align(source, target) -> [(query position, key position)]: where each query should look
+)->Tensor:  # (layers, H): mean cross-attention weight on the expected key
+    "How much each cross-attention head attends where an alignment says it should, averaged over examples"
+    b = make_batch(pairs, vocab)
+    model.eval()
+    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)
+    total, n = 0, 0
+    for i, (s, t) in enumerate(pairs):
+        for q, k in align(s, t):
+            total = total + attn.cross[:, i, :, q, k]                      # (layers, H)
+            n += 1
+    return total / n
