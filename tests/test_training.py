@@ -1,0 +1,117 @@
+"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns, checkpoints round-trip, the CLI runs"
+import os, subprocess, sys
+from pathlib import Path
+import pytest, torch
+from torch import nn
+from transformer_nb.transformer import Transformer
+from transformer_nb.data import Vocab, make_task, make_batch, batch_stream, date_pairs, digit_pairs
+from transformer_nb.training import (LabelSmoothingLoss, smoothed_targets, smoothing_floor, noam_lr, make_optimizer,
+                                     train, train_task, translate, exact_match, save_model, load_model)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("shape", [(17,), (3, 5)])
+def test_loss_equals_torch(eps, shape):
+    torch.manual_seed(0)
+    V = 11
+    logits = torch.randn(*shape, V, requires_grad=True)
+    target = torch.randint(0, V, shape)
+    target.view(-1)[::4] = 0                                          # padding
+    ours = LabelSmoothingLoss(eps, ignore_index=0)(logits, target)
+    theirs = nn.CrossEntropyLoss(label_smoothing=eps, ignore_index=0)(logits.reshape(-1, V), target.reshape(-1))
+    torch.testing.assert_close(ours, theirs)
+    g1, = torch.autograd.grad(ours, logits); g2, = torch.autograd.grad(theirs, logits)
+    torch.testing.assert_close(g1, g2)
+
+
+def test_smoothed_targets_and_floor():
+    q = smoothed_targets(torch.tensor([2, 0, 5]), 6, 0.1, ignore_index=0)
+    torch.testing.assert_close(q.sum(-1), torch.tensor([1.0, 0.0, 1.0]))
+    assert abs(q[0, 2] - (0.9 + 0.1 / 6)) < 1e-7
+    loss = LabelSmoothingLoss(0.1, ignore_index=-1)(q[2:].log(), torch.tensor([5]))
+    assert abs(loss.item() - smoothing_floor(6, 0.1)) < 1e-6
+    with pytest.raises(ValueError, match="eps"): LabelSmoothingLoss(1.0)
+
+
+def test_all_padding_gives_zero_loss_not_nan():
+    loss = LabelSmoothingLoss(0.1, ignore_index=0)(torch.randn(4, 7), torch.zeros(4, dtype=torch.long))
+    assert loss.item() == 0.0
+
+
+def test_noam_schedule_is_equation_3():
+    assert noam_lr(0, 512) == noam_lr(1, 512)
+    assert abs(noam_lr(100, 512, 4000) - 512 ** -0.5 * 100 * 4000 ** -1.5) < 1e-12
+    assert abs(noam_lr(10000, 512, 4000) - 512 ** -0.5 * 10000 ** -0.5) < 1e-12
+    assert abs(noam_lr(50, 64, 10, factor=2.0) - 2 * noam_lr(50, 64, 10)) < 1e-12
+    opt, sched = make_optimizer(nn.Linear(2, 2), d_model=64, warmup=10)
+    seen = []
+    for _ in range(20): seen.append(opt.param_groups[0]["lr"]); opt.step(); sched.step()
+    assert seen == pytest.approx([noam_lr(s, 64, 10) for s in range(1, 21)])
+    assert opt.defaults["betas"] == (0.9, 0.98) and opt.defaults["eps"] == 1e-9
+
+
+def test_data_is_seeded_and_held_out():
+    assert date_pairs(50, seed=3) == date_pairs(50, seed=3) != date_pairs(50, seed=4)
+    task = make_task("reverse", n_train=300, n_valid=100, seed=5)
+    assert not {s for s, _ in task.valid} & {s for s, _ in task.train}
+    assert all(t == s[::-1] for s, t in task.train)
+    b = make_batch(task.train[:8], task.vocab)
+    assert b.src_mask.shape == (8, 1, 1, b.src.shape[1]) and b.tgt_mask.shape == (8, 1, b.tgt_in.shape[1], b.tgt_in.shape[1])
+    assert b.ntokens == sum(len(t) + 1 for _, t in task.train[:8])
+
+
+def test_tiny_training_lowers_the_loss():
+    torch.manual_seed(0)
+    task = make_task("copy", n_train=500, n_valid=10)
+    m = Transformer(len(task.vocab), len(task.vocab), d_model=32, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=64, dropout=0.0)
+    h = train(m, batch_stream(task.train, task.vocab, 32), steps=60, warmup=10, progress=False)
+    assert len(h.loss) == 60 and h.tokens > 0 and not m.training
+    assert sum(h.loss[-5:]) < 0.9 * sum(h.loss[:5])
+
+
+def test_training_is_deterministic():
+    a = train_task("copy", steps=5, progress=False, n_train=200, n_valid=10, d_model=16, num_heads=2, d_ff=32)
+    b = train_task("copy", steps=5, progress=False, n_train=200, n_valid=10, d_model=16, num_heads=2, d_ff=32)
+    assert a.history.loss == b.history.loss
+
+
+def test_save_load_round_trip(tmp_path):
+    t = train_task("dates", steps=10, progress=False, n_train=300, n_valid=20, d_model=32, d_ff=64)
+    path = tmp_path / "m.pt"
+    save_model(path, t.model, t.config, t.task.vocab, task="dates", accuracy=0.5)
+    m2, v2, meta = load_model(path)
+    assert meta == {"task": "dates", "accuracy": 0.5} and v2.itos == t.task.vocab.itos and not m2.training
+    b = make_batch(t.task.valid, t.task.vocab)
+    assert torch.equal(m2(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask),
+                       t.model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask))
+    srcs = [s for s, _ in t.task.valid]
+    assert translate(m2, v2, srcs) == translate(t.model, t.task.vocab, srcs)
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a transformer_nb checkpoint"): load_model(tmp_path / "other.pt")
+
+
+def _cli(*args, cwd):
+    exe = Path(sys.executable).with_name("transformer-nb")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "import sys; from transformer_nb.cli import main; sys.exit(main())"]
+    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+def test_cli_train_then_decode(tmp_path):
+    r = _cli("train", "--task", "dates", "--steps", "30", "--n-train", "500", "--out", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    ckpt = tmp_path / "dates.pt"
+    assert ckpt.exists() and (tmp_path / "dates_cross_attention.png").exists()
+    assert "exact match" in r.stdout
+    r = _cli("decode", "--checkpoint", str(ckpt), "22 Nov 2026", "11/22/2026", "--beam", "3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("22 Nov 2026\t")
+
+
+def test_cli_errors(tmp_path):
+    r = _cli("train", "--task", "sort", cwd=tmp_path)
+    assert r.returncode != 0 and "invalid choice" in r.stderr
+    r = _cli("decode", "--checkpoint", str(tmp_path / "missing.pt"), "x", cwd=tmp_path)
+    assert r.returncode != 0 and "missing.pt" in r.stderr
