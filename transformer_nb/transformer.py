@@ -74,7 +74,7 @@ class Transformer(nn.Module):
         tgt:Tensor,  # (B, T) target token ids (shifted right: they start with the start-of-sequence token)
         memory:Tensor,  # (B, S, d_model), from `encode`
         tgt_mask:Tensor|None=None,  # e.g. causal (1, 1, T, T), combined with target padding (B, 1, T, T)
-        memory_mask:Tensor|None=None,  # e.g. source padding (B, 1, 1, S)
+        memory_mask:Tensor|None=None,  # source padding (B, 1, 1, S); None lets cross-attention see padded source keys
         return_attention:bool=False,  # also return the per-layer self- and cross-attention weights
     ):  # logits (B, T, V)
         "Embed the target, run the decoder over the memory, project to target-vocabulary logits"
@@ -89,7 +89,7 @@ class Transformer(nn.Module):
         tgt:Tensor,  # (B, T) target token ids, shifted right
         src_mask:Tensor|None=None,  # encoder self-attention mask, broadcasts to (B, H, S, S)
         tgt_mask:Tensor|None=None,  # decoder self-attention mask, broadcasts to (B, H, T, T)
-        memory_mask:Tensor|None=None,  # cross-attention mask, broadcasts to (B, H, T, S)
+        memory_mask:Tensor|None=None,  # cross-attention mask (B, H, T, S); None lets it see padded source keys: pass src_mask
         return_attention:bool=False,  # also return an `Attention` with every attention map
     ):  # logits (B, T, V); with return_attention, (logits, Attention)
         check_tensor(src, "src", ndim=2, floating=False); check_tensor(tgt, "tgt", ndim=2, floating=False)
