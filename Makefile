@@ -1,5 +1,6 @@
 # The two commands of the README:  `make site`  builds the documentation site into _docs/,
 #                                  `make test`  runs every test.
+# `make bench` runs the benchmark of the chapter "Benchmark" and writes benchmarks/results/cpu.json.
 # Both create .venv (pinned versions) when it is missing or out of date, and export the package from nbs/.
 SHELL := /bin/bash
 .DEFAULT_GOAL := site
@@ -7,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: site test serve venv export execute clean
+.PHONY: site test bench serve venv export execute clean
 
 venv:
 	@tools/venv.sh
@@ -20,6 +21,9 @@ site: export
 
 test:
 	@tools/test.sh
+
+bench: export
+	@$(BIN)/python benchmarks/run.py
 
 # Optional: serve the built site on localhost.
 serve:

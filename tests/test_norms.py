@@ -9,14 +9,15 @@ def _gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["formula", "fused"])
 @pytest.mark.parametrize("shape", [(3, 2), (2, 5, 24), (4, 7, 512), (1, 1, 1, 8)])
-def test_layernorm_matches_torch_forward_and_gradients(shape):
+def test_layernorm_matches_torch_forward_and_gradients(shape, fused):
     d = shape[-1]
     g = _gen(0)
     theirs = nn.LayerNorm(d)
     with torch.no_grad():
         theirs.weight.copy_(torch.randn(d, generator=g)); theirs.bias.copy_(torch.randn(d, generator=g))
-    ours = LayerNorm(d)
+    ours = LayerNorm(d, fused=fused)                          # the formula of chapter 5, or F.layer_norm
     ours.load_state_dict(theirs.state_dict())                 # names match nn.LayerNorm
     x = 2.0 + 5.0 * torch.randn(shape, generator=g)
     x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -42,11 +43,17 @@ def test_layernorm_state_dict_both_ways():
 @pytest.mark.parametrize("eps", [1e-5, 1e-3, 1e-1])
 def test_layernorm_eps_matches_torch(eps):
     x = 1e-2 * torch.randn(4, 16, generator=_gen(2))           # small spread: eps matters
-    torch.testing.assert_close(LayerNorm(16, eps=eps)(x), nn.LayerNorm(16, eps=eps)(x), atol=1e-5, rtol=0)
+    torch.testing.assert_close(LayerNorm(16, eps=eps, fused=False)(x), nn.LayerNorm(16, eps=eps)(x), atol=1e-5, rtol=0)
+
+
+def test_layernorm_fused_flag():
+    "The default is torch's fused kernel; fused=False runs the formula; anything but a bool is refused."
+    assert LayerNorm(8).fused and not LayerNorm(8, fused=False).fused
+    with pytest.raises(TypeError, match="fused must be a bool, got str 'yes'"): LayerNorm(8, fused="yes")
 
 
 def test_layernorm_initial_output_is_standardised():
-    y = LayerNorm(32)(3.0 + 10.0 * torch.randn(2, 5, 32, generator=_gen(3)))
+    y = LayerNorm(32, fused=False)(3.0 + 10.0 * torch.randn(2, 5, 32, generator=_gen(3)))
     torch.testing.assert_close(y.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
     torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-4, rtol=0)
 

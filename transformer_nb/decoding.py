@@ -9,7 +9,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 from .core import check_int, check_tensor, log_shapes
-from .attention import scaled_dot_product_attention
+from .fast import attention
 from .multihead import MultiHeadAttention, split_heads, merge_heads
 from .masking import causal_mask, padding_mask, pad_batch
 from .transformer import Transformer
@@ -55,7 +55,7 @@ def _attend(
     mask:Tensor|None=None,  # broadcasts to (B, H, 1, S)
 )->Tensor:  # (B, 1, d_model)
     q = split_heads(mha.W_q(h), mha.num_heads)                         # (B, H, 1, d_k)
-    out, _ = scaled_dot_product_attention(q, k, v, mask=mask)          # (B, H, 1, d_k)
+    out = attention(q, k, v, mask)                                      # (B, H, 1, d_k), torch's fused kernel
     return mha.W_o(merge_heads(out))                                    # (B, 1, d_model)
 
 # %% ../nbs/10_decoding.ipynb #c009

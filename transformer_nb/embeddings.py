@@ -8,6 +8,7 @@ import math
 import torch
 from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty
+from .fast import Dropout  # nn.Dropout with a faster random mask on a CPU (chapter "Fast path")
 
 # %% auto #0
 __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'SinusoidalPositions', 'LearnedPositions',
@@ -138,7 +139,7 @@ class Embeddings(nn.Module):
         if positions == "sinusoidal": self.positions = SinusoidalPositions(d_model, max_len)
         elif positions == "learned": self.positions = LearnedPositions(d_model, max_len)
         else: raise ValueError(f'positions must be "sinusoidal" or "learned", got {positions!r}')
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self,
         ids:Tensor,  # (B, T) token ids

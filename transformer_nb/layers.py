@@ -42,12 +42,13 @@ class EncoderLayer(nn.Module):
     def forward(self,
         x:Tensor,  # (B, S, d_model), the source positions
         src_mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, S, S), e.g. padding (B, 1, 1, S)
-    )->tuple[Tensor, Tensor]:  # (B, S, d_model) and the self-attention weights (B, H, S, S)
+        need_weights:bool=True,  # False: no weights, the fast path of the attention
+    )->tuple[Tensor, Tensor|None]:  # (B, S, d_model) and the self-attention weights (B, H, S, S), or None
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = {}
         def attend(h):                                            # h: x, or norm(x) in pre-LN
-            out, weights["self"] = self.self_attn(h, h, h, mask=src_mask)
+            out, weights["self"] = self.self_attn(h, h, h, mask=src_mask, need_weights=need_weights)
             return out
         x = self.sublayers[0](x, attend)                          # (B, S, d_model)
         x = self.sublayers[1](x, self.ffn)                        # (B, S, d_model)
@@ -77,17 +78,18 @@ class DecoderLayer(nn.Module):
         memory:Tensor,  # (B, S, d_model), the encoder's output
         tgt_mask:Tensor|None=None,  # for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), & padding
         memory_mask:Tensor|None=None,  # for cross-attention, broadcasts to (B, H, T, S): source padding (B, 1, 1, S)
-    )->tuple[Tensor, Tensor, Tensor]:  # (B, T, d_model), self weights (B, H, T, T), cross weights (B, H, T, S)
+        need_weights:bool=True,  # False: no weights, the fast path of both attentions
+    )->tuple[Tensor, Tensor|None, Tensor|None]:  # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
         log_shapes("DecoderLayer", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
         _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
         if y.shape[0] != memory.shape[0]:
             raise ValueError(f"y and memory must have the same batch size B, got {y.shape[0]} and {memory.shape[0]}")
         weights = {}
         def attend_self(h):                                        # h: y, or norm(y) in pre-LN
-            out, weights["self"] = self.self_attn(h, h, h, mask=tgt_mask)
+            out, weights["self"] = self.self_attn(h, h, h, mask=tgt_mask, need_weights=need_weights)
             return out
         def attend_memory(h):                                      # queries from the decoder, keys/values from memory
-            out, weights["cross"] = self.cross_attn(h, memory, memory, mask=memory_mask)
+            out, weights["cross"] = self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights)
             return out
         y = self.sublayers[0](y, attend_self)                      # (B, T, d_model)
         y = self.sublayers[1](y, attend_memory)                    # (B, T, d_model)
@@ -130,7 +132,7 @@ class Encoder(nn.Module):
         _check_seq(x, "x", self.d_model)
         weights = []
         for layer in self.layers:
-            x, w = layer(x, src_mask)                               # (B, S, d_model), (B, H, S, S)
+            x, w = layer(x, src_mask, return_attention)                             # (B, S, d_model), (B, H, S, S)
             weights.append(w)
         if self.norm is not None: x = self.norm(x)
         return (x, weights) if return_attention else x
@@ -168,7 +170,7 @@ class Decoder(nn.Module):
             raise ValueError(f"y and memory must have the same batch size B, got {y.shape[0]} and {memory.shape[0]}")
         self_ws, cross_ws = [], []
         for layer in self.layers:
-            y, ws, wc = layer(y, memory, tgt_mask, memory_mask)    # (B, T, d_model), (B, H, T, T), (B, H, T, S)
+            y, ws, wc = layer(y, memory, tgt_mask, memory_mask, return_attention)  # (B, T, d_model), (B, H, T, T), (B, H, T, S)
             self_ws.append(ws); cross_ws.append(wc)
         if self.norm is not None: y = self.norm(y)
         return (y, self_ws, cross_ws) if return_attention else y

@@ -9,6 +9,7 @@ from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty
 from .core import check_mask
 from .attention import scaled_dot_product_attention
+from .fast import fast_multihead  # taken when no weights are asked for (chapter "Fast path")
 
 # %% auto #0
 __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'to_torch_masks', 'from_torch_masks', 'mha_to_torch',
@@ -65,12 +66,14 @@ class MultiHeadAttention(nn.Module):
         key:Tensor,  # (B, S, d_model), the positions looked at
         value:Tensor,  # (B, S, d_model), what they hand over
         mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-    )->tuple[Tensor, Tensor]:  # output (B, T, d_model) and per-head weights (B, H, T, S), before dropout
+        need_weights:bool=True,  # False: skip the weights and take the fast path (chapter "Fast path"), same output
+    )->tuple[Tensor, Tensor|None]:  # output (B, T, d_model) and per-head weights (B, H, T, S) before dropout, or None
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         self._check_inputs(query, key, value)
         B, T, _ = query.shape
         S = key.shape[1]
         check_mask(mask, (B, self.num_heads, T, S))
+        if not need_weights: return fast_multihead(self, query, key, value, mask), None
         # 1) project all heads at once, then give each head its slice
         q = split_heads(self.W_q(query), self.num_heads)    # (B, H, T, d_k)
         k = split_heads(self.W_k(key), self.num_heads)      # (B, H, S, d_k)

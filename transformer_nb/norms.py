@@ -8,6 +8,8 @@ from typing import Callable
 import torch
 from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim
+from .fast import Dropout  # nn.Dropout with a faster random mask on a CPU (chapter "Fast path")
+import torch.nn.functional as F
 
 # %% auto #0
 __all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'check_same_shape']
@@ -18,9 +20,12 @@ class LayerNorm(nn.Module):
     def __init__(self,
         d_model:int,  # size of the last dimension, the one normalised
         eps:float=1e-5,  # added to the variance inside the square root; nn.LayerNorm's default
+        fused:bool=True,  # compute it with torch's one-kernel F.layer_norm (chapter "Fast path"); False: the lines below
     ):
         super().__init__()
         self.d_model, self.eps = check_int(d_model, "d_model"), check_eps(eps)
+        if not isinstance(fused, bool): raise TypeError(f"fused must be a bool, got {type(fused).__name__} {fused!r}")
+        self.fused = fused
         self.weight = nn.Parameter(torch.ones(d_model))   # gamma: scale
         self.bias = nn.Parameter(torch.zeros(d_model))    # beta: shift
 
@@ -29,6 +34,7 @@ class LayerNorm(nn.Module):
     )->Tensor:  # same shape as x
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("LayerNorm", x=x)
+        if self.fused: return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)   # the same, fused
         mean = x.mean(dim=-1, keepdim=True)                        # (B, T, 1)
         var = x.var(dim=-1, unbiased=False, keepdim=True)          # (B, T, 1), biased: divides by d_model
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias   # (B, T, d_model)
@@ -60,7 +66,7 @@ class SublayerConnection(nn.Module):
                             f"got {type(norm_first).__name__} {norm_first!r}")
         self.d_model, self.norm_first = d_model, norm_first
         self.norm = LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self,
         x:Tensor,  # (B, T, d_model), the residual stream

@@ -1,0 +1,297 @@
+"""The fast path (transformer_nb.fast): the same outputs and gradients as the readable path within 1e-5 for self- and
+cross-attention, every mask kind, both norm placements and whole models; dropout's mask; the benchmark's machinery."""
+import json, subprocess, sys
+from pathlib import Path
+import pytest
+import torch
+from torch import nn
+
+from transformer_nb.fast import drop_mask, dropout, Dropout, is_causal, attention, fused_projection, fast_multihead
+from transformer_nb.multihead import MultiHeadAttention
+from transformer_nb.layers import EncoderLayer, DecoderLayer
+from transformer_nb.transformer import Transformer
+from transformer_nb.masking import causal_mask
+from transformer_nb import benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+B, T, S, D, H = 3, 11, 13, 64, 8          # distinct sizes, so that a swapped axis fails
+TOL = 1e-5
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def pad(lengths, n):
+    "(B, 1, 1, n), True = a real key"
+    return (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
+
+
+def make_mask(kind, n):
+    "A mask for T queries over n keys"
+    if kind == "none": return None
+    if kind == "padding": return pad([n, n - 4, 2], n)
+    if kind == "causal": return causal_mask(T)
+    if kind == "causal+padding": return causal_mask(T) & pad([T, T - 3, 4], T)
+    if kind == "random per head": return torch.rand(B, H, T, n, generator=_gen(7)) > 0.4
+    if kind == "queries that see nothing":
+        m = torch.rand(B, 1, T, n, generator=_gen(8)) > 0.3
+        m[0, 0, 2] = False; m[2, 0, 5:] = False
+        return m
+    raise ValueError(kind)
+
+
+def both_paths(fn, params, *inputs):
+    "Outputs and gradients (inputs and params) of fn(need_weights, *inputs) on both paths, the same upstream gradient"
+    results = []
+    for need_weights in (True, False):
+        xs = [x.detach().clone().requires_grad_() for x in inputs]
+        for p in params: p.grad = None
+        out = fn(need_weights, *xs)
+        out.backward(torch.randn(out.shape, generator=_gen(99)))
+        results.append([out.detach()] + [x.grad for x in xs] + [p.grad.clone() for p in params])
+    return results
+
+
+def assert_paths_equal(fn, module, *inputs):
+    slow, fast = both_paths(fn, list(module.parameters()), *inputs)
+    assert len(slow) == len(fast)
+    for a, b in zip(slow, fast):
+        assert torch.isfinite(b).all()
+        torch.testing.assert_close(b, a, atol=TOL, rtol=0)
+
+
+MASKS_SELF = ["none", "causal", "causal+padding", "padding", "random per head", "queries that see nothing"]
+MASKS_CROSS = ["none", "padding", "random per head", "queries that see nothing"]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("kind", MASKS_SELF)
+def test_self_attention_paths_agree(kind, bias):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, bias=bias)
+    mask = make_mask(kind, T)
+    x = torch.randn(B, T, D, generator=_gen(1))
+    assert_paths_equal(lambda nw, x: mha(x, x, x, mask, need_weights=nw)[0], mha, x)
+
+
+@pytest.mark.parametrize("kind", MASKS_CROSS)
+def test_cross_attention_paths_agree(kind):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H)
+    mask = make_mask(kind, S)
+    y, mem = torch.randn(B, T, D, generator=_gen(2)), torch.randn(B, S, D, generator=_gen(3))
+    assert_paths_equal(lambda nw, y, m: mha(y, m, m, mask, need_weights=nw)[0], mha, y, mem)
+
+
+def test_distinct_key_and_value_tensors_agree():
+    "Keys and values from different tensors: no fusion is possible, and none is attempted."
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H)
+    q, k, v = (torch.randn(B, n, D, generator=_gen(i)) for i, n in enumerate((T, S, S)))
+    assert_paths_equal(lambda nw, q, k, v: mha(q, k, v, make_mask("padding", S), need_weights=nw)[0], mha, q, k, v)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_encoder_layer_paths_agree(norm_first):
+    torch.manual_seed(0)
+    layer = EncoderLayer(D, H, 96, dropout=0.0, norm_first=norm_first)
+    x = torch.randn(B, S, D, generator=_gen(4))
+    assert_paths_equal(lambda nw, x: layer(x, make_mask("padding", S), need_weights=nw)[0], layer, x)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_layer_paths_agree(norm_first):
+    torch.manual_seed(0)
+    layer = DecoderLayer(D, H, 96, dropout=0.0, norm_first=norm_first)
+    y, mem = torch.randn(B, T, D, generator=_gen(5)), torch.randn(B, S, D, generator=_gen(6))
+    tgt, src = make_mask("causal+padding", T), make_mask("padding", S)
+    assert_paths_equal(lambda nw, y, m: layer(y, m, tgt, src, need_weights=nw)[0], layer, y, mem)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_whole_model_paths_agree(norm_first):
+    """Transformer(...)(src, tgt) takes the fast path; with return_attention=True the readable one: same logits, and
+    the same gradient of a training loss (mean cross-entropy) for every parameter."""
+    torch.manual_seed(0)
+    model = Transformer(40, 50, D, H, 2, 2, 96, dropout=0.0, norm_first=norm_first).train()
+    src, tgt = torch.randint(1, 40, (B, S), generator=_gen(7)), torch.randint(1, 50, (B, T), generator=_gen(8))
+    sm, tm = make_mask("padding", S), make_mask("causal+padding", T)
+    results = []
+    for readable in (True, False):
+        model.zero_grad()
+        out = model(src, tgt, sm, tm, sm, return_attention=readable)
+        logits = out[0] if readable else out
+        gold = torch.randint(0, 50, (B * T,), generator=_gen(9))
+        nn.functional.cross_entropy(logits.flatten(0, 1), gold).backward()
+        results.append([logits.detach()] + [p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*results): torch.testing.assert_close(b, a, atol=TOL, rtol=0)
+
+
+def test_fast_path_returns_no_weights_and_same_shapes():
+    mha = MultiHeadAttention(D, H)
+    x = torch.randn(B, T, D)
+    out, w = mha(x, x, x, need_weights=False)
+    assert w is None and out.shape == (B, T, D)
+    layer = DecoderLayer(D, H, 96)
+    y, ws, wc = layer(x, torch.randn(B, S, D), need_weights=False)
+    assert ws is None and wc is None and y.shape == (B, T, D)
+
+
+def test_fast_path_keeps_less_for_backward():
+    "Nothing the backward pass does not need: the fast path saves fewer bytes than the readable one."
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H)
+    x = torch.randn(B, 64, D, requires_grad=True)
+    def saved(nw):
+        sizes = {}
+        def pack(t): sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes(); return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): mha(x, x, x, causal_mask(64), need_weights=nw)
+        return sum(sizes.values())
+    assert saved(False) < 0.8 * saved(True)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_drop_mask_probability(p):
+    torch.manual_seed(0)
+    n = 10**6
+    m = drop_mask((n,), p)
+    assert m.dtype == torch.bool and m.shape == (n,)
+    sd = (p * (1 - p) / (n / 2)) ** 0.5
+    for half in (m[0::2], m[1::2]):                                  # both 32-bit halves of each 64-bit draw
+        assert abs(half.float().mean().item() - p) < 5 * sd
+
+
+def test_drop_mask_bits_are_independent_of_position():
+    "Neighbouring elements (the two halves of one 64-bit number) are uncorrelated."
+    torch.manual_seed(1)
+    m = drop_mask((10**6,), 0.5).float()
+    a, b = m[0::2] - 0.5, m[1::2] - 0.5
+    assert abs((a * b).mean().item()) < 5 * 0.25 / (len(a) ** 0.5)
+
+
+def test_dropout_behaviour():
+    torch.manual_seed(0)
+    x = torch.randn(400, 500, requires_grad=True)
+    y = dropout(x, 0.2)
+    kept = y != 0
+    torch.testing.assert_close(y[kept], x[kept] / 0.8)
+    assert abs(kept.float().mean().item() - 0.8) < 0.005
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, kept.float() / 0.8)          # gradient flows through the kept ones only
+    assert dropout(x, 0.2, training=False) is x and dropout(x, 0.0) is x
+    assert (dropout(x, 1.0) == 0).all()
+    torch.manual_seed(3); a = dropout(x, 0.3); torch.manual_seed(3); b = dropout(x, 0.3)
+    torch.testing.assert_close(a, b, atol=0, rtol=0)
+
+
+def test_every_dropout_in_the_model_is_ours():
+    model = Transformer(20, 20, 32, 4, 1, 1, 64)
+    drops = [m for m in model.modules() if isinstance(m, nn.Dropout)]
+    assert drops and all(type(m) is Dropout for m in drops)
+    x = torch.randn(50, 50)
+    assert (Dropout(0.3).eval()(x) == x).all()
+
+
+def test_training_with_dropout_on_the_fast_path_is_finite_and_zero_for_masked_queries():
+    "Dropout in attention on a CPU takes our own branch; a query with no key still gets a zero output."
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, dropout=0.3).train()
+    x = torch.randn(B, T, D, requires_grad=True)
+    mask = torch.ones(B, 1, T, T, dtype=torch.bool); mask[1, 0, 4] = False
+    out, _ = mha(x, x, x, mask, need_weights=False)
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    torch.testing.assert_close(out[1, 4], mha.W_o.bias.detach())     # zero attention output, then W_o
+
+
+def test_is_causal():
+    assert is_causal(causal_mask(T), T, T)
+    assert is_causal(causal_mask(T)[0, 0], T, T)
+    assert not is_causal(causal_mask(T), T, S)
+    assert not is_causal(causal_mask(T) & pad([T, 3, 4], T), T, T)
+    assert not is_causal(causal_mask(T).expand(2, 1, T, T), T, T)
+    assert not is_causal(torch.ones(1, 1, T, T, dtype=torch.bool), T, T)
+    assert not is_causal(None, T, T)
+
+
+def test_attention_matches_chapter_two():
+    from transformer_nb.attention import scaled_dot_product_attention
+    q, k, v = (torch.randn(B, H, n, 16, generator=_gen(i)) for i, n in enumerate((T, S, S)))
+    for mask in (None, make_mask("padding", S), make_mask("queries that see nothing", S)):
+        torch.testing.assert_close(attention(q, k, v, mask), scaled_dot_product_attention(q, k, v, mask)[0],
+                                   atol=TOL, rtol=0)
+
+
+def test_fused_projection_equals_separate_linears():
+    for bias in (True, False):
+        ls = [nn.Linear(D, D, bias=bias) for _ in range(3)]
+        x = torch.randn(B, T, D)
+        torch.testing.assert_close(fused_projection(x, ls), torch.cat([l(x) for l in ls], -1), atol=TOL, rtol=0)
+
+
+# the benchmark's machinery (the benchmark itself is never a test)
+
+def test_torch_transformer_has_our_weights_and_masks():
+    "The benchmark's nn.Transformer computes the same logits as our model, masks converted in the one place."
+    torch.manual_seed(0)
+    for norm_first in (True, False):
+        ours = Transformer(30, 30, 32, 4, 2, 2, 64, dropout=0.0, norm_first=norm_first).eval()
+        theirs = benchmark.TorchTransformer(ours).eval()
+        src, tgt = torch.randint(1, 30, (B, S), generator=_gen(1)), torch.randint(1, 30, (B, T), generator=_gen(2))
+        sm, tm = make_mask("padding", S), make_mask("causal+padding", T)
+        with torch.no_grad():
+            torch.testing.assert_close(theirs(src, tgt, sm, tm, sm), ours(src, tgt, sm, tm, sm), atol=1e-4, rtol=0)
+            torch.testing.assert_close(theirs(src, tgt, None, causal_mask(T)), ours(src, tgt, None, causal_mask(T)),
+                                       atol=1e-4, rtol=0)
+
+
+def test_the_three_implementations_compute_the_same_loss():
+    config = benchmark.small_config(seq_len=8, batch_size=2, vocab=30, dropout=0.0) | dict(d_model=32, d_ff=64)
+    impls = benchmark.build(config)
+    src, tgt_in, tgt_out, tgt_mask = benchmark.random_batch(config)
+    with torch.no_grad():
+        logits = {k: f(src, tgt_in, None, tgt_mask) for k, (m, f) in impls.items()}
+    for k in ("fast", "torch"): torch.testing.assert_close(logits[k], logits["readable"], atol=1e-4, rtol=0)
+
+
+def test_interleaved_and_summary():
+    calls = []
+    t = benchmark.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, reps=3, warmup=1)
+    assert calls == ["a", "b"] * 4 and set(t) == {"a", "b"}
+    assert all(v["min"] <= v["median"] <= v["max"] for v in t.values())
+    entry = lambda s, tok: dict(median=s, min=s, max=s, tokens_per_s=tok / s, peak_mb=100 * s, saved_mb=1.0)
+    res = {"train": {"T=8, dropout 0.1": {"readable": entry(2.0, 10), "fast": entry(1.0, 10), "torch": entry(1.25, 10),
+                                          "flops": 50.0}},
+           "matmul_peak": 100.0,
+           "forward_base": {"readable": entry(3.0, 6), "fast": entry(2.0, 6), "torch": entry(2.0, 6)},
+           "decoding": {"cached": entry(1.0, 8), "uncached": entry(4.0, 8)}}
+    s = benchmark.summary(res)
+    assert s["train T=8, dropout 0.1: fast / torch tokens/s"] == pytest.approx(1.25)
+    assert s["train T=8, dropout 0.1: fast / readable tokens/s"] == pytest.approx(2.0)
+    assert s["train T=8, dropout 0.1: fast / torch peak memory"] == pytest.approx(0.8)
+    assert s["train T=8, dropout 0.1: fast share of matmul peak"] == pytest.approx(0.5)
+    assert s["decoding: cached / uncached tokens/s"] == pytest.approx(4.0)
+
+
+def test_saved_for_backward_counts_what_autograd_keeps():
+    w = torch.randn(256, 256, requires_grad=True)
+    x = torch.randn(1000, 256)
+    def step(): (x @ w).sum().backward()
+    assert benchmark.saved_for_backward(step) == pytest.approx(1000 * 256 * 4 / 2**20)   # x is kept for w's gradient
+
+
+def test_committed_results_are_complete():
+    "The chapter draws benchmarks/results/cpu.json: a full run (not --quick), with every figure the ratios need."
+    res = benchmark.load_results(ROOT / "benchmarks" / "results" / "cpu.json")
+    assert not res["quick"]
+    assert set(res["train"]) == {f"T={T}, dropout {p}" for T in (32, 128) for p in (0.1, 0.0)}
+    for r in res["train"].values():
+        for k in benchmark.IMPLEMENTATIONS: assert r[k]["peak_mb"] > 0 and r[k]["tokens_per_s"] > 0
+    s = benchmark.summary(res)
+    assert all(v > 0 for v in s.values()) and len([k for k in s if "compiled" not in k]) == 4 * 4 + 3
+
+
+def test_run_script_help():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "--quick" in out.stdout
