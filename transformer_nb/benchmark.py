@@ -313,28 +313,28 @@ def _bars(ax, groups:dict, key:str, scale:float=1.0):
             err = [[v - t / g[name]["max"] * scale for v, t, g in zip(vals, n, groups.values())],
                    [t / g[name]["min"] * scale - v for v, t, g in zip(vals, n, groups.values())]]
         ax.bar(xs, vals, width, yerr=err, capsize=3, label=name, color=_COLORS.get(name))
-        for x, v in zip(xs, vals):                                    # the value inside the bar, clear of whiskers
-            ax.text(x, v * 0.97, f"{v:,.0f}", ha="center", va="top", rotation=90, fontsize=7, color="white")
+        for x, v in zip(xs, vals):                                    # the value at the foot of the bar, clear of whiskers
+            ax.text(x, v * 0.03, f"{v:,.0f}", ha="center", va="bottom", rotation=90, fontsize=8, color="white")
     ax.set_xticks(range(len(groups)), list(groups))
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=8, frameon=False, ncols=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.0))
 
 def show_benchmark(
-    res:dict,  # from `run_benchmark` or `load_results`
+    res:dict,  # from run_benchmark or load_results
     title:str|None=None,  # over the figure; by default the machine and torch version
 ):
     "Four panels: training tokens/s, peak training memory, base-model forward tokens/s, decoding tokens/s"
     import matplotlib.pyplot as plt
-    fig, axs = plt.subplots(2, 2, figsize=(10, 7))
-    train = {key.replace(", ", "\n"): {k: r[k] for k in IMPLEMENTATIONS} for key, r in res["train"].items()}
-    _bars(axs[0, 0], train, "tokens_per_s"); axs[0, 0].set_title("training step: target tokens / s")
+    fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))
+    train = {key.replace(", dropout ", "\ndrop "): {k: r[k] for k in IMPLEMENTATIONS} for key, r in res["train"].items()}
+    _bars(axs[0, 0], train, "tokens_per_s"); axs[0, 0].set_title("training step: target tokens / s", pad=22)
     if all(r[k].get("peak_mb") for r in res["train"].values() for k in IMPLEMENTATIONS):
-        _bars(axs[0, 1], train, "peak_mb"); axs[0, 1].set_title("training step: peak memory (MB)")
+        _bars(axs[0, 1], train, "peak_mb"); axs[0, 1].set_title("training step: peak memory (MB)", pad=22)
     else:
-        _bars(axs[0, 1], train, "saved_mb"); axs[0, 1].set_title("training step: saved for backward (MB)")
+        _bars(axs[0, 1], train, "saved_mb"); axs[0, 1].set_title("training step: saved for backward (MB)", pad=22)
     _bars(axs[1, 0], {"base model, forward": res["forward_base"]}, "tokens_per_s")
-    axs[1, 0].set_title("paper's base model, forward (eval): tokens / s")
+    axs[1, 0].set_title("base model, forward (eval): tokens / s", pad=22)
     _bars(axs[1, 1], {"greedy, 64 new tokens, batch 8": res["decoding"]}, "tokens_per_s")
-    axs[1, 1].set_title("greedy decoding: tokens / s")
+    axs[1, 1].set_title("greedy decoding: tokens / s", pad=22)
     for ax in axs.flat: ax.spines[["top", "right"]].set_visible(False); ax.margins(y=0.15)
     fig.suptitle(title or f"{res['processor']}, {res['threads']} threads, torch {res['torch']} ({res['date']})", fontsize=10)
     fig.tight_layout()

@@ -14,7 +14,7 @@ from .core import check_dropout
 __all__ = ['profile_step', 'show_profile', 'drop_mask', 'dropout', 'Dropout', 'is_causal', 'attention', 'fused_projection',
            'fast_multihead', 'compare_paths']
 
-# %% ../nbs/10b_fast.ipynb #c005
+# %% ../nbs/10b_fast.ipynb #c006
 def profile_step(
     step,  # a function that runs one training step
     row_limit:int=8,  # how many operations to list
@@ -33,29 +33,30 @@ def profile_step(
     total = sum(e.self_cpu_time_total for e in ops)
     return [(e.key, e.self_cpu_time_total / 1000, e.self_cpu_time_total / total) for e in ops[:row_limit]]
 
-# %% ../nbs/10b_fast.ipynb #c006
+# %% ../nbs/10b_fast.ipynb #c007
 def show_profile(
-    profiles:dict,  # name -> the rows of `profile_step`
+    profiles:dict,  # name -> the rows that profile_step returned
     title:str|None=None,  # over the figure
 ):
     "Side-by-side bars of the most expensive operations of profiled steps, random-number operations highlighted"
     import matplotlib.pyplot as plt
     n = max(len(rows) for rows in profiles.values())
-    fig, axs = plt.subplots(1, len(profiles), figsize=(5.2 * len(profiles), 0.32 * n + 1.3), sharex=True, squeeze=False)
-    for ax, (name, rows) in zip(axs[0], profiles.items()):
+    fig, axs = plt.subplots(len(profiles), 1, figsize=(6.4, (0.3 * n + 1.0) * len(profiles)), sharex=True, squeeze=False)
+    for ax, (name, rows) in zip(axs[:, 0], profiles.items()):
         labels = [r[0].removeprefix("aten::")[:28] for r in rows][::-1]
         ms = [r[1] for r in rows][::-1]
         colors = ["#d08c2e" if any(w in l for w in ("bernoulli", "random")) else "#2f6fb0" for l in labels]
         ax.barh(labels, ms, color=colors)
         for y, v in enumerate(ms): ax.text(v, y, f" {v:.0f}", va="center", fontsize=7)
         ax.set_title(f"{name}: {sum(r[1] for r in rows) / sum(r[2] for r in rows):.0f} ms per step", fontsize=10)
-        ax.set_xlabel("ms (self time)"); ax.tick_params(axis="y", labelsize=8)
+        ax.tick_params(axis="y", labelsize=8)
         ax.spines[["top", "right"]].set_visible(False)
+    axs[-1, 0].set_xlabel("ms (self time)")
     if title: fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 
-# %% ../nbs/10b_fast.ipynb #c013
+# %% ../nbs/10b_fast.ipynb #c014
 def drop_mask(
     shape:tuple,  # the shape of the tensor to drop out
     p:float,  # the probability of dropping an element
@@ -67,7 +68,7 @@ def drop_mask(
     bits = bits.view(torch.int32)[:n].view(shape)                      # each uniform on [-2^31, 2^31)
     return bits < round(p * 2**32) - 2**31                            # P(below the threshold) = p
 
-# %% ../nbs/10b_fast.ipynb #c014
+# %% ../nbs/10b_fast.ipynb #c015
 def dropout(
     x:Tensor,  # any tensor
     p:float=0.5,  # probability of dropping each element
@@ -82,7 +83,7 @@ class Dropout(nn.Dropout):
     "`nn.Dropout` that draws its mask with `drop_mask` on a CPU; the modules of every chapter use it"
     def forward(self, x:Tensor)->Tensor: return dropout(x, self.p, self.training)
 
-# %% ../nbs/10b_fast.ipynb #c020
+# %% ../nbs/10b_fast.ipynb #c021
 def is_causal(
     mask:Tensor|None,  # boolean, True = may attend
     T:int, S:int,  # query and key lengths
@@ -91,7 +92,7 @@ def is_causal(
     if mask is None or T != S or tuple(mask.shape[-2:]) != (T, T) or any(n != 1 for n in mask.shape[:-2]): return False
     return torch.equal(mask.reshape(T, T), torch.ones(T, T, dtype=torch.bool, device=mask.device).tril())
 
-# %% ../nbs/10b_fast.ipynb #c021
+# %% ../nbs/10b_fast.ipynb #c022
 def attention(
     q:Tensor,  # (B, H, T, d_k)
     k:Tensor,  # (B, H, S, d_k)
@@ -112,7 +113,7 @@ def attention(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask, dropout_p=dropout_p,
                                           is_causal=causal)
 
-# %% ../nbs/10b_fast.ipynb #c023
+# %% ../nbs/10b_fast.ipynb #c024
 def fused_projection(
     x:Tensor,  # (..., d_in)
     linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
@@ -122,9 +123,9 @@ def fused_projection(
     bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
     return F.linear(x, weight, bias)
 
-# %% ../nbs/10b_fast.ipynb #c024
+# %% ../nbs/10b_fast.ipynb #c025
 def fast_multihead(
-    mha,  # a `MultiHeadAttention`: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
+    mha,  # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
     query:Tensor,  # (B, T, d_model)
     key:Tensor,  # (B, S, d_model)
     value:Tensor,  # (B, S, d_model)
@@ -142,7 +143,7 @@ def fast_multihead(
     out = attention(q, k, v, mask, mha.dropout if mha.training else 0.0)   # (B, H, T, d_k)
     return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)
 
-# %% ../nbs/10b_fast.ipynb #c028
+# %% ../nbs/10b_fast.ipynb #c029
 def compare_paths(
     fn,  # fn(need_weights, *inputs) -> output tensor, e.g. lambda nw, x: mha(x, x, x, need_weights=nw)[0]
     module:nn.Module,  # the module fn runs (dropout 0, or in eval mode): its parameters' gradients are compared
