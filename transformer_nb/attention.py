@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .core import log_shapes, check_tensor, check_mask, check_dropout, check_nonempty
+from .fast import dropout  # F.dropout with a cheaper random mask on a CPU (chapter "Fast path")
 
 # %% auto #0
 __all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation']
@@ -32,7 +33,7 @@ def scaled_dot_product_attention(
     weights = scores.softmax(dim=-1)                                        # (..., T, S), rows sum to 1
     if mask is not None:
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # rows with no key: all zero
-    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    dropped = dropout(weights, dropout_p)                                   # identity when dropout_p = 0
     return dropped @ v, weights                                             # (..., T, d_v), (..., T, S)
 
 # %% ../nbs/02_attention.ipynb #c007

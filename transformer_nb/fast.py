@@ -102,13 +102,9 @@ def attention(
 )->Tensor:  # (B, H, T, d_v), without the weights
     "softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels"
     T, S = q.shape[-2], k.shape[-2]
-    if dropout_p > 0 and q.device.type == "cpu":                      # torch would fall back to bernoulli_
-        scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)      # (B, H, T, S)
-        if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-        weights = scores.softmax(dim=-1)
-        if mask is not None and not bool(mask.any(-1).all()):         # a query with no key: zero weights
-            weights = weights * mask.any(-1, keepdim=True)
-        return dropout(weights, dropout_p) @ v
+    if dropout_p > 0 and q.device.type == "cpu":                      # torch would fall back to bernoulli_:
+        from transformer_nb.attention import scaled_dot_product_attention   # chapter 2, whose dropout is ours
+        return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]     # (imported here: it imports this module)
     causal = is_causal(mask, T, S)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask, dropout_p=dropout_p,
                                           is_causal=causal)
@@ -123,7 +119,7 @@ def fused_projection(
     bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
     return F.linear(x, weight, bias)
 
-# %% ../nbs/10b_fast.ipynb #c025
+# %% ../nbs/10b_fast.ipynb #c027
 def fast_multihead(
     mha,  # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
     query:Tensor,  # (B, T, d_model)
@@ -143,7 +139,7 @@ def fast_multihead(
     out = attention(q, k, v, mask, mha.dropout if mha.training else 0.0)   # (B, H, T, d_k)
     return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)
 
-# %% ../nbs/10b_fast.ipynb #c029
+# %% ../nbs/10b_fast.ipynb #c031
 def compare_paths(
     fn,  # fn(need_weights, *inputs) -> output tensor, e.g. lambda nw, x: mha(x, x, x, need_weights=nw)[0]
     module:nn.Module,  # the module fn runs (dropout 0, or in eval mode): its parameters' gradients are compared
