@@ -3,7 +3,8 @@ import subprocess, sys
 import pytest
 from conftest import ROOT
 
-MODULES = sorted(p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_"))
+MODULES = sorted(".".join(p.relative_to(ROOT / "transformer_nb").with_suffix("").parts)
+                 for p in (ROOT / "transformer_nb").rglob("*.py") if not p.stem.startswith("_"))
 
 
 @pytest.mark.parametrize("module", ["transformer_nb"] + [f"transformer_nb.{m}" for m in MODULES])
