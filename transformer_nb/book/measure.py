@@ -120,15 +120,21 @@ def interleaved(
 
 # %% ../../nbs/12_fast.ipynb #h006
 def show_source(*objs):
-    "Show the source code of functions and classes defined elsewhere in the package, as a code block"
+    "Show the source code of functions and classes defined elsewhere in the package"
     import inspect
-    from IPython.display import Markdown
-    return Markdown("\n\n".join(f"```python\n{inspect.getsource(o).rstrip()}\n```" for o in objs))
+    from IPython.display import HTML
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+    fmt = HtmlFormatter(noclasses=True, nowrap=True)           # inline colours: no stylesheet needed
+    blocks = [highlight(inspect.getsource(o).rstrip(), PythonLexer(), fmt) for o in objs]
+    return HTML("".join(f'<div class="sourceCode"><pre class="sourceCode python"><code>{b}</code></pre></div>'
+                        for b in blocks))
 
 # %% ../../nbs/12_fast.ipynb #c006
 def profile_step(
     step,  # a function that runs one training step
-    row_limit:int=8,  # how many operations to list
+    row_limit:int|None=8,  # how many operations to list; None: all
 )->list[tuple[str, float, float]]:  # (operation, milliseconds, share of the step) for the most expensive ones
     "Run `step` once under torch's profiler and list the operations that took the most time (self time, CPU)"
     import os
