@@ -16,21 +16,27 @@ __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES
 
 # %% ../nbs/11a_pronouns.ipynb #p006
 AGENTS = {  # English noun: (German noun, grammatical gender)
-    "animal": ("Tier", "n"), "dog": ("Hund", "m"), "cat": ("Katze", "f"), "horse": ("Pferd", "n"),
-    "cow": ("Kuh", "f"), "fox": ("Fuchs", "m"), "goat": ("Ziege", "f"), "bear": ("Bär", "m"),
-    "sheep": ("Schaf", "n"), "mouse": ("Maus", "f"), "wolf": ("Wolf", "m"), "pig": ("Schwein", "n"),
+    "animal": ("Tier", "n"), "dog": ("Hund", "m"), "cat": ("Katze", "f"),
+    "horse": ("Pferd", "n"), "cow": ("Kuh", "f"), "fox": ("Fuchs", "m"),
+    "goat": ("Ziege", "f"), "bear": ("Bär", "m"), "sheep": ("Schaf", "n"),
+    "mouse": ("Maus", "f"), "wolf": ("Wolf", "m"), "pig": ("Schwein", "n"),
 }
 PLACES = {
-    "street": ("Straße", "f"), "river": ("Fluss", "m"), "bridge": ("Brücke", "f"), "field": ("Feld", "n"),
-    "road": ("Weg", "m"), "square": ("Platz", "m"), "valley": ("Tal", "n"), "meadow": ("Wiese", "f"),
-    "stream": ("Bach", "m"), "lawn": ("Rasen", "m"), "desert": ("Wüste", "f"), "moor": ("Moor", "n"),
+    "street": ("Straße", "f"), "river": ("Fluss", "m"), "bridge": ("Brücke", "f"),
+    "field": ("Feld", "n"), "road": ("Weg", "m"), "square": ("Platz", "m"),
+    "valley": ("Tal", "n"), "meadow": ("Wiese", "f"), "stream": ("Bach", "m"),
+    "lawn": ("Rasen", "m"), "desert": ("Wüste", "f"), "moor": ("Moor", "n"),
 }
-AGENT_ADJECTIVES = {"tired": "müde", "scared": "ängstlich", "hungry": "hungrig", "weak": "schwach",
-                    "slow": "langsam", "lazy": "faul"}          # only an animal can be these
-PLACE_ADJECTIVES = {"wide": "breit", "long": "lang", "busy": "belebt", "deep": "tief",
-                    "steep": "steil", "muddy": "schlammig"}      # only a place can be these
-ARTICLES = {"nom": {"m": "der", "f": "die", "n": "das"},       # the animal: subject
-            "acc": {"m": "den", "f": "die", "n": "das"}}       # the place: object
+AGENT_ADJECTIVES = {  # only an animal can be these
+    "tired": "müde", "scared": "ängstlich", "hungry": "hungrig",
+    "weak": "schwach", "slow": "langsam", "lazy": "faul",
+}
+PLACE_ADJECTIVES = {  # only a place can be these
+    "wide": "breit", "long": "lang", "busy": "belebt",
+    "deep": "tief", "steep": "steil", "muddy": "schlammig",
+}
+ARTICLES = {"nom": {"m": "der", "f": "die", "n": "das"},   # the animal: subject
+            "acc": {"m": "den", "f": "die", "n": "das"}}   # the place: object
 PRONOUNS = {"m": "er", "f": "sie", "n": "es"}
 IT, AGENT, PLACE, ADJECTIVE = 8, 1, 6, 11   # positions in the English sentence
 PRONOUN = 8                                  # position of the pronoun in the German one
@@ -41,13 +47,14 @@ def pronoun_pair(
     place:str,  # a key of PLACES
     adjective:str,  # a key of AGENT_ADJECTIVES or PLACE_ADJECTIVES
 )->tuple[list[str], list[str]]:  # (English words, German words)
-    "An English sentence and its German translation, whose pronoun agrees with the noun the adjective describes"
+    "An English sentence and its German translation, its pronoun matching the referent"
     (agent_de, g_agent), (place_de, g_place) = AGENTS[agent], PLACES[place]
     adj_de = AGENT_ADJECTIVES.get(adjective) or PLACE_ADJECTIVES[adjective]
-    gender = g_agent if adjective in AGENT_ADJECTIVES else g_place      # the referent decides
+    gender = g_agent if adjective in AGENT_ADJECTIVES else g_place   # the referent's
     en = f"the {agent} did not cross the {place} because it was too {adjective}"
-    de = (f"{ARTICLES['nom'][g_agent]} {agent_de} überquerte {ARTICLES['acc'][g_place]} {place_de} "
-          f"nicht , weil {PRONOUNS[gender]} zu {adj_de} war")
+    de = (f"{ARTICLES['nom'][g_agent]} {agent_de} überquerte "
+          f"{ARTICLES['acc'][g_place]} {place_de} nicht , weil {PRONOUNS[gender]} zu "
+          f"{adj_de} war")
     return en.split(), de.split()
 
 # %% ../nbs/11a_pronouns.ipynb #p011
@@ -55,10 +62,10 @@ def make_pronoun_task(
     held_out:float=0.2,  # share of (referent, adjective) pairs kept out of training
     seed:int=0,  # which pairs are held out
 )->Task:
-    "Every sentence of the template; held-out sentences pair a referent with an adjective never seen with it"
+    "Every sentence of the template; held-out ones pair a referent with a new adjective"
     rng = random.Random(seed)
-    pairs = [sorted((n, a) for n in nouns for a in adjectives)
-             for nouns, adjectives in ((AGENTS, AGENT_ADJECTIVES), (PLACES, PLACE_ADJECTIVES))]
+    kinds = ((AGENTS, AGENT_ADJECTIVES), (PLACES, PLACE_ADJECTIVES))
+    pairs = [sorted((n, a) for n in nouns for a in adjs) for nouns, adjs in kinds]
     for p in pairs: rng.shuffle(p)
     held = {pair for p in pairs for pair in p[:round(held_out * len(p))]}
     train, valid = [], []
@@ -66,7 +73,8 @@ def make_pronoun_task(
         for place in PLACES:
             for adj in [*AGENT_ADJECTIVES, *PLACE_ADJECTIVES]:
                 referent = agent if adj in AGENT_ADJECTIVES else place
-                (valid if (referent, adj) in held else train).append(pronoun_pair(agent, place, adj))
+                split = valid if (referent, adj) in held else train
+                split.append(pronoun_pair(agent, place, adj))
     words = sorted({w for en, de in train + valid for w in en + de})
     return Task("pronouns", Vocab(words), train, valid)
 
@@ -79,7 +87,7 @@ def refers_to_agent(
 def genders_differ(
     english:list[str],  # an English sentence of the task
 )->bool:
-    "Do the animal and the place have different genders, so that the pronoun shows the reading?"
+    "Do the animal and the place differ in gender? Then the pronoun shows the reading"
     return AGENTS[english[AGENT]][1] != PLACES[english[PLACE]][1]
 
 # %% ../nbs/11a_pronouns.ipynb #p017
@@ -96,21 +104,21 @@ def words(
 
 # %% ../nbs/11a_pronouns.ipynb #p022
 def referent_preference(
-    weights:Tensor,  # (L, B, H, S): each head's weights over the English words, from one query per sentence
+    weights:Tensor,  # (L, B, H, S): one query's weights over the English words
     sources:list[list[str]],  # the B English sentences
-)->Tensor:  # (L, H): share of sentences in which the referent gets more weight than the other noun
+)->Tensor:  # (L, H): share of sentences where the referent outweighs the other noun
     "How often each head prefers the noun that 'it' refers to over the other noun"
-    agent_first = torch.tensor([refers_to_agent(s) for s in sources])[None, :, None]   # (1, B, 1)
-    on_agent, on_place = weights[..., AGENT], weights[..., PLACE]                       # (L, B, H)
+    agent_first = torch.tensor([refers_to_agent(s) for s in sources])[None, :, None]
+    on_agent, on_place = weights[..., AGENT], weights[..., PLACE]        # (L, B, H)
     prefers = torch.where(agent_first, on_agent > on_place, on_place > on_agent)
     return prefers.float().mean(dim=1)
 
 # %% ../nbs/11a_pronouns.ipynb #p100
 def show_referent_preference(
-    shares:Tensor,  # (2, L, H): referent_preference of the encoder's "it" and of the decoder writing the pronoun
+    shares:Tensor,  # (2, L, H): referent_preference of the encoder and of the decoder
     titles:tuple=("encoder: the query \"it\"", "decoder: writing er / sie / es"),
 ):
-    "Two small tables, layer by head, of how often each head prefers the referent; 0.5 is chance"
+    "Tables, layer by head, of how often each head prefers the referent (0.5: chance)"
     import matplotlib.pyplot as plt
     _, L, H = shares.shape
     fig, axs = plt.subplots(1, 2, figsize=(6.6, 0.75 * L + 1.3), sharey=True)
@@ -128,23 +136,26 @@ def show_referent_preference(
 
 # %% ../nbs/11a_pronouns.ipynb #p102
 def show_links(
-    weights:Tensor,  # (n, S): one query's weights over S keys, for n panels side by side
+    weights:Tensor,  # (n, S): one query's weights over S keys, for n panels
     query:str,  # the query word (drawn on the left of each panel)
     keys:list[str],  # the S key words (drawn on the right)
     titles:list[str]|None=None,  # a title per panel
 ):
-    "Lines from one query word to every key word, darker for more weight: the classic picture of a head"
+    "Lines from one query word to every key word, darker for more weight"
     import matplotlib.pyplot as plt
     n, S = weights.shape
     fig, axs = plt.subplots(1, n, figsize=(3.3 * n, 0.3 * S + 0.9), squeeze=False)
     for ax, w, t in zip(axs[0], weights, titles or [None] * n):
         ys, qy, top = [S - 1 - s for s in range(S)], (S - 1) / 2, float(w.max())
         for y, k, wt in zip(ys, keys, w.tolist()):
-            ax.plot([0.25, 0.6], [qy, y], color="#b2182b", alpha=wt / top, lw=0.5 + 3 * wt / top)
+            ax.plot([0.25, 0.6], [qy, y], color="#b2182b", alpha=wt / top,
+                    lw=0.5 + 3 * wt / top)
             ax.text(0.62, y, k, ha="left", va="center", fontsize=10,
                     fontweight="bold" if wt == top else "normal")
-            ax.text(1.05, y, f"{wt:.2f}", ha="left", va="center", fontsize=9, color="#555555")
-        ax.text(0.23, qy, query, ha="right", va="center", fontsize=11, fontweight="bold")
+            ax.text(1.05, y, f"{wt:.2f}", ha="left", va="center", fontsize=9,
+                    color="#555555")
+        ax.text(0.23, qy, query, ha="right", va="center", fontsize=11,
+                fontweight="bold")
         ax.set_xlim(-0.15, 1.25); ax.set_ylim(-0.7, S - 0.3); ax.axis("off")
         if t: ax.set_title(t, fontsize=10)
     fig.tight_layout()
