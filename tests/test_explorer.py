@@ -22,6 +22,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 SHOTS = ROOT / "artifacts" / "explorer"
 SRC = "the animal didn't cross the street because it was too tired".split()
 TGT = "<bos> l' animal n' a pas traversé la rue".split()
+LONG = SRC + ("and so it stayed where it was , under the tree by the river until "
+              "nightfall .").split()  # 28 tokens: wider than a phone
 
 
 def softmax_maps(L=2, H=4, seed=0) -> dict:
@@ -149,7 +151,10 @@ def test_the_assets_ship_inside_the_package():
 
 @pytest.fixture(scope="module")
 def maps():
-    return softmax_maps()
+    "Three kinds of maps for the first view, and a long one for the second"
+    g = torch.Generator().manual_seed(1)
+    long = torch.randn(2, 2, len(LONG), len(LONG), generator=g).mul(3).softmax(-1)
+    return {**softmax_maps(), "long": long}
 
 
 def serve(directory):
@@ -166,9 +171,10 @@ def serve(directory):
 def site(tmp_path_factory, maps):
     "A page with two views, and a page with the second view alone, served on localhost"
     d = tmp_path_factory.mktemp("explorer")
-    one = attention_explorer(maps, SRC, TGT, title="A random model")
-    two = attention_explorer({"encoder self": maps["encoder self"][:, :2]}, SRC,
-                             title="Two heads", head="all", layer=-1)
+    three = {k: v for k, v in maps.items() if k != "long"}
+    one = attention_explorer(three, SRC, TGT, title="A random model")
+    two = attention_explorer({"encoder self": maps["long"]}, LONG,
+                             title="A long sentence, two heads", head="all", layer=-1)
     page = ("<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
             "content='width=device-width, initial-scale=1'><title>explorer</title>"
             "</head><body style='margin:0 auto;max-width:760px;padding:0 12px'>"
@@ -272,7 +278,7 @@ def test_browser_choosing_and_pointing(browser, site, maps):
     # the other view did not move, and answers on its own
     assert two.locator(".tnb-readout .tnb-hint").count() == 1
     two.locator(".tnb-panel[data-h='1'] .tnb-cell[data-i='2'][data-j='6']").hover()
-    expected = rounded([maps["encoder self"][1, 1, 2, 6]])
+    expected = rounded([maps["long"][1, 1, 2, 6]])
     assert shown(two, ".tnb-rcell .tnb-num") == expected
     # legible: cells of at least 14 px, text of at least 11 px
     sizes = pg.evaluate("""() => Array.from(document.querySelectorAll('.tnb-cell'))
@@ -309,6 +315,16 @@ def test_browser_at_390_px_nothing_overflows_and_a_tap_works(browser, site, maps
     expected = rounded([maps["encoder self"][0, 3, 1, 2]])
     assert shown(one, ".tnb-rcell .tnb-num") == expected
     assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+    # a long sentence scrolls inside its own box, and its last key can still be reached
+    two = views.nth(1)
+    box = two.locator(".tnb-scroll").first
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth + 100")
+    last = len(LONG) - 1
+    two.locator(f".tnb-panel[data-h='0'] .tnb-col[data-j='{last}']").tap()
+    assert box.evaluate("e => e.scrollLeft") > 0
+    where = ".tnb-table tr[data-h='0'] .tnb-num"
+    assert shown(two, where) == rounded(maps["long"][1, 0, :, last])
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 390
     SHOTS.mkdir(parents=True, exist_ok=True)
     pg.screenshot(path=str(SHOTS / "explorer-390.png"), full_page=True)
     assert not pg.errors, pg.errors
@@ -323,7 +339,7 @@ def test_browser_a_view_alone_on_its_page_works(browser, site, maps):
     assert view.count() == 1 and view.get_attribute("data-tnb-ready") == "1"
     view.locator(".tnb-panel[data-h='0'] .tnb-col[data-j='3']").hover()
     where = ".tnb-table tr[data-h='0'] .tnb-num"
-    assert shown(view, where) == rounded(maps["encoder self"][1, 0, :, 3])
+    assert shown(view, where) == rounded(maps["long"][1, 0, :, 3])
     assert not pg.errors and not pg.outside
     pg.context.close()
 
