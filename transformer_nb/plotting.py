@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['show_heatmaps', 'show_attention', 'show_curves']
+__all__ = ['show_heatmaps', 'show_attention', 'show_curves', 'AttentionExplorer', 'attention_explorer']
 
 # %% ../nbs/00a_plotting.ipynb #c005
 def _as_numpy(x):
@@ -110,3 +110,149 @@ def show_curves(
     if title: ax.set_title(title)
     ax.legend(fontsize=8); ax.grid(alpha=0.3)
     return fig
+
+# %% ../nbs/00a_plotting.ipynb #x001
+import base64, html, io, json, re
+from importlib import resources
+
+def _explorer_asset(name:str)->str:
+    "A file of the explorer in the package (explorer.js/.css) minus comments, indents"
+    text = resources.files("transformer_nb").joinpath(name).read_text(encoding="utf-8")
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)  # block comments
+    lines = (l.strip() for l in text.splitlines())
+    return "\n".join(l for l in lines if l and not l.startswith("//"))
+
+def _json_for_html(obj)->str:
+    "JSON that cannot close the <script> element it sits in"
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+_TOKENS_ARE = {"src_tokens": "source tokens", "tgt_tokens": "target tokens"}
+
+def _token_args(name:str)->tuple[str, str]:
+    "The arguments whose tokens label the queries and the keys of the map called `name`"
+    n = name.lower()
+    if "cross" in n: return "tgt_tokens", "src_tokens"
+    if any(w in n for w in ("decoder", "target", "tgt")):
+        return "tgt_tokens", "tgt_tokens"
+    return "src_tokens", "src_tokens"
+
+# %% ../nbs/00a_plotting.ipynb #x003
+class AttentionExplorer:
+    "A self-contained interactive HTML view of attention maps; a notebook displays it"
+    def __init__(self,
+        maps:dict,  # {name: (weights (L, H, T, S), queries, keys, what each are)}
+        start:tuple,  # (kind, layer, head) shown first; head may be "all"
+        title:str|None=None,  # a title over the view
+        decimals:int=3,  # weights are rounded to this many decimals
+        fallback:bool=True,  # embed a static picture for where scripts do not run
+    ):
+        self.maps, self.start, self.title = maps, start, title
+        self.decimals, self.fallback = decimals, fallback
+
+    @property
+    def data(self)->dict:
+        "What the view embeds as JSON; weights are integers in units of 10**-decimals"
+        s, kinds = 10 ** self.decimals, []
+        for name, (w, rows, cols, rows_are, cols_are) in self.maps.items():
+            q = torch.round(w.detach().to("cpu", torch.float64) * s).to(torch.int64)
+            kinds.append(dict(name=name, rows=rows, cols=cols, rowsAre=rows_are,
+                              colsAre=cols_are, max=int(q.max()), w=q.tolist()))
+        kind, layer, head = self.start
+        start = dict(kind=list(self.maps).index(kind), layer=layer, head=head)
+        return dict(decimals=self.decimals, kinds=kinds, start=start)
+
+    def _fallback_html(self)->str:
+        "A static picture of the first layer shown (all heads), by `show_attention`"
+        try:
+            import matplotlib.pyplot as plt
+            from PIL import Image  # matplotlib's own dependency
+        except ImportError: return ""
+        kind, layer, _ = self.start
+        w, rows, cols = self.maps[kind][:3]
+        fig = show_attention(w[layer], rows, cols, title=f"{kind}, layer {layer}")
+        png, small = io.BytesIO(), io.BytesIO()
+        fig.savefig(png, format="png", metadata={"Software": None})
+        plt.close(fig)
+        png.seek(0)
+        img = Image.open(png).convert("RGB").quantize(64)  # 64 colours: 3x smaller
+        img.save(small, format="PNG", optimize=True)
+        b64 = base64.b64encode(small.getvalue()).decode()
+        alt = html.escape(f"{kind} attention, layer {layer}, every head", quote=True)
+        return (f'<div class="tnb-fallback"><img alt="{alt}" '
+                f'src="data:image/png;base64,{b64}"><p>A static picture: the '
+                "interactive view needs JavaScript, which runs in "
+                "Jupyter and on the documentation site.</p></div>")
+
+    @property
+    def html(self)->str:
+        "The view: title, static fallback, data as JSON, and the script that draws it"
+        js, css = _explorer_asset("explorer.js"), _explorer_asset("explorer.css")
+        boot = ("(function(){if(!window.__tnbExplorer1){"
+                f"var css={_json_for_html(css)};\n"
+                f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();")
+        label = html.escape(self.title or "attention explorer", quote=True)
+        title = html.escape(self.title) if self.title else ""
+        title = f'<div class="tnb-title">{title}</div>' if title else ""
+        fallback = self._fallback_html() if self.fallback else ""
+        data = _json_for_html(self.data)
+        return (f'<div class="tnb-explorer" role="group" aria-label="{label}">'
+                f'{title}{fallback}<script type="application/json" class="tnb-data">'
+                f"{data}</script><script>{boot}</script></div>")
+
+    def _repr_html_(self): return self.html
+
+    def __repr__(self):
+        maps = ", ".join(f"{n!r}: {tuple(v[0].shape)}" for n, v in self.maps.items())
+        return f"AttentionExplorer({maps})"
+
+# %% ../nbs/00a_plotting.ipynb #x004
+def attention_explorer(
+    maps:dict|Tensor,  # {name: weights (L, H, T, S) or (H, T, S)}, or one tensor
+    src_tokens:Sequence[str],  # label the encoder self-attention, and cross's keys
+    tgt_tokens:Sequence[str]|None=None,  # label decoder self-attention, cross's queries
+    title:str|None=None,  # a title over the view
+    kind:str|None=None,  # the map shown first; the first of `maps` by default
+    layer:int=0,  # the layer shown first; negative counts from the last
+    head:int|str=0,  # the head shown first, or "all" for every head at once
+    decimals:int=3,  # weights are rounded to this many decimals
+    fallback:bool=True,  # embed a static picture for where scripts do not run
+)->AttentionExplorer:
+    "An interactive view of attention maps: pick kind, layer and head; point at tokens"
+    if isinstance(maps, Tensor): maps = {"self-attention": maps}
+    if not isinstance(maps, dict) or not maps:
+        got = f"{type(maps).__name__} of length {len(maps)}" if isinstance(maps, dict) \
+              else type(maps).__name__
+        raise TypeError(f"maps must be a non-empty dict of {{name: tensor}}, got {got}")
+    tokens = {"src_tokens": src_tokens, "tgt_tokens": tgt_tokens}
+    tokens = {k: None if v is None else [str(t) for t in v] for k, v in tokens.items()}
+    checked = {}
+    for name, w in maps.items():
+        where = f"maps[{name!r}]"
+        if not isinstance(w, Tensor):
+            raise TypeError(f"{where} must be a torch.Tensor, got {type(w).__name__}")
+        if w.dim() == 3: w = w[None]
+        if w.dim() != 4:
+            raise ValueError(f"{where} must have shape (L, H, T, S) or (H, T, S), "
+                             f"got {tuple(w.shape)}")
+        if not torch.isfinite(w).all():
+            raise ValueError(f"{where} holds NaN or infinite weights")
+        args = _token_args(str(name))
+        for arg, n, what in zip(args, w.shape[2:], ("queries (T)", "keys (S)")):
+            if tokens[arg] is None:
+                raise ValueError(f"{where} needs {arg} to label its {what}, got None")
+            if len(tokens[arg]) != n:
+                raise ValueError(f"{arg} has {len(tokens[arg])} tokens, but {where} of "
+                                 f"shape {tuple(w.shape)} has {n} {what}")
+        checked[str(name)] = (w, tokens[args[0]], tokens[args[1]],
+                              _TOKENS_ARE[args[0]], _TOKENS_ARE[args[1]])
+    kind = next(iter(checked)) if kind is None else kind
+    if kind not in checked:
+        raise ValueError(f"kind must be one of {list(checked)}, got {kind!r}")
+    L, H = checked[kind][0].shape[:2]
+    if not (isinstance(layer, int) and -L <= layer < L):
+        raise ValueError(f"layer must be in [{-L}, {L}), got {layer!r}")
+    if not (head == "all" or isinstance(head, int) and -H <= head < H):
+        raise ValueError(f'head must be "all" or in [{-H}, {H}), got {head!r}')
+    start = (kind, layer % L, head if head == "all" else head % H)
+    return AttentionExplorer(checked, start, title, decimals, fallback)

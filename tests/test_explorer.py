@@ -1,0 +1,366 @@
+"""The attention explorer (`transformer_nb.plotting.attention_explorer`).
+
+Unit tests: its HTML loads nothing from anywhere, embeds the tensors' values, escapes
+what it embeds, and rejects bad input naming the argument. Browser tests (headless
+Debian chromium, pages served from localhost): a page with two views and a page with
+one, at 1280 px and 390 px; choosing and pointing change what is shown, the numbers
+shown are the tensor's, no request leaves localhost, no console error, nothing
+overflows. The last test opens the built site's plotting page. Screenshots go to
+artifacts/explorer/ (gitignored)."""
+import functools, http.server, json, re, shutil, threading
+from html.parser import HTMLParser
+from importlib import resources
+from urllib.parse import urlparse
+import pytest
+import torch
+from conftest import ROOT
+from transformer_nb.plotting import attention_explorer
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+SHOTS = ROOT / "artifacts" / "explorer"
+SRC = "the animal didn't cross the street because it was too tired".split()
+TGT = "<bos> l' animal n' a pas traversé la rue".split()
+LONG = SRC + ("and so it stayed where it was , under the tree by the river until "
+              "nightfall .").split()  # 28 tokens: wider than a phone
+
+
+def softmax_maps(L=2, H=4, seed=0) -> dict:
+    "Random attention maps of the three kinds, (L, H, T, S); the decoder's is causal"
+    g = torch.Generator().manual_seed(seed)
+    def rnd(T, S, causal=False):
+        s = torch.randn(L, H, T, S, generator=g) * 2
+        if causal:
+            s = s.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(), float("-inf"))
+        return s.softmax(-1)
+    return {"encoder self": rnd(len(SRC), len(SRC)),
+            "decoder self": rnd(len(TGT), len(TGT), causal=True),
+            "cross": rnd(len(TGT), len(SRC))}
+
+
+def embedded(html: str) -> dict:
+    "The JSON data that a view embeds"
+    m = re.search(r'<script type="application/json" class="tnb-data">(.*?)</script>',
+                  html, re.S)
+    assert m, "no data script in the view"
+    return json.loads(m.group(1))
+
+
+# ------------------------------------------------------------------------- unit tests
+
+def test_nothing_is_loaded_from_anywhere():
+    "No URL at all; the only src is the data: URL of the static picture; no CSS import"
+    html = attention_explorer(softmax_maps(), SRC, TGT, title="t")._repr_html_()
+    assert not re.search(r"https?://", html), re.findall(r".{40}https?://.{9}", html)
+    links = []
+    class Links(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            links.extend(v for k, v in attrs if k in ("src", "href", "srcset", "data"))
+    Links().feed(html)
+    assert links and all(v.startswith("data:image/png;base64,") for v in links), links
+    for word in ("@import", "url(", "fetch(", "XMLHttpRequest", "import(", "<link"):
+        assert word not in html, word
+    assert html.count("<script") == html.count("</script>") == 2  # data, then code
+
+
+def test_embedded_weights_equal_the_tensors():
+    maps = softmax_maps()
+    data = embedded(attention_explorer(maps, SRC, TGT).html)
+    assert data["decimals"] == 3
+    assert [k["name"] for k in data["kinds"]] == list(maps)
+    for k in data["kinds"]:
+        w = torch.tensor(k["w"], dtype=torch.float64) / 10 ** data["decimals"]
+        assert w.shape == maps[k["name"]].shape
+        want = maps[k["name"]].double()
+        torch.testing.assert_close(w, want, atol=0.5e-3 + 1e-9, rtol=0)
+        assert k["max"] == torch.tensor(k["w"]).max().item()
+    enc, dec, cross = data["kinds"]
+    assert enc["rows"] == enc["cols"] == SRC and dec["rows"] == dec["cols"] == TGT
+    assert cross["rows"] == TGT and cross["cols"] == SRC  # target queries, source keys
+
+
+def test_a_three_dimensional_map_is_one_layer_and_decimals_set_the_rounding():
+    w = torch.softmax(torch.randn(2, 3, 3), -1)
+    data = embedded(attention_explorer({"self": w}, "a b c".split(), decimals=2).html)
+    assert len(data["kinds"][0]["w"]) == 1 and data["decimals"] == 2
+    got = torch.tensor(data["kinds"][0]["w"][0]) / 100
+    torch.testing.assert_close(got, w, atol=0.005 + 1e-9, rtol=0)
+
+
+def test_tokens_and_title_are_escaped_and_come_back_unchanged():
+    toks = ["</script>", "<b>&amp;", '"q"', "é"]
+    html = attention_explorer(torch.full((1, 4, 4), 0.25), toks, title="<i>x</i>").html
+    data = html.split('class="tnb-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and embedded(html)["kinds"][0]["rows"] == toks
+    assert "<i>x</i>" not in html and "&lt;i&gt;x&lt;/i&gt;" in html
+
+
+def test_the_html_is_deterministic_and_the_fallback_optional():
+    maps = softmax_maps()
+    a = attention_explorer(maps, SRC, TGT).html
+    assert a == attention_explorer(maps, SRC, TGT).html
+    assert a.count("<img ") == 1 and "data:image/png;base64," in a
+    assert "<img" not in attention_explorer(maps, SRC, TGT, fallback=False).html
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda m: attention_explorer(m, SRC[:-1], TGT), ValueError,
+     "src_tokens has 10 tokens, but maps['encoder self'] of shape (2, 4, 11, 11)"),
+    (lambda m: attention_explorer(m, SRC, TGT + ["x"]), ValueError,
+     "tgt_tokens has 10 tokens, but maps['decoder self']"),
+    (lambda m: attention_explorer(m, SRC), ValueError,
+     "maps['decoder self'] needs tgt_tokens"),
+    (lambda m: attention_explorer({"cross": m["cross"]}, SRC, TGT[:3]), ValueError,
+     "tgt_tokens has 3 tokens, but maps['cross'] of shape (2, 4, 9, 11) has 9 queries"),
+    (lambda m: attention_explorer({"x": m["cross"][0, 0]}, SRC), ValueError,
+     "maps['x'] must have shape (L, H, T, S) or (H, T, S), got (9, 11)"),
+    (lambda m: attention_explorer([m["cross"]], SRC), TypeError,
+     "maps must be a non-empty dict of {name: tensor}, got list"),
+    (lambda m: attention_explorer({}, SRC), TypeError, "got dict of length 0"),
+    (lambda m: attention_explorer({"x": m["cross"].tolist()}, SRC), TypeError,
+     "maps['x'] must be a torch.Tensor, got list"),
+    (lambda m: attention_explorer({"x": m["encoder self"] * float("nan")}, SRC),
+     ValueError, "maps['x'] holds NaN"),
+    (lambda m: attention_explorer(m, SRC, TGT, kind="encoder"), ValueError,
+     "kind must be one of ['encoder self', 'decoder self', 'cross'], got 'encoder'"),
+    (lambda m: attention_explorer(m, SRC, TGT, layer=2), ValueError,
+     "layer must be in [-2, 2), got 2"),
+    (lambda m: attention_explorer(m, SRC, TGT, head=4), ValueError,
+     'head must be "all" or in [-4, 4), got 4'),
+])
+def test_bad_input_names_the_argument(call, exc, words):
+    with pytest.raises(exc) as e:
+        call(softmax_maps())
+    assert words in str(e.value), str(e.value)
+
+
+def test_the_assets_ship_inside_the_package():
+    "explorer.js/.css are package data, read with importlib.resources, put in each view"
+    pkg = resources.files("transformer_nb")
+    js = (pkg / "explorer.js").read_text(encoding="utf-8")
+    css = (pkg / "explorer.css").read_text(encoding="utf-8")
+    assert "window.__tnbExplorer1 =" in js and ".tnb-explorer" in css
+    html = attention_explorer(softmax_maps(), SRC, TGT).html
+    assert html.count("window.__tnbExplorer1 =") == 1
+    assert "if(!window.__tnbExplorer1)" in html  # defined once per page
+    assert "tnb-explorer-css" in html and ".tnb-explorer .tnb-cell" in html
+
+
+# ------------------------------------------------------------------------ the browser
+
+@pytest.fixture(scope="module")
+def maps():
+    "Three kinds of maps for the first view, and a long one for the second"
+    g = torch.Generator().manual_seed(1)
+    long = torch.randn(2, 2, len(LONG), len(LONG), generator=g).mul(3).softmax(-1)
+    return {**softmax_maps(), "long": long}
+
+
+def serve(directory):
+    "A quiet HTTP server on a free localhost port; returns (server, base url)"
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args): pass
+    handler = functools.partial(Quiet, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, maps):
+    "A page with two views, and a page with the second view alone, served on localhost"
+    d = tmp_path_factory.mktemp("explorer")
+    three = {k: v for k, v in maps.items() if k != "long"}
+    one = attention_explorer(three, SRC, TGT, title="A random model")
+    two = attention_explorer({"encoder self": maps["long"]}, LONG,
+                             title="A long sentence, two heads", head="all", layer=-1)
+    page = ("<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+            "content='width=device-width, initial-scale=1'><title>explorer</title>"
+            "</head><body style='margin:0 auto;max-width:760px;padding:0 12px'>"
+            "<h1>Two views</h1><p>Some prose before.</p>{}<p>Some prose between.</p>{}"
+            "</body></html>")
+    (d / "two.html").write_text(page.format(one.html, two.html), encoding="utf-8")
+    (d / "alone.html").write_text(page.format("", two.html), encoding="utf-8")
+    httpd, url = serve(d)
+    yield url
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    if not shutil.which(CHROMIUM):
+        pytest.fail("chromium is not installed (apt-get install -y chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, url, width, **ctx):
+    "A page `width` px wide; it records errors and requests, and blocks those not local"
+    context = browser.new_context(viewport={"width": width, "height": 900}, **ctx)
+    pg = context.new_page()
+    pg.errors, pg.requests, pg.outside = [], [], []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.on("request", lambda r: pg.requests.append(r.url))
+    def guard(route):
+        url = route.request.url
+        local = urlparse(url).hostname in ("127.0.0.1", "localhost")
+        if url.startswith("data:") or local:
+            return route.continue_()
+        pg.outside.append(url)
+        return route.abort()
+    pg.route("**/*", guard)
+    pg.goto(url, wait_until="load")
+    return pg
+
+
+def colours(view) -> list[str]:
+    "The colours of a view's cells, in order"
+    js = "els => els.map(e => e.style.background)"
+    return view.locator(".tnb-cell").evaluate_all(js)
+
+
+def shown(view, where=".tnb-readout .tnb-chips .tnb-num") -> list[float]:
+    "The numbers the readout of a view shows"
+    return [float(t) for t in view.locator(where).all_inner_texts()]
+
+
+def rounded(w) -> list[float]:
+    return [round(float(x), 3) for x in w]
+
+
+def test_browser_choosing_and_pointing(browser, site, maps):
+    pg = open_page(browser, f"{site}/two.html", 1280)
+    assert pg.locator(".tnb-explorer[data-tnb-ready]").count() == 2
+    assert pg.locator(".tnb-fallback").count() == 0  # the static pictures give way
+    assert pg.locator("style#tnb-explorer-css").count() == 1  # one stylesheet a page
+    one, two = pg.locator(".tnb-explorer").nth(0), pg.locator(".tnb-explorer").nth(1)
+    assert one.locator(".tnb-cell").count() == len(SRC) ** 2
+    assert one.locator(".tnb-panel").count() == 1
+    assert two.locator(".tnb-panel").count() == 2  # started on all heads
+    assert one.locator(".tnb-readout .tnb-hint").count() == 1
+    # choosing another layer, another head, another kind changes what is shown
+    start = colours(one)
+    one.locator("select").nth(1).select_option("1")
+    layer1 = colours(one)
+    assert layer1 != start
+    one.locator("select").nth(2).select_option("2")
+    assert colours(one) != layer1
+    one.locator("select").nth(0).select_option(label="cross")
+    assert one.locator(".tnb-row").all_inner_texts() == TGT
+    assert one.locator(".tnb-col").all_inner_texts() == SRC
+    assert one.locator(".tnb-cell").count() == len(TGT) * len(SRC)
+    # pointing at a query token shows its row of weights, which are the tensor's
+    one.locator(".tnb-row[data-i='3']").hover()
+    assert shown(one) == rounded(maps["cross"][1, 2, 3])
+    assert one.locator(".tnb-cell.tnb-hl").count() == len(SRC)  # its row lights up
+    assert one.locator(".tnb-row.tnb-hl").inner_text() == TGT[3]
+    # pointing at a cell names the pair, shows its weight, lights its row and column
+    one.locator(".tnb-cell[data-i='5'][data-j='7']").hover()
+    assert shown(one, ".tnb-rcell .tnb-num") == rounded([maps["cross"][1, 2, 5, 7]])
+    assert one.locator(".tnb-cell.tnb-hl").count() == len(SRC) + len(TGT) - 1
+    # the keyboard: a key token takes the focus, the arrow walks on, the readout follows
+    one.locator(".tnb-col[data-j='0']").focus()
+    pg.keyboard.press("ArrowRight")
+    assert pg.evaluate("document.activeElement.getAttribute('data-j')") == "1"
+    assert shown(one) == rounded(maps["cross"][1, 2, :, 1])
+    # all heads at once: a panel per head, and a table of numbers with a row per head
+    one.locator("select").nth(2).select_option("all")
+    assert one.locator(".tnb-panel").count() == 4
+    one.locator(".tnb-panel[data-h='2'] .tnb-row[data-i='4']").hover()
+    for h in range(4):
+        where = f".tnb-table tr[data-h='{h}'] .tnb-num"
+        assert shown(one, where) == rounded(maps["cross"][1, h, 4])
+    # the other view did not move, and answers on its own
+    assert two.locator(".tnb-readout .tnb-hint").count() == 1
+    two.locator(".tnb-panel[data-h='1'] .tnb-cell[data-i='2'][data-j='6']").hover()
+    expected = rounded([maps["long"][1, 1, 2, 6]])
+    assert shown(two, ".tnb-rcell .tnb-num") == expected
+    # legible: cells of at least 14 px, text of at least 11 px
+    sizes = pg.evaluate("""() => Array.from(document.querySelectorAll('.tnb-cell'))
+        .map(c => { const r = c.getBoundingClientRect();
+                    return Math.min(r.width, r.height); })""")
+    assert min(sizes) >= 14, min(sizes)
+    fonts = pg.evaluate("""() => Array.from(document.querySelectorAll(
+        '.tnb-tok, .tnb-explorer select, .tnb-num, .tnb-caption, .tnb-ptitle, ' +
+        '.tnb-chip-t, .tnb-readout p'))
+        .map(e => parseFloat(getComputedStyle(e).fontSize))""")
+    assert min(fonts) >= 11, min(fonts)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SHOTS / "explorer-1280.png"), full_page=True)
+    assert not pg.errors, pg.errors
+    assert not pg.outside, pg.outside
+    assert all(urlparse(u).hostname == "127.0.0.1" for u in pg.requests), pg.requests
+    pg.context.close()
+
+
+def test_browser_at_390_px_nothing_overflows_and_a_tap_works(browser, site, maps):
+    pg = open_page(browser, f"{site}/two.html", 390, has_touch=True, is_mobile=True,
+                   device_scale_factor=2)
+    def inside(box): return box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+    views = pg.locator(".tnb-explorer")
+    assert all(inside(views.nth(v).bounding_box()) for v in range(2))
+    one = pg.locator(".tnb-explorer").nth(0)
+    assert all(inside(one.locator("select").nth(k).bounding_box()) for k in range(3))
+    one.locator(".tnb-row[data-i='7']").tap()
+    assert shown(one) == rounded(maps["encoder self"][0, 0, 7])
+    one.locator("select").nth(2).select_option("all")
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+    one.locator(".tnb-panel[data-h='3'] .tnb-cell[data-i='1'][data-j='2']").tap()
+    expected = rounded([maps["encoder self"][0, 3, 1, 2]])
+    assert shown(one, ".tnb-rcell .tnb-num") == expected
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+    # a long sentence scrolls inside its own box, and its last key can still be reached
+    two = views.nth(1)
+    box = two.locator(".tnb-scroll").first
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth + 100")
+    last = len(LONG) - 1
+    two.locator(f".tnb-panel[data-h='0'] .tnb-col[data-j='{last}']").tap()
+    assert box.evaluate("e => e.scrollLeft") > 0
+    where = ".tnb-table tr[data-h='0'] .tnb-num"
+    assert shown(two, where) == rounded(maps["long"][1, 0, :, last])
+    assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SHOTS / "explorer-390.png"), full_page=True)
+    assert not pg.errors, pg.errors
+    assert not pg.outside, pg.outside
+    pg.context.close()
+
+
+def test_browser_a_view_alone_on_its_page_works(browser, site, maps):
+    "The second view carries everything it needs: alone on a page, it draws and answers"
+    pg = open_page(browser, f"{site}/alone.html", 1280)
+    view = pg.locator(".tnb-explorer")
+    assert view.count() == 1 and view.get_attribute("data-tnb-ready") == "1"
+    view.locator(".tnb-panel[data-h='0'] .tnb-col[data-j='3']").hover()
+    where = ".tnb-table tr[data-h='0'] .tnb-num"
+    assert shown(view, where) == rounded(maps["long"][1, 0, :, 3])
+    assert not pg.errors and not pg.outside
+    pg.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_browser_explorer_on_the_built_site(browser, docs, width):
+    "The built site's plotting page: its views draw, show the page's numbers, and fit"
+    httpd, url = serve(docs)
+    try:
+        pg = open_page(browser, f"{url}/plotting.html", width)
+        views = pg.locator(".tnb-explorer")
+        assert views.count() >= 2
+        assert pg.locator(".tnb-explorer[data-tnb-ready]").count() == views.count()
+        assert pg.locator("style#tnb-explorer-css").count() == 1
+        data = json.loads(views.first.locator("script.tnb-data").text_content())
+        views.first.locator(".tnb-row[data-i='1']").click()
+        row = data["kinds"][0]["w"][0][0][1]  # first kind, layer 0, head 0, query 1
+        assert shown(views.first) == [v / 10 ** data["decimals"] for v in row]
+        assert pg.evaluate("document.documentElement.scrollWidth") <= width
+        assert not pg.errors, pg.errors
+        assert not pg.outside, pg.outside
+        pg.context.close()
+    finally:
+        httpd.shutdown()

@@ -1,0 +1,290 @@
+/* The attention explorer of transformer_nb.plotting.attention_explorer.
+   No dependency and no network request. transformer_nb writes this file into every
+   view, inside `if (!window.__tnbExplorer1) {var css = "..."; ...}`, so that it runs
+   once per page however many views the page holds; `css` is the text of explorer.css.
+   A view is a <div class="tnb-explorer"> that holds its data as JSON in
+   <script type="application/json" class="tnb-data">:
+     {"decimals": 3, "start": {"kind", "layer", "head"},
+      "kinds": [{"name", "rows", "cols", "rowsAre", "colsAre", "max", "w"}]}
+   where w[layer][head][query][key] is a weight in units of 10^-decimals. */
+window.__tnbExplorer1 = (function () {
+  "use strict";
+  var VIRIDIS = ["440154", "482878", "3e4989", "31688e", "26828e", "1f9e89", "35b779",
+                 "6ece58", "b5de2b", "fde725"];
+  var STOPS = VIRIDIS.map(function (h) {
+    return [0, 2, 4].map(function (k) { return parseInt(h.substr(k, 2), 16); });
+  });
+  var LQ = "\u201c", RQ = "\u201d";
+
+  function colour(t) {  // viridis, t in [0, 1]
+    t = Math.max(0, Math.min(1, t || 0)) * (STOPS.length - 1);
+    var i = Math.min(Math.floor(t), STOPS.length - 2), f = t - i;
+    var a = STOPS[i], b = STOPS[i + 1];
+    return "rgb(" + [0, 1, 2].map(function (k) {
+      return Math.round(a[k] + f * (b[k] - a[k]));
+    }).join(",") + ")";
+  }
+
+  function el(tag, cls, text, attrs) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    return e;
+  }
+
+  function each(nodes, f) { Array.prototype.forEach.call(nodes, f); }
+
+  function injectCss() {
+    if (document.getElementById("tnb-explorer-css")) return;
+    var s = el("style", null, css, {id: "tnb-explorer-css"});
+    (document.head || document.documentElement).appendChild(s);
+  }
+
+  function select(label, options, value, onChange) {
+    var lab = el("label", "tnb-ctl"), sel = el("select");
+    lab.appendChild(el("span", null, label));
+    options.forEach(function (o) {
+      var opt = el("option", null, o[1], {value: String(o[0])});
+      if (String(o[0]) === String(value)) opt.selected = true;
+      sel.appendChild(opt);
+    });
+    sel.disabled = options.length < 2;
+    sel.addEventListener("change", function () { onChange(sel.value); });
+    lab.appendChild(sel);
+    return lab;
+  }
+
+  function mount(root) {
+    if (root.getAttribute("data-tnb-ready")) return;
+    var src = root.querySelector("script.tnb-data");
+    if (!src) return;
+    var data = JSON.parse(src.textContent);
+    root.setAttribute("data-tnb-ready", "1");
+    injectCss();
+    var fallback = root.querySelector(".tnb-fallback");
+    if (fallback) fallback.parentNode.removeChild(fallback);
+    var scale = Math.pow(10, data.decimals), st = data.start || {};
+    var state = {kind: st.kind || 0, layer: st.layer || 0,
+                 head: st.head == null ? 0 : st.head, focus: null};
+    var app = el("div", "tnb-app"), controls = el("div", "tnb-controls");
+    var caption = el("div", "tnb-caption"), panels = el("div", "tnb-panels");
+    var readout = el("div", "tnb-readout", null, {"aria-live": "polite"});
+    [controls, caption, panels, readout].forEach(function (e) { app.appendChild(e); });
+    root.appendChild(app);
+
+    function kind() { return data.kinds[state.kind]; }
+    function fmt(v) { return (v / scale).toFixed(data.decimals); }
+    function tone(v) { return colour(kind().max > 0 ? v / kind().max : 0); }
+    function heads() {
+      var H = kind().w[state.layer].length, hs = [];
+      if (state.head !== "all") return [+state.head];
+      for (var h = 0; h < H; h++) hs.push(h);
+      return hs;
+    }
+
+    function drawControls() {
+      controls.textContent = "";
+      var k = kind(), kinds = [], layers = [], hs = [], n;
+      data.kinds.forEach(function (c, i) { kinds.push([i, c.name]); });
+      for (n = 0; n < k.w.length; n++) layers.push([n, "layer " + n]);
+      for (n = 0; n < k.w[0].length; n++) hs.push([n, "head " + n]);
+      if (hs.length > 1) hs.push(["all", "all heads"]);
+      controls.appendChild(select("attention", kinds, state.kind, function (v) {
+        state.kind = +v;
+        var k2 = kind();
+        state.layer = Math.min(state.layer, k2.w.length - 1);
+        var H = k2.w[0].length;
+        if (state.head !== "all") state.head = Math.min(+state.head, H - 1);
+        if (state.head === "all" && H < 2) state.head = 0;
+        state.focus = null;
+        drawControls();
+        draw();
+      }));
+      controls.appendChild(select("layer", layers, state.layer, function (v) {
+        state.layer = +v; draw();
+      }));
+      controls.appendChild(select("head", hs, state.head, function (v) {
+        state.head = v === "all" ? "all" : +v; draw();
+      }));
+    }
+
+    function drawPanel(h) {
+      var k = kind(), m = k.w[state.layer][h], T = k.rows.length, S = k.cols.length;
+      var panel = el("div", "tnb-panel", null, {"data-h": h});
+      panel.appendChild(el("div", "tnb-ptitle", "head " + h));
+      var scroll = el("div", "tnb-scroll");
+      var grid = el("div", "tnb-grid", null,
+                    {"aria-label": k.name + ", layer " + state.layer + ", head " + h});
+      grid.style.gridTemplateColumns = "max-content repeat(" + S + ", var(--tnb-cell))";
+      grid.appendChild(el("div", "tnb-corner"));
+      k.cols.forEach(function (t, j) {
+        var b = el("button", "tnb-tok tnb-col", null, {type: "button", "data-j": j,
+                   title: t, "aria-label": "key " + j + ": " + t});
+        b.appendChild(el("span", null, t));
+        grid.appendChild(b);
+      });
+      for (var i = 0; i < T; i++) {
+        grid.appendChild(el("button", "tnb-tok tnb-row", k.rows[i], {type: "button",
+          "data-i": i, title: k.rows[i], "aria-label": "query " + i + ": " + k.rows[i]
+        }));
+        for (var j = 0; j < S; j++) {
+          var c = el("div", "tnb-cell", null, {"data-i": i, "data-j": j});
+          c.style.background = tone(m[i][j]);
+          grid.appendChild(c);
+        }
+      }
+      scroll.appendChild(grid);
+      panel.appendChild(scroll);
+      return panel;
+    }
+
+    function draw() {
+      var k = kind();
+      panels.textContent = "";
+      panels.className = "tnb-panels" + (state.head === "all" ? " tnb-all" : "");
+      heads().forEach(function (h) { panels.appendChild(drawPanel(h)); });
+      caption.textContent = "";
+      caption.appendChild(el("span", null, "rows: queries (" + k.rowsAre + ") \u00b7 " +
+                                           "columns: keys (" + k.colsAre + ")"));
+      var legend = el("span", "tnb-legend"), ramp = el("span", "tnb-ramp");
+      ramp.style.background = "linear-gradient(to right," +
+        [0, 0.25, 0.5, 0.75, 1].map(colour).join(",") + ")";
+      legend.appendChild(el("span", null, "0"));
+      legend.appendChild(ramp);
+      legend.appendChild(el("span", null, fmt(k.max)));
+      caption.appendChild(legend);
+      var f = state.focus;
+      if (f && (f.i >= k.rows.length || f.j >= k.cols.length)) state.focus = null;
+      highlight();
+    }
+
+    function highlight() {
+      var f = state.focus;
+      each(panels.querySelectorAll(".tnb-grid"), function (g) {
+        g.classList.toggle("tnb-focus", !!f);
+      });
+      each(panels.querySelectorAll(".tnb-tok, .tnb-cell"), function (e) {
+        var i = e.getAttribute("data-i"), j = e.getAttribute("data-j");
+        i = i === null ? null : +i;
+        j = j === null ? null : +j;
+        var on = !!f && ((i !== null && i === f.i) || (j !== null && j === f.j));
+        e.classList.toggle("tnb-hl", on);
+        if (e.classList.contains("tnb-cell"))
+          e.classList.toggle("tnb-cur", !!f && i === f.i && j === f.j);
+      });
+      drawReadout();
+    }
+
+    function chip(label, v, attrs) {
+      var c = el("span", "tnb-chip", null, attrs);
+      var swatch = el("span", "tnb-swatch");
+      swatch.style.background = tone(v);
+      c.appendChild(swatch);
+      c.appendChild(el("span", "tnb-chip-t", label));
+      c.appendChild(el("span", "tnb-num", fmt(v)));
+      return c;
+    }
+
+    function drawReadout() {
+      var k = kind(), f = state.focus, hs = heads(), L = state.layer;
+      readout.textContent = "";
+      if (!f) {
+        readout.appendChild(el("p", "tnb-hint", "Point at a token or a cell (hover, " +
+                               "Tab to it, or tap) to read its weights here."));
+        return;
+      }
+      var byRow = f.i != null;
+      if (f.i != null && f.j != null) {  // a cell: the pair, its weight, then its row
+        var h0 = f.h != null && hs.indexOf(f.h) >= 0 ? f.h : hs[0];
+        var p = el("p", "tnb-rcell", null,
+                   {"data-h": h0, "data-i": f.i, "data-j": f.j});
+        p.appendChild(document.createTextNode(LQ + k.rows[f.i] + RQ + " \u2192 " + LQ +
+          k.cols[f.j] + RQ + (hs.length > 1 ? " in head " + h0 : "") + ": "));
+        p.appendChild(el("strong", "tnb-num", fmt(k.w[L][h0][f.i][f.j])));
+        readout.appendChild(p);
+      }
+      readout.appendChild(el("p", "tnb-rhead", byRow
+        ? "query " + LQ + k.rows[f.i] + RQ + " (row " + f.i + ") puts these weights " +
+          "on the keys:"
+        : "the weight each query puts on key " + LQ + k.cols[f.j] + RQ +
+          " (column " + f.j + "):"));
+      var labels = byRow ? k.cols : k.rows;
+      function val(h, n) { var m = k.w[L][h]; return byRow ? m[f.i][n] : m[n][f.j]; }
+      function at(n) { return byRow ? {"data-j": n} : {"data-i": n}; }
+      if (hs.length === 1) {  // one head: a chip per token, that wraps
+        var list = el("div", "tnb-chips", null, {"data-h": hs[0]});
+        labels.forEach(function (t, n) {
+          var c = chip(t, val(hs[0], n), at(n));
+          if (byRow && f.j === n) c.classList.add("tnb-cur");
+          list.appendChild(c);
+        });
+        readout.appendChild(list);
+        return;
+      }
+      var wrap = el("div", "tnb-twrap"), tab = el("table", "tnb-table"), tr = el("tr");
+      tr.appendChild(el("th", null, "head"));
+      labels.forEach(function (t) { tr.appendChild(el("th", null, t)); });
+      tab.appendChild(tr);
+      hs.forEach(function (h) {  // every head: a table, one row per head
+        var r = el("tr", null, null, {"data-h": h});
+        r.appendChild(el("th", null, String(h)));
+        labels.forEach(function (t, n) {
+          var v = val(h, n), td = el("td", "tnb-num", fmt(v), at(n));
+          td.style.boxShadow = "inset 0 -3px 0 " + tone(v);
+          r.appendChild(td);
+        });
+        tab.appendChild(r);
+      });
+      wrap.appendChild(tab);
+      readout.appendChild(wrap);
+    }
+
+    function target(e) {
+      var t = e.target;
+      return t && t.closest ? t.closest(".tnb-tok, .tnb-cell") : null;
+    }
+    function point(t) {
+      if (!t) return;
+      var i = t.getAttribute("data-i"), j = t.getAttribute("data-j");
+      var panel = t.closest(".tnb-panel"), g = state.focus;
+      var f = {i: i === null ? null : +i, j: j === null ? null : +j,
+               h: panel ? +panel.getAttribute("data-h") : null};
+      if (g && g.i === f.i && g.j === f.j && g.h === f.h) return;
+      state.focus = f;
+      highlight();
+    }
+    ["mouseover", "focusin", "click"].forEach(function (ev) {
+      panels.addEventListener(ev, function (e) { point(target(e)); });
+    });
+    // the arrow keys walk along the labels
+    panels.addEventListener("keydown", function (e) {
+      var t = target(e);
+      if (!t || !t.classList.contains("tnb-tok")) return;
+      var row = t.classList.contains("tnb-row"), d = 0;
+      if (e.key === (row ? "ArrowDown" : "ArrowRight")) d = 1;
+      else if (e.key === (row ? "ArrowUp" : "ArrowLeft")) d = -1;
+      if (!d) return;
+      var a = row ? "data-i" : "data-j", n = +t.getAttribute(a) + d;
+      var next = t.parentNode.querySelector(".tnb-tok[" + a + "='" + n + "']");
+      if (next) { next.focus(); e.preventDefault(); }
+    });
+    drawControls();
+    draw();
+  }
+
+  function mountAll() {
+    each(document.querySelectorAll(".tnb-explorer:not([data-tnb-ready])"), mount);
+  }
+
+  return {
+    mount: mount,
+    mountAll: mountAll,
+    // each view's own script: mount that view, then any other
+    boot: function (script) {
+      var root = script && script.closest ? script.closest(".tnb-explorer") : null;
+      if (root) mount(root);
+      mountAll();
+    }
+  };
+})();
