@@ -150,17 +150,22 @@ def test_merge_heads_non_contiguous_view():
 
 class MHA(MultiHeadAttention):
     "The book's module with one configurable mistake"
-    split, merge, scale, w_o, use_mask = "ok", "ok", None, True, True
-    def forward(self, query, key, value, mask=None):
+    split, merge, scale, w_o, use_mask, v_from = "ok", "ok", None, True, True, "value"
+    use_dropout, drop_in_eval, return_dropped, weights_always = True, False, False, False
+    def forward(self, query, key, value, mask=None, need_weights=True):
         B, T, d = query.shape; S, H, dk = key.shape[1], self.num_heads, self.d_k
-        sp = lambda t, L: t.view(B, H, L, dk) if self.split == "view" else t.view(B, L, H, dk).transpose(1, 2)
-        q, k, v = sp(self.W_q(query), T), sp(self.W_k(key), S), sp(self.W_v(value), S)
+        sp = lambda t, L: t.reshape(B, H, L, dk) if self.split == "view" else t.reshape(B, L, H, dk).transpose(1, 2)
+        q, k, v = sp(self.W_q(query), T), sp(self.W_k(key), S), sp(self.W_v(value if self.v_from != "key" else key), S)
         w = (q @ k.transpose(-2, -1) / (self.scale or math.sqrt(dk)))
         if mask is not None and self.use_mask: w = w.masked_fill(~mask, torch.finfo(w.dtype).min)
         w = w.softmax(-1)
-        o = w @ v
+        p = self.dropout if (self.training or self.drop_in_eval) and self.use_dropout else 0.0
+        dropped = F.dropout(w, p)
+        o = dropped @ v
         o = o.reshape(B, T, d) if self.merge == "view" else o.transpose(1, 2).reshape(B, T, d)
-        return (self.W_o(o) if self.w_o else o), w
+        out = self.W_o(o) if self.w_o else o
+        if not need_weights and not self.weights_always: return out, None
+        return out, (dropped if self.return_dropped else w)
 
 def mha(**kw): return type("MyMHA", (MHA,), kw)
 
@@ -189,10 +194,10 @@ def test_embedding_default_init():
     fails_with(grade_token_embedding(T3), "std 1/√d_model")
 
 def pe(kind):
-    def f(max_len, d_model):
+    def f(max_len, d_model, base=10000.0):
         pos = torch.arange(max_len, dtype=torch.float32)[:, None] + (1 if kind == "start1" else 0)
         i = torch.arange(d_model // 2, dtype=torch.float32) if kind == "i" else torch.arange(0, d_model, 2).float()
-        ang = pos * 10000 ** (-i / d_model)
+        ang = pos * base ** (-i / d_model)
         if kind == "halves": return torch.cat([ang.sin(), ang.cos()], -1)
         out = torch.zeros(max_len, d_model)
         out[:, 0::2], out[:, 1::2] = (ang.cos(), ang.sin()) if kind == "swapped" else (ang.sin(), ang.cos())
@@ -227,7 +232,7 @@ def test_ffn_gelu_ignored():
 def test_ffn_without_dropout():
     class M(PositionwiseFeedForward):
         def forward(self, x): return self.linear2(self.act(self.linear1(x)))
-    fails_with(grade_ffn(M), "nn.Dropout")
+    fails_with(grade_ffn(M), "does not change", "dropout to the hidden units")
 
 
 # ---------------------------------------------------------------- layer norm and residuals
@@ -302,7 +307,7 @@ def test_encoder_layer_ffn_first():
 
 class Dec(DecoderLayer):
     mistake = None
-    def forward(self, y, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
         tm = None if self.mistake == "no tgt mask" else tgt_mask
         mm = None if self.mistake in ("no memory mask", "self kv") else memory_mask
         s0, s1, s2 = self.sublayers
@@ -312,7 +317,7 @@ class Dec(DecoderLayer):
             kv = h if self.mistake == "self kv" else (s1.norm(memory) if self.mistake == "norm memory" else memory)
             o, wc["w"] = self.cross_attn(h, kv, kv, mask=mm); return o
         y = s2(s1(s0(y, a), c), self.ffn)
-        return y, ws["w"], wc["w"]
+        return (y, ws["w"], wc["w"]) if need_weights else (y, None, None)
 
 def dec(m): return type("MyDec", (Dec,), {"mistake": m})
 
