@@ -236,6 +236,10 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
             passed = f"{k}={v!r} is not passed on: " if k in args else ""
             raise Hint(f"{what}: {passed}`self.{k}` is {got!r} where the chapter has {v!r}; later cells of the "
                        "exercise read it.")
+    for k in ref._buffers:
+        if not isinstance(getattr(m, k, None), Tensor):
+            raise Hint(f"{what} has no tensor `self.{k}`: the chapter registers it as a buffer, "
+                       f"self.register_buffer({k!r}, ...), and later cells of the exercise read it.")
     for k, sub in ref.named_children():
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
             raise Hint(f"{what} has no part `self.{k}`: name the parts as the TODO does "
@@ -363,6 +367,9 @@ def grade_embeddings(
     for positions in ("sinusoidal", "learned"):
         ref = Embeddings(V, d, max_len=L, dropout=0.0, positions=positions).eval()
         m = build(cls, V, d, max_len=L, dropout=0.0, positions=positions)
+        if positions == "learned" and not any(tuple(p.shape) == (L, d) for p in m.parameters()):
+            raise Hint('positions="learned" is ignored: build LearnedPositions(d_model, max_len), a table of '
+                       f"max_len × d_model parameters ({L} × {d} here), when asked for \"learned\".")
         load_reference(ref, m)
         _same_parts(ref, m, f"your Embeddings (positions={positions!r})")
         if positions == "sinusoidal":
@@ -675,6 +682,9 @@ def grade_ffn(
             _same_parts(ref, m, f"your PositionwiseFeedForward(activation={act!r})")
             got = _tensor(run("your module", m, x), "the output", (B, T, d), "(B, T, d_model)")
             if _close(got, ref(x)): continue
+            if not _close(got, run("your module", m, x)):
+                raise Hint("the output changes from call to call in eval mode: dropout is applied in eval mode; "
+                           "use the module self.dropout (nn.Dropout), which model.eval() turns off.")
             l1, l2 = ref.linear1, ref.linear2
             hint = _first_match(got, [
                 ("there is no activation between the two linear layers: FFN(x) = max(0, xW₁ + b₁)W₂ + b₂.",
@@ -806,7 +816,15 @@ def grade_sublayer(
 def _pair(cls, ref_cls, *args, **kwargs):
     "The book's module (with non-trivial norms and biases) and the learner's, built alike, holding the same weights"
     ref, m = _nontrivial(ref_cls(*args, **kwargs).eval()), build(cls, *args, **kwargs)
-    load_reference(ref, m)
+    try: load_reference(ref, m)
+    except Hint:
+        nf = kwargs.get("norm_first", True)
+        if "norm_first" in inspect.signature(ref_cls).parameters:       # built with the other placement?
+            other = {k for k, _ in ref_cls(*args, **(kwargs | {"norm_first": not nf})).named_parameters()}
+            if other == {k for k, _ in m.named_parameters()}:
+                raise Hint(f"norm_first={nf} is not passed on: your module has the parts of "
+                           f"norm_first={not nf} (final norms only in pre-LN).") from None
+        raise
     _same_parts(ref, m, f"your {ref_cls.__name__}")
     return ref, m
 
@@ -1063,7 +1081,8 @@ def grade_transformer(
             if not _close(mem, ref.encode(src, pad_S)):
                 raise Hint(f"encode(src, src_mask) must embed the source and run the encoder: "
                            f"{_far(mem, ref.encode(src, pad_S))}.")
-            out = _tensor(run("your decode", m.decode, tgt, mem, tgt_mask, pad_S), "decode(...)", (2, 5, Vt))
+            out = _tensor(run("your decode", m.decode, tgt, mem, tgt_mask, pad_S), "decode(...)", (2, 5, Vt),
+                          "(B, T, tgt_vocab): decode ends with the output projection to logits")
             if not _close(out, want):
                 raise Hint("decode(tgt, memory, tgt_mask, memory_mask) must embed the target, run the decoder and "
                            f"project: {_far(out, want)}.")
@@ -1114,7 +1133,7 @@ def grade_causal_mask(
             raise Hint(f"the mask has shape {_shape(got)}: give it shape (1, 1, T, T), mask[None, None], so that it "
                        "broadcasts over the batch and the heads as the signature says; later cells index "
                        "causal_mask(4)[0, 0].")
-    for device in ("cpu", torch.device("cpu")):
+    for device in ("cpu", torch.device("cpu"), "meta"):
         got = run("your function", fn, 3, device=device)
         if not isinstance(got, Tensor) or got.device != torch.device(device):
             raise Hint("the device argument is not used: create the mask there, torch.ones(..., device=device).")
