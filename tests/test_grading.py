@@ -743,3 +743,8 @@ def test_causal_mask_two_dimensional():
 def test_causal_mask_device_ignored():
     fails_with(grade_causal_mask(lambda T, device=None: torch.ones(T, T, dtype=torch.bool).tril()[None, None]),
                "device argument is not used")
+
+def test_threads_are_restored():
+    n = torch.get_num_threads()
+    grade_ffn(PositionwiseFeedForward)
+    assert torch.get_num_threads() == n

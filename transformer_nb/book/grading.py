@@ -67,7 +67,9 @@ def checker(f):
             parts = " and ".join(f"`{t}`" for t in todo)
             return Verdict(False, name, f"{parts} still {'holds' if len(todo) == 1 else 'hold'} the `...` of the "
                            "exercise: fill in the TODO, run that cell, then run this check again.")
+        threads = torch.get_num_threads()
         try:
+            torch.set_num_threads(1)            # the checks use tiny tensors: one thread is fastest on any machine
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)
                 msg = f(answer, *args, **kwargs)
@@ -76,6 +78,7 @@ def checker(f):
         except Exception as e:                  # never a traceback: whatever failed becomes the hint
             return Verdict(False, name, f"the check stopped at {type(e).__name__}: {_first_line(e)}{_where(e)}. "
                            "Your answer does not fit the chapter's signature or parts; compare it with the TODO.")
+        finally: torch.set_num_threads(threads)
         return Verdict(True, name, msg or "passed")
     return check
 
