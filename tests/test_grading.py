@@ -496,7 +496,7 @@ def test_embeddings_table_under_another_name():
             super().__init__(*a, **kw)
             if isinstance(self.positions, type(Embeddings(5, 4).positions)):
                 self.positions = P(self.positions.d_model, self.positions.max_len)
-    fails_with(grade_embeddings(E), "self.pe", "register_buffer")
+    fails_with(grade_embeddings(E), "`self.positions` has no tensor `pe`", "register_buffer")
 
 
 # ---------------------------------------------------------------- chapter 2
