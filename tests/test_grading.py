@@ -746,3 +746,32 @@ def test_threads_are_restored():
     n = torch.get_num_threads()
     grade_ffn(PositionwiseFeedForward)
     assert torch.get_num_threads() == n
+
+
+# ---------------------------------------------------------------- correct answers written otherwise still pass
+
+def test_attention_scaling_q_first_passes():
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)
+        if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        w = scores.softmax(-1)
+        if mask is not None: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        return F.dropout(w, dropout_p) @ v, w
+    assert grade_attention(f)
+
+def test_attention_softmax_in_float32_passes():
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+        if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        w = scores.float().softmax(-1).to(q.dtype)
+        if mask is not None: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        return F.dropout(w, dropout_p) @ v, w
+    assert grade_attention(f)
+
+def test_layer_norm_written_out_passes():
+    class M(LayerNorm):
+        def forward(self, x):
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+    assert grade_layer_norm(M)
