@@ -150,17 +150,22 @@ def test_merge_heads_non_contiguous_view():
 
 class MHA(MultiHeadAttention):
     "The book's module with one configurable mistake"
-    split, merge, scale, w_o, use_mask = "ok", "ok", None, True, True
-    def forward(self, query, key, value, mask=None):
+    split, merge, scale, w_o, use_mask, v_from = "ok", "ok", None, True, True, "value"
+    use_dropout, drop_in_eval, return_dropped, weights_always = True, False, False, False
+    def forward(self, query, key, value, mask=None, need_weights=True):
         B, T, d = query.shape; S, H, dk = key.shape[1], self.num_heads, self.d_k
-        sp = lambda t, L: t.view(B, H, L, dk) if self.split == "view" else t.view(B, L, H, dk).transpose(1, 2)
-        q, k, v = sp(self.W_q(query), T), sp(self.W_k(key), S), sp(self.W_v(value), S)
+        sp = lambda t, L: t.reshape(B, H, L, dk) if self.split == "view" else t.reshape(B, L, H, dk).transpose(1, 2)
+        q, k, v = sp(self.W_q(query), T), sp(self.W_k(key), S), sp(self.W_v(value if self.v_from != "key" else key), S)
         w = (q @ k.transpose(-2, -1) / (self.scale or math.sqrt(dk)))
         if mask is not None and self.use_mask: w = w.masked_fill(~mask, torch.finfo(w.dtype).min)
         w = w.softmax(-1)
-        o = w @ v
+        p = self.dropout if (self.training or self.drop_in_eval) and self.use_dropout else 0.0
+        dropped = F.dropout(w, p)
+        o = dropped @ v
         o = o.reshape(B, T, d) if self.merge == "view" else o.transpose(1, 2).reshape(B, T, d)
-        return (self.W_o(o) if self.w_o else o), w
+        out = self.W_o(o) if self.w_o else o
+        if not need_weights and not self.weights_always: return out, None
+        return out, (dropped if self.return_dropped else w)
 
 def mha(**kw): return type("MyMHA", (MHA,), kw)
 
@@ -189,10 +194,10 @@ def test_embedding_default_init():
     fails_with(grade_token_embedding(T3), "std 1/√d_model")
 
 def pe(kind):
-    def f(max_len, d_model):
+    def f(max_len, d_model, base=10000.0):
         pos = torch.arange(max_len, dtype=torch.float32)[:, None] + (1 if kind == "start1" else 0)
         i = torch.arange(d_model // 2, dtype=torch.float32) if kind == "i" else torch.arange(0, d_model, 2).float()
-        ang = pos * 10000 ** (-i / d_model)
+        ang = pos * base ** (-i / d_model)
         if kind == "halves": return torch.cat([ang.sin(), ang.cos()], -1)
         out = torch.zeros(max_len, d_model)
         out[:, 0::2], out[:, 1::2] = (ang.cos(), ang.sin()) if kind == "swapped" else (ang.sin(), ang.cos())
@@ -227,7 +232,7 @@ def test_ffn_gelu_ignored():
 def test_ffn_without_dropout():
     class M(PositionwiseFeedForward):
         def forward(self, x): return self.linear2(self.act(self.linear1(x)))
-    fails_with(grade_ffn(M), "nn.Dropout")
+    fails_with(grade_ffn(M), "does not change", "dropout to the hidden units")
 
 
 # ---------------------------------------------------------------- layer norm and residuals
@@ -302,7 +307,7 @@ def test_encoder_layer_ffn_first():
 
 class Dec(DecoderLayer):
     mistake = None
-    def forward(self, y, memory, tgt_mask=None, memory_mask=None):
+    def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
         tm = None if self.mistake == "no tgt mask" else tgt_mask
         mm = None if self.mistake in ("no memory mask", "self kv") else memory_mask
         s0, s1, s2 = self.sublayers
@@ -312,7 +317,7 @@ class Dec(DecoderLayer):
             kv = h if self.mistake == "self kv" else (s1.norm(memory) if self.mistake == "norm memory" else memory)
             o, wc["w"] = self.cross_attn(h, kv, kv, mask=mm); return o
         y = s2(s1(s0(y, a), c), self.ffn)
-        return y, ws["w"], wc["w"]
+        return (y, ws["w"], wc["w"]) if need_weights else (y, None, None)
 
 def dec(m): return type("MyDec", (Dec,), {"mistake": m})
 
@@ -392,3 +397,381 @@ def test_target_mask_without_padding(): fails_with(grade_target_mask(tmask(lambd
 def test_target_mask_or(): fails_with(grade_target_mask(tmask(lambda p, c, q: p | c)), "AND")
 def test_target_mask_padding_on_rows(): fails_with(grade_target_mask(tmask(lambda p, c, q: q & c)), "queries (rows)")
 def test_target_mask_causal_off_by_one(): fails_with(grade_target_mask(tmask(lambda p, c, q: p & c.tril(-1))), "off by one")
+
+
+# ================================================================ every argument and mode (issue 15)
+# Each broken implementation below passed (or crashed) the checkers before; each must now fail with a hint that
+# names its mistake.
+
+# ---------------------------------------------------------------- never a crash, inputs kept, how far off
+
+def test_pre_ln_encoder_without_masks_gets_a_hint_not_a_crash():
+    class M(Encoder):
+        def forward(self, x, src_mask=None, return_attention=False):
+            return super().forward(x, None, return_attention)
+    fails_with(grade_encoder(M), "masks are not passed")
+
+def test_pre_ln_decoder_without_memory_mask_gets_a_hint_not_a_crash():
+    class M(Decoder):
+        def forward(self, y, memory, tgt_mask=None, memory_mask=None, return_attention=False):
+            return super().forward(y, memory, tgt_mask, None, return_attention)
+    fails_with(grade_decoder(M), "memory_mask is not passed")
+
+def test_an_error_inside_the_checker_becomes_a_verdict():
+    class M(Encoder):
+        def parameters(self, recurse=True): raise RuntimeError("boom")
+    fails_with(grade_encoder(M), "the check stopped at RuntimeError: boom")
+
+def test_attention_that_scales_q_in_place():
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        q /= math.sqrt(q.shape[-1])
+        return scaled_dot_product_attention(q * math.sqrt(q.shape[-1]), k, v, mask, dropout_p)
+    fails_with(grade_attention(f), "changed its argument `q` in place")
+
+def test_layer_norm_that_centres_x_in_place():
+    class M(LayerNorm):
+        def forward(self, x):
+            x -= x.mean(-1, keepdim=True)
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
+    fails_with(grade_layer_norm(M), "changed its argument `x` in place")
+
+def test_an_unrecognised_mistake_is_told_how_far_off():
+    class M(LayerNorm):
+        def forward(self, x): return super().forward(x) * 1.01
+    fails_with(grade_layer_norm(M), "largest difference", "of the values within tolerance", "first difference at index")
+
+
+# ---------------------------------------------------------------- chapter 1
+
+class PadIgnored(TokenEmbedding):
+    def __init__(self, vocab_size, d_model, padding_idx=None): super().__init__(vocab_size, d_model)
+
+class PadNotRezeroed(TokenEmbedding):
+    def __init__(self, vocab_size, d_model, padding_idx=None):
+        super().__init__(vocab_size, d_model, padding_idx)
+        nn.init.normal_(self.embed.weight, std=d_model ** -0.5)
+
+def test_embedding_padding_idx_ignored(): fails_with(grade_token_embedding(PadIgnored), "padding_idx=3 is ignored")
+def test_embedding_padding_row_overwritten(): fails_with(grade_token_embedding(PadNotRezeroed), "not zero after your initialisation")
+def test_embedding_precedence_bug():
+    fails_with(grade_token_embedding(type("T4", (Tok,), {"factor": staticmethod(lambda d: d ** 1/2)})), "operator precedence")
+
+def test_positions_base_ignored():
+    fails_with(grade_positional_encoding(lambda max_len, d_model, base=10000.0: sinusoidal_encoding(max_len, d_model)),
+               "base is ignored")
+
+class Emb(Embeddings):
+    "The book's Embeddings with one configurable mistake"
+    mistake = None
+    def __init__(self, vocab_size, d_model, max_len=5000, dropout=0.1, positions="sinusoidal", padding_idx=None):
+        super().__init__(vocab_size, d_model, max_len, dropout,
+                         "sinusoidal" if self.mistake == "learned ignored" else positions,
+                         None if self.mistake == "padding ignored" else padding_idx)
+        self.p = dropout
+    def forward(self, ids, offset=0):
+        tok = self.tokens.embed(ids) if self.mistake == "unscaled" else self.tokens(ids)
+        if self.mistake == "offset ignored": offset = 0
+        if self.mistake == "dropout tokens": return self.positions(self.dropout(tok), offset=offset)
+        x = self.positions(tok, offset=offset)
+        return F.dropout(x, self.p) if self.mistake == "dropout in eval" else self.dropout(x)
+
+def emb(m): return type("MyEmb", (Emb,), {"mistake": m})
+
+def test_embeddings_reference_variant_passes(): assert grade_embeddings(emb(None))
+def test_embeddings_offset_ignored(): fails_with(grade_embeddings(emb("offset ignored")), "offset=5 is ignored")
+def test_embeddings_learned_ignored(): fails_with(grade_embeddings(emb("learned ignored")), 'positions="learned" is ignored')
+def test_embeddings_unscaled(): fails_with(grade_embeddings(emb("unscaled")), "not scaled by √d_model")
+def test_embeddings_padding_ignored(): fails_with(grade_embeddings(emb("padding ignored")), "padding_idx=3 is not passed on")
+def test_embeddings_dropout_in_eval(): fails_with(grade_embeddings(emb("dropout in eval")), "dropout is applied in eval mode")
+def test_embeddings_dropout_before_positions(): fails_with(grade_embeddings(emb("dropout tokens")), "dropout acts on the sum")
+
+def test_embeddings_table_under_another_name():
+    class P(nn.Module):
+        def __init__(self, d_model, max_len):
+            super().__init__(); self.d_model, self.max_len = d_model, max_len
+            self.register_buffer("table", sinusoidal_encoding(max_len, d_model), persistent=False)
+        def forward(self, x, offset=0): return x + self.table[offset:offset + x.shape[1]]
+    class E(Embeddings):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            if isinstance(self.positions, type(Embeddings(5, 4).positions)):
+                self.positions = P(self.positions.d_model, self.positions.max_len)
+    fails_with(grade_embeddings(E), "`self.positions` has no tensor `pe`", "register_buffer")
+
+
+# ---------------------------------------------------------------- chapter 2
+
+def attn_with(drop="weights", fill="min", upcast=False, return_dropped=False):
+    "The book's attention with dropout and dtype handling that can go wrong"
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        if upcast: q, k, v = q.float(), k.float(), v.float()
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min if fill == "min" else fill)
+        w = scores.softmax(-1)
+        if mask is not None: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        d = F.dropout(w, dropout_p) if drop == "weights" else w
+        out = d @ v
+        if drop == "output": out = F.dropout(out, dropout_p)
+        return out, (d if return_dropped else w)
+    return f
+
+def test_attention_reference_variant_passes(): assert grade_attention(attn_with())
+def test_attention_dropout_ignored(): fails_with(grade_attention(attn_with(drop=None)), "dropout_p=0.5 is ignored")
+def test_attention_dropout_on_output(): fails_with(grade_attention(attn_with(drop="output")), "dropout belongs on the weights")
+def test_attention_returns_dropped_weights():
+    fails_with(grade_attention(attn_with(return_dropped=True)), "return the weights before dropout")
+def test_attention_fill_minus_1e9_overflows_half():
+    fails_with(grade_attention(attn_with(fill=-1e9)), "float16", "overflow", "finfo")
+def test_attention_upcasts_half(): fails_with(grade_attention(attn_with(upcast=True)), "returns torch.float32")
+
+def test_attention_fails_on_2d_inputs():
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        return scaled_dot_product_attention(q, k.transpose(2, 3).transpose(2, 3), v, mask, dropout_p)
+    fails_with(grade_attention(f), "raised IndexError", "k.transpose(2, 3)")
+
+
+# ---------------------------------------------------------------- chapter 3
+
+def test_multihead_need_weights_ignored(): fails_with(grade_multihead(mha(weights_always=True)), "need_weights=False", "None")
+def test_multihead_dropout_ignored(): fails_with(grade_multihead(mha(use_dropout=False)), "does not change", "attention weights")
+def test_multihead_dropout_in_eval(): fails_with(grade_multihead(mha(drop_in_eval=True)), "dropout is applied in eval mode")
+def test_multihead_returns_dropped_weights(): fails_with(grade_multihead(mha(return_dropped=True)), "weights are dropped")
+def test_multihead_values_from_keys(): fails_with(grade_multihead(mha(v_from="key")), "W_v(value), not W_v(key)")
+def test_multihead_divided_by_d_k(): fails_with(grade_multihead(mha(scale=6.0)), "divided by d_k")
+def test_multihead_not_scaled(): fails_with(grade_multihead(mha(scale=1.0)), "not scaled")
+
+def test_multihead_bias_ignored():
+    class M(MHA):
+        def __init__(self, d_model, num_heads, dropout=0.0, bias=True): super().__init__(d_model, num_heads, dropout)
+    fails_with(grade_multihead(M), "bias=False is ignored")
+
+def test_multihead_without_d_k():
+    class M(MHA):
+        def __init__(self, *a, **kw): super().__init__(*a, **kw); del self.d_k
+        def forward(self, *a, **kw): self.d_k = self.d_model // self.num_heads; return super().forward(*a, **kw)
+    fails_with(grade_multihead(M), "no attribute `d_k`")
+
+def test_multihead_dropout_as_a_module():
+    class M(MHA):
+        def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
+            super().__init__(d_model, num_heads, dropout, bias); del self.dropout; self.dropout = nn.Dropout(dropout)
+    fails_with(grade_multihead(M), "`self.dropout` is Dropout")
+
+
+# ---------------------------------------------------------------- chapter 4
+
+class FFN(PositionwiseFeedForward):
+    mistake = None
+    def forward(self, x):
+        if self.mistake == "dropout output": return self.dropout(self.linear2(self.act(self.linear1(x))))
+        if self.mistake == "dropout in eval":
+            return self.linear2(F.dropout(self.act(self.linear1(x)), self.dropout.p))
+        if self.mistake == "act last": return self.act(self.linear2(self.linear1(x)))
+        return super().forward(x)
+
+def ffn(m): return type("MyFFN", (FFN,), {"mistake": m})
+
+def test_ffn_reference_variant_passes(): assert grade_ffn(ffn(None))
+def test_ffn_dropout_on_output(): fails_with(grade_ffn(ffn("dropout output")), "dropout belongs on the hidden units")
+def test_ffn_dropout_in_eval(): fails_with(grade_ffn(ffn("dropout in eval")), "dropout is applied in eval mode")
+def test_ffn_activation_last(): fails_with(grade_ffn(ffn("act last")), "after the second layer")
+
+def test_ffn_activation_under_another_name():
+    class M(PositionwiseFeedForward):
+        def __init__(self, *a, **kw): super().__init__(*a, **kw); self.nonlin = self.act; del self.act
+        def forward(self, x): return self.linear2(self.dropout(self.nonlin(self.linear1(x))))
+    fails_with(grade_ffn(M), "no part `self.act`")
+
+
+# ---------------------------------------------------------------- chapter 5
+
+def test_layer_norm_eps_ignored():
+    class M(LayerNorm):
+        def forward(self, x): return F.layer_norm(x, (self.d_model,), self.weight, self.bias, 1e-5)
+    fails_with(grade_layer_norm(M), "eps=0.01 is ignored")
+
+def test_layer_norm_weight_and_bias_swapped():
+    class M(LayerNorm):
+        def forward(self, x): return F.layer_norm(x, (self.d_model,), self.bias, self.weight, self.eps)
+    fails_with(grade_layer_norm(M), "swapped")
+
+def test_layer_norm_without_bias():
+    class M(LayerNorm):
+        def forward(self, x): return F.layer_norm(x, (self.d_model,), self.weight, None, self.eps)
+    fails_with(grade_layer_norm(M), "bias (β) is missing")
+
+def test_layer_norm_unfused_path_wrong():
+    class M(LayerNorm):
+        def forward(self, x):
+            if self.fused: return super().forward(x)
+            return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) * self.weight + self.bias
+    fails_with(grade_layer_norm(M), "fused=False", "unbiased variance")
+
+class Sub(SublayerConnection):
+    mistake = None
+    def __init__(self, d_model, dropout=0.1, norm_first=True):
+        super().__init__(d_model, dropout, norm_first); self.p = dropout
+    def forward(self, x, sublayer):
+        drop = (lambda t: F.dropout(t, self.p)) if self.mistake == "dropout in eval" else self.dropout
+        if self.norm_first: return x + drop(sublayer(self.norm(x)))
+        if self.mistake == "post no dropout": return self.norm(x + sublayer(x))
+        if self.mistake == "residual normalised": return self.norm(x) + drop(sublayer(self.norm(x)))
+        return self.norm(x + drop(sublayer(x)))
+
+def sub(m): return type("MySub", (Sub,), {"mistake": m})
+
+def test_sublayer_reference_variant_passes(): assert grade_sublayer(sub(None))
+def test_sublayer_post_ln_never_drops(): fails_with(grade_sublayer(sub("post no dropout")), "(post-LN)", "does not change")
+def test_sublayer_dropout_in_eval(): fails_with(grade_sublayer(sub("dropout in eval")), "dropout is applied in eval mode")
+
+def test_sublayer_residual_normalised():
+    class M(SublayerConnection):
+        def forward(self, x, sublayer):
+            if self.norm_first: return self.norm(x) + self.dropout(sublayer(self.norm(x)))
+            return self.norm(x + self.dropout(sublayer(x)))
+    fails_with(grade_sublayer(M), "adds the normalised input")
+
+
+# ---------------------------------------------------------------- chapter 6
+
+def test_encoder_layer_activation_ignored():
+    class M(EncoderLayer):
+        def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, activation="relu"):
+            super().__init__(d_model, num_heads, d_ff, dropout, norm_first)
+    fails_with(grade_encoder_layer(M), 'activation="gelu" is not passed on')
+
+def test_encoder_layer_need_weights_ignored():
+    class M(EncoderLayer):
+        def forward(self, x, src_mask=None, need_weights=True): return super().forward(x, src_mask)
+    fails_with(grade_encoder_layer(M), "need_weights=False", "None")
+
+def test_encoder_layer_dropout_not_passed():
+    class M(EncoderLayer):
+        def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, activation="relu"):
+            super().__init__(d_model, num_heads, d_ff, 0.0, norm_first, activation)
+    fails_with(grade_encoder_layer(M), "does not change", "pass dropout on")
+
+def test_encoder_layer_without_attention():
+    class M(EncoderLayer):
+        def forward(self, x, src_mask=None, need_weights=True):
+            w = self.self_attn(x, x, x, mask=src_mask)[1] if need_weights else None
+            return self.sublayers[1](x, self.ffn), w
+    fails_with(grade_encoder_layer(M), "self-attention sublayer is missing")
+
+def test_decoder_layer_without_cross_attention():
+    class M(DecoderLayer):
+        def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
+            ws = self.self_attn(y, y, y, mask=tgt_mask)[1]
+            wc = self.cross_attn(y, memory, memory, mask=memory_mask)[1]
+            y = self.sublayers[0](y, lambda h: self.self_attn(h, h, h, mask=tgt_mask)[0])
+            return self.sublayers[2](y, self.ffn), ws, wc
+    fails_with(grade_decoder_layer(M), "cross-attention sublayer is missing")
+
+def test_post_ln_encoder_ignoring_final_norm_true():
+    class M(Encoder):
+        def __init__(self, *a, final_norm=None, **kw): super().__init__(*a, **kw)
+    fails_with(grade_encoder(M), "final_norm=True")
+
+def test_encoder_return_attention_repeats_the_first_layer():
+    class M(Encoder):
+        def forward(self, x, src_mask=None, return_attention=False):
+            out = super().forward(x, src_mask, return_attention)
+            return (out[0], [out[1][0]] * len(out[1])) if return_attention else out
+    fails_with(grade_encoder(M), "weights of layer 1")
+
+def test_decoder_activation_not_passed():
+    class M(Decoder):
+        def __init__(self, d_model, num_heads, d_ff, num_layers=6, dropout=0.1, norm_first=True,
+                     activation="relu", final_norm=None):
+            super().__init__(d_model, num_heads, d_ff, num_layers, dropout, norm_first, "relu", final_norm)
+    fails_with(grade_decoder(M), 'activation="gelu" is not passed on to the layers')
+
+def test_encoder_dropout_not_passed():
+    class M(Encoder):
+        def __init__(self, d_model, num_heads, d_ff, num_layers=6, dropout=0.1, norm_first=True,
+                     activation="relu", final_norm=None):
+            super().__init__(d_model, num_heads, d_ff, num_layers, 0.0, norm_first, activation, final_norm)
+    fails_with(grade_encoder(M), "pass dropout on to every layer")
+
+def test_encoder_keeps_only_the_last_layer():
+    class M(Encoder):
+        def forward(self, x, src_mask=None, return_attention=False):
+            h = x
+            for layer in self.layers: h = layer(x, src_mask)[0]
+            return self.norm(h) if self.norm is not None else h
+    fails_with(grade_encoder(M), "only the last layer's output is kept")
+
+
+# ---------------------------------------------------------------- chapter 7
+
+def test_transformer_norm_first_not_passed():
+    class M(Transformer):
+        def __init__(self, *a, norm_first=True, **kw):
+            super().__init__(*a, norm_first=True, **kw); self.norm_first = norm_first
+    fails_with(grade_transformer(M), "norm_first=False is not passed on")
+
+def test_transformer_attention_of_the_last_layer_only():
+    class M(Transformer):
+        def forward(self, *a, return_attention=False, **kw):
+            out = super().forward(*a, return_attention=return_attention, **kw)
+            if not return_attention: return out
+            att = out[1]
+            return out[0], att._replace(encoder=att.encoder[-1:])
+    fails_with(grade_transformer(M), "`.encoder`", "every layer")
+
+def test_transformer_decode_without_projection():
+    class M(Transformer):
+        def decode(self, tgt, memory, tgt_mask=None, memory_mask=None, return_attention=False):
+            return self.decoder(self.tgt_embed(tgt), memory, tgt_mask, memory_mask)
+        def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, return_attention=False):
+            return Transformer.forward(self, src, tgt, src_mask, tgt_mask, memory_mask, return_attention) \
+                if return_attention else self.output(self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask))
+    fails_with(grade_transformer(M), "decode(...)", "output projection")
+
+
+# ---------------------------------------------------------------- chapter 8
+
+def test_padding_mask_pad_id_ignored(): fails_with(grade_padding_mask(lambda ids, pad: (ids != 0)[:, None, None, :]), "pad_id=3 is ignored")
+def test_target_mask_pad_id_ignored():
+    causal = lambda T: torch.ones(T, T, dtype=torch.bool).tril()
+    fails_with(grade_target_mask(lambda t, pad: (t != 0)[:, None, None, :] & causal(t.shape[1])), "pad_id=3 is ignored")
+def test_causal_mask_two_dimensional():
+    fails_with(grade_causal_mask(lambda T, device=None: torch.ones(T, T, dtype=torch.bool, device=device).tril()), "(1, 1, T, T)")
+def test_causal_mask_device_ignored():
+    fails_with(grade_causal_mask(lambda T, device=None: torch.ones(T, T, dtype=torch.bool).tril()[None, None]),
+               "device argument is not used")
+
+def test_threads_are_restored():
+    n = torch.get_num_threads()
+    grade_ffn(PositionwiseFeedForward)
+    assert torch.get_num_threads() == n
+
+
+# ---------------------------------------------------------------- correct answers written otherwise still pass
+
+def test_attention_scaling_q_first_passes():
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)
+        if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        w = scores.softmax(-1)
+        if mask is not None: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        return F.dropout(w, dropout_p) @ v, w
+    assert grade_attention(f)
+
+def test_attention_softmax_in_float32_passes():
+    def f(q, k, v, mask=None, dropout_p=0.0):
+        scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+        if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        w = scores.float().softmax(-1).to(q.dtype)
+        if mask is not None: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        return F.dropout(w, dropout_p) @ v, w
+    assert grade_attention(f)
+
+def test_layer_norm_written_out_passes():
+    class M(LayerNorm):
+        def forward(self, x):
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+    assert grade_layer_norm(M)
