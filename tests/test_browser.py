@@ -19,8 +19,9 @@ ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
 @pytest.fixture(scope="module")
 def server(docs):
     "Serve _docs/ on a free localhost port for the duration of the module."
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(docs))
-    handler.log_message = lambda *a, **k: None
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args): pass
+    handler = functools.partial(Quiet, directory=str(docs))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=httpd.serve_forever, daemon=True); t.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"

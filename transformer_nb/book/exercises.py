@@ -334,14 +334,13 @@ def exercise_table(
         n = int(e.chapter.split("_")[0])
         rows.append(
             f"<tr><td>{i}</td><td>{', '.join(f'<code>{escape(x)}</code>' for x in e.names)}<br>"
-            f"<small>{code(e.summary)}</small></td>"
-            f'<td><a href="{page(e.chapter)}">{n}. {escape(e.title)}</a></td>'
-            f'<td><a href="exercises/{e.chapter}" download>{e.chapter}</a></td>'
-            f"<td>{e.minutes} min</td><td>{'★' * e.level}</td>"
-            f"<td><code>{e.checker}</code></td>"
+            f"<small>{code(e.summary)}; checked by <code>{e.checker}</code></small></td>"
+            f'<td><a href="{page(e.chapter)}">{n}. {escape(e.title)}</a><br>'
+            f'<small><a href="exercises/{e.chapter}" download>{e.chapter}</a></small></td>'
+            f'<td style="white-space: nowrap">{e.minutes} min</td><td>{"★" * e.level}</td>'
             f"<td><details><summary>hint</summary>{code(e.hint)}</details></td></tr>")
     total = sum(e.minutes for e in exercises)
-    head = ("<tr><th>#</th><th>What you implement</th><th>Chapter</th><th>Notebook</th><th>Time</th><th>Level</th>"
-            "<th>Check</th><th>Hint</th></tr>")
+    head = ("<tr><th>#</th><th>What you implement</th><th>Chapter and exercise notebook</th><th>Time</th>"
+            "<th>Level</th><th>Hint</th></tr>")
     return (f'<table class="table exercises">\n<caption>{len(exercises)} exercises, about {total // 60} h '
             f"{total % 60:02d} min in all</caption>\n<thead>{head}</thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>")
