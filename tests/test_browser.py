@@ -47,6 +47,7 @@ def page(browser, server):
     pg.errors, pg.outside = [], []
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.on("response", lambda r: pg.errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     def guard(route):
         host = urlparse(route.request.url).hostname
         if route.request.url.startswith("data:") or host in ("127.0.0.1", "localhost"):

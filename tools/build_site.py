@@ -522,6 +522,7 @@ def postprocess_pages(docs: Path) -> dict[str, int]:
             target = target or p.name
             if target in ids and frag and frag not in ids[target]:
                 stats["unlinked"] += 1
+                log(f"{p.name}: unlinked {inner} (no #{frag} in {target})")
                 return inner
             return m.group(0)
         html = re.sub(r'<a href="((?:[\w-]+\.html)?#[^"]+)">(<code>[^<]*</code>)</a>', check, html)
