@@ -11,8 +11,18 @@ The steps are those of `nbdev_docs`, with smalldocs in Quarto's place:
    copied into `site_libs/katex/`, and every page is pointed at that copy.
 4. README.md is the Markdown copy of the home page that smalldocs writes (`llms-txt`), as `nbdev_readme` renders
    `index.ipynb` to GitHub Markdown with Quarto.
+5. Between nbdev and smalldocs, the processed notebooks are fixed for readers (`postprocess_notebooks`; nbs/ is never
+   touched, so nbval and nbdev still read every directive): `# NBVAL_...` and stray `#|` comment lines leave the code
+   shown; links to the doc host become relative; each API card's signature is rebuilt from the object (classes with
+   their constructor's parameters, NamedTuples with their fields, annotations and defaults as written) and the
+   "Exported source" under it is folded; chapters get their number (the file's) in the title, and every chapter
+   a download of its notebook near the top.
+6. After smalldocs, the pages are fixed (`postprocess_pages`): tables scroll in a box of their own, and an automatic
+   link to an anchor that does not exist (nbdev links private names too) becomes plain code.
 
-Where Quarto exists, `nbdev_docs` (or `nbdev_preview`) builds the same site from the same files.
+Deployment publishes `_docs/` as built here (.github/workflows/deploy.yaml runs `make site`).
+
+Quarto's `nbdev_docs` would build a similar site without the fixes of steps 5 and 6; it is not what is deployed.
 """
 from __future__ import annotations
 
@@ -521,6 +531,9 @@ def postprocess_pages(docs: Path) -> dict[str, int]:
             target, _, frag = href.partition("#")
             target = target or p.name
             if target in ids and frag and frag not in ids[target]:
+                owner = frag.split(".")[0]  # a method without a card of its own: link its class's card
+                if "." in frag and owner in ids[target]:
+                    return m.group(0).replace(f"#{frag}", f"#{owner}", 1)
                 stats["unlinked"] += 1
                 log(f"{p.name}: unlinked {inner} (no #{frag} in {target})")
                 return inner
