@@ -19,8 +19,9 @@ ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
 @pytest.fixture(scope="module")
 def server(docs):
     "Serve _docs/ on a free localhost port for the duration of the module."
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(docs))
-    handler.log_message = lambda *a, **k: None
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args): pass
+    handler = functools.partial(Quiet, directory=str(docs))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     t = threading.Thread(target=httpd.serve_forever, daemon=True); t.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -46,6 +47,7 @@ def page(browser, server):
     pg.errors, pg.outside = [], []
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.on("response", lambda r: pg.errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     def guard(route):
         host = urlparse(route.request.url).hostname
         if route.request.url.startswith("data:") or host in ("127.0.0.1", "localhost"):
@@ -130,3 +132,51 @@ def test_search_finds_a_chapter_by_a_word_in_it(page, server, word, expected):
     hrefs = page.eval_on_selector_all(".search-result", "els => els.map(e => e.getAttribute('href'))")
     assert any(h.split("#")[0].endswith(expected) for h in hrefs), f"{word!r}: {hrefs}"
     assert not page.outside, page.outside
+
+
+@pytest.fixture(scope="module")
+def phone(browser, server):
+    "A page at phone width (390 x 844), reused across pages."
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    pg = ctx.new_page()
+    yield pg
+    ctx.close()
+
+
+@pytest.mark.parametrize("name", all_pages())
+def test_code_is_shown_as_written(page, server, name):
+    """At 1280 px no line of code wraps: every code block keeps `white-space: pre`, is as tall as its lines, and
+    a line wider than the block scrolls inside the block (the page itself never gets wider)."""
+    page.goto(f"{server}/{name}", wait_until="load")
+    bad = page.evaluate("""() => {
+        const out = [];
+        document.querySelectorAll('main pre').forEach(pre => {
+            const code = pre.querySelector('code') || pre;
+            if (!pre.offsetParent) return;                       // inside a closed <details>
+            const cs = getComputedStyle(code), ps = getComputedStyle(pre);
+            if (cs.whiteSpace !== 'pre') out.push(`white-space ${cs.whiteSpace}: ${code.textContent.slice(0, 40)}`);
+            const lines = code.textContent.replace(/\\n$/, '').split('\\n').length;
+            const lh = parseFloat(cs.lineHeight);
+            const h = pre.clientHeight - parseFloat(ps.paddingTop) - parseFloat(ps.paddingBottom);
+            if (lh > 0 && Math.round(h / lh) > lines) out.push(`${Math.round(h / lh)} rows for ${lines} lines: ${code.textContent.slice(0, 40)}`);
+            if (pre.scrollWidth > pre.clientWidth + 1 && !['auto', 'scroll'].includes(ps.overflowX))
+                out.push(`cut off, overflow-x ${ps.overflowX}: ${code.textContent.slice(0, 40)}`);
+        });
+        return out;
+    }""")
+    assert not bad, f"{name}: code not shown as written:\n" + "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("name", all_pages())
+def test_nothing_is_cut_off_on_a_phone(phone, server, name):
+    "At 390 px the page is no wider than the screen, and every table wider than its column scrolls in its own box."
+    phone.goto(f"{server}/{name}", wait_until="load")
+    width = phone.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"{name}: the page is {width} px wide at 390 px"
+    bad = phone.evaluate("""() => Array.from(document.querySelectorAll('main table')).filter(t => {
+            const box = t.parentElement, col = document.querySelector('main').clientWidth;
+            if (t.offsetWidth <= col) return false;
+            return !(box.classList.contains('table-scroll') && getComputedStyle(box).overflowX === 'auto'
+                     && box.clientWidth <= col);
+        }).map(t => t.innerText.slice(0, 40))""")
+    assert not bad, f"{name}: wide tables without their own scroll box: {bad}"

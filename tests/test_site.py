@@ -156,15 +156,21 @@ def test_api_reference_lists_every_exported_name(docs):
     assert not missing, f"not on the API page (run `make execute` or execute nbs/99_api.ipynb): {missing}"
 
 
-def test_deployment_workflow_matches_settings():
-    "The GitHub Pages workflow deploys the branch of settings.ini with nbdev's Quarto action, which publishes doc_path."
+def test_deployment_publishes_what_make_site_builds():
+    "The GitHub Pages workflow deploys the branch of settings.ini by running `make site` and publishing `_docs/`."
     import configparser, yaml
     cfg = configparser.ConfigParser(); cfg.read(ROOT / "settings.ini")
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yaml").read_text())
     on = wf.get("on") or wf.get(True)  # YAML 1.1 reads the key `on` as True
     assert cfg["DEFAULT"]["branch"] in on["push"]["branches"]
-    assert any("quarto-ghp" in str(s.get("uses", "")) for s in wf["jobs"]["deploy"]["steps"])
-    assert cfg["DEFAULT"]["doc_path"] == "_docs"  # where quarto-ghp and `make site` both put the site
+    steps = [s for job in wf["jobs"].values() for s in job["steps"]]
+    runs = " ".join(str(s.get("run", "")) for s in steps)
+    uses = [str(s.get("uses", "")) for s in steps]
+    assert "make site" in runs, "the deployed site must be the one `make site` builds (and the tests check)"
+    assert not any("quarto" in u or "nbdev" in u for u in uses) and "nbdev_docs" not in runs
+    upload = next(s for s in steps if "upload-pages-artifact" in str(s.get("uses", "")))
+    assert upload["with"]["path"].strip("./") == cfg["DEFAULT"]["doc_path"] == "_docs"
+    assert any("deploy-pages" in u for u in uses)
     test_wf = (ROOT / ".github" / "workflows" / "test.yaml").read_text()
     assert "make test" in test_wf
 
@@ -179,3 +185,140 @@ def test_every_figure_in_images_is_drawn_by_the_site_command_and_used(docs):
     html = " ".join(p.read_text(encoding="utf-8") for p in docs.glob("*.html"))
     unused = sorted(n for n in drawn if f"images/{n}" not in html)
     assert not unused, f"diagrams on no page: {unused}"
+
+
+# --- what a reader sees: code as written, local links, right API cards, numbered chapters with their notebooks ---
+
+def cell_code_blocks(html: str) -> list[str]:
+    "The highlighted HTML of every code cell's source on a page (not outputs, not code quoted in prose)."
+    return re.findall(r'<pre class="[^"]*cell-code[^"]*"><code[^>]*>(.*?)</code></pre>', html, re.S)
+
+
+def test_no_tool_directive_is_shown(docs):
+    "No `# NBVAL_...` or `#| ...` comment in the code cells of any page (nbval and nbdev read them in nbs/ only)."
+    bad = []
+    for page in html_pages(docs):
+        for block in cell_code_blocks(page.read_text(encoding="utf-8")):
+            bad += [f"{page.name}: {c}" for c in re.findall(r'<span class="co">([^<]*)</span>', block)
+                    if re.match(r"#\s*(NBVAL_|\|)", c)]
+    assert not bad, "directives visible:\n" + "\n".join(bad)
+
+
+def test_directives_stay_in_the_notebooks():
+    "The notebooks still carry the directives the pages do not show (so stripping them happens only at build time)."
+    text = " ".join(p.read_text(encoding="utf-8") for p in (ROOT / "nbs").glob("1[0-2]_*.ipynb"))
+    assert "NBVAL_IGNORE_OUTPUT" in text
+
+
+def test_no_page_links_to_the_documentation_host(docs):
+    "Links between pages are relative: no page sends an offline reader to the documentation host of settings.ini."
+    import configparser
+    cfg = configparser.ConfigParser(); cfg.read(ROOT / "settings.ini")
+    host = urlparse(cfg["DEFAULT"]["doc_host"]).netloc
+    bad = [f"{p.name}: {u}" for p in html_pages(docs) for u in parse(p).links + parse(p).loads if host in u]
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_every_page_has_a_favicon(docs):
+    "Each page links an icon that exists in the site (browsers otherwise ask for /favicon.ico and log a 404)."
+    for page in html_pages(docs):
+        icons = re.findall(r'<link[^>]*rel="[^"]*icon[^"]*"[^>]*href="([^"]+)"|<link[^>]*href="([^"]+)"[^>]*rel="[^"]*icon',
+                           page.read_text(encoding="utf-8"))
+        hrefs = [a or b for a, b in icons]
+        assert hrefs, f"{page.name}: no favicon"
+        assert all(resolve(page, h, docs).exists() for h in hrefs), f"{page.name}: {hrefs}"
+
+
+def test_notation_is_not_autolinked(docs):
+    "The home page's list of notation names the paper's hyperparameters; `dropout` there is not a link to a function."
+    html = (docs / "index.html").read_text(encoding="utf-8")
+    para = next(p for p in re.findall(r"<p>.*?</p>", html, re.S) if "Conventions" in p)
+    assert "<code>dropout</code>" in para and not re.search(r"<a [^>]*><code>dropout</code></a>", para)
+
+
+def api_card(html: str, name: str) -> str:
+    "The code block of the API card of `name` on a page."
+    m = re.search(rf'<h3 id="{re.escape(name.lower())}"[^>]*>{re.escape(name)}</h3>\s*(.*?)</code></pre>', html, re.S)
+    assert m, f"no card for {name}"
+    return re.sub(r"<[^>]+>", "", m.group(1)).replace("&quot;", '"').replace("&#x27;", "'").replace("&gt;", ">")
+
+
+@pytest.mark.parametrize("page, name, start, contains", [
+    ("embeddings.html", "TokenEmbedding", "class TokenEmbedding(", "padding_idx:int | None=None,"),
+    ("transformer.html", "Attention", "class Attention(NamedTuple):", "encoder:Tensor  # encoder self-attention"),
+    ("data.html", "Batch", "class Batch(NamedTuple):", ""),
+    ("training.html", "ProgressBar", "class ProgressBar(", "file=None,"),
+    ("training.html", "load_model", "def load_model(", "# file written by save_model"),
+    ("attention.html", "scaled_dot_product_attention", "def scaled_dot_product_attention(", ")->"),
+    ("grading.html", "Hint", "class Hint(Exception)", ""),
+])
+def test_api_cards_show_the_object_as_declared(docs, page, name, start, contains):
+    "Classes as classes with their constructor's parameters, NamedTuples with their fields, functions as functions."
+    code = api_card((docs / page).read_text(encoding="utf-8"), name)
+    assert code.strip().startswith(start), code[:200]
+    assert contains in code, code
+
+
+def test_api_cards_have_no_inferred_types_nor_markdown(docs):
+    """No card shows a type guessed from a default (`NoneType=None`) or Markdown inside its code, and none repeats its
+    signature in an open 'Exported source' block."""
+    for page in html_pages(docs):
+        html = page.read_text(encoding="utf-8")
+        assert not re.search(r"<details open[^>]*>\s*<summary>Exported source", html), f"{page.name}: open source"
+        cards = re.findall(r'<div class="cell-output[^"]*cell-output-markdown">.*?<pre[^>]*>(.*?)</pre>', html, re.S)
+        for block in cards:
+            assert "](" not in block and "<a " not in block, f"{page.name}: a link inside a signature"
+            for bad in ("NoneType", "builtin_function_or_method"):
+                assert bad not in block, f"{page.name}: {bad}"
+
+
+def numbered_pages() -> dict[str, tuple[int, str]]:
+    "page -> (chapter number, notebook) for the sidebar's Chapters and Performance sections, numbered by file."
+    import yaml
+    side = yaml.safe_load((ROOT / "nbs" / "sidebar.yml").read_text())
+    out = {}
+    def walk(items, on=False):
+        for it in items:
+            if isinstance(it, dict): walk(it.get("contents", []), on or it.get("section") in ("Chapters", "Performance"))
+            elif on: out[re.sub(r"^\d+[a-z]?_", "", Path(it).stem) + ".html"] = (int(Path(it).name.split("_")[0]), Path(it).name)
+    walk(side["website"]["sidebar"]["contents"])
+    return out
+
+
+def test_chapters_are_numbered_in_reading_order(docs):
+    "Chapter N is titled 'N. ...' on its page and in the sidebar, N its file's number, in the sidebar's order 1, 2, ..."
+    pages = numbered_pages()
+    assert [n for n, _ in pages.values()] == list(range(1, len(pages) + 1))
+    side = (docs / "index.html").read_text(encoding="utf-8")
+    for page, (n, _) in pages.items():
+        html = (docs / page).read_text(encoding="utf-8")
+        assert re.search(rf'<h1 class="title">{n}\. ', html), page
+        assert re.search(rf'href="{page}"[^>]*><span class="menu-text">{n}\. ', side), f"sidebar: {page}"
+
+
+def test_every_chapter_links_its_notebook(docs):
+    "Every chapter, and the page of differences, links a download of its own notebook near the top, and it exists."
+    pages = {p: nb for p, (_, nb) in numbered_pages().items()} | {"differences.html": "98_differences.ipynb"}
+    for page, nb in pages.items():
+        html = (docs / page).read_text(encoding="utf-8")
+        m = re.search(rf'<a href="notebooks/{nb}" download>', html)
+        assert m, f"{page}: no download of {nb}"
+        main = html.find("<main")
+        assert m.start() < html.find("<h2", main), f"{page}: the download comes after the first section"
+        assert (docs / "notebooks" / nb).exists()
+
+
+def test_exercises_page_lists_every_exercise(docs):
+    """The Exercises page has one row per `#| exercise` of the chapters, each with its chapter, a download that exists,
+    a time, a level and a hint that opens on request; the list above the generator's documentation."""
+    from transformer_nb.book.exercises import list_exercises
+    exercises = list_exercises(ROOT / "nbs")
+    html = (docs / "exercises.html").read_text(encoding="utf-8")
+    table = re.search(r'<table class="table exercises">(.*?)</table>', html, re.S)
+    assert table and table.start() < html.find('id="how-the-exercise-notebooks-are-made"')
+    rows = re.findall(r"<tr><td>\d+</td>(.*?)</tr>", table.group(1), re.S)
+    assert len(rows) == len(exercises) >= 18
+    for row, e in zip(rows, exercises):
+        assert all(f"<code>{n}</code>" in row for n in e.names), row
+        assert f'href="exercises/{e.chapter}" download' in row and (docs / "exercises" / e.chapter).exists()
+        assert re.search(r"<td[^>]*>\d+ min</td><td>★{1,3}</td>", row) and "<details><summary>hint</summary>" in row

@@ -11,8 +11,18 @@ The steps are those of `nbdev_docs`, with smalldocs in Quarto's place:
    copied into `site_libs/katex/`, and every page is pointed at that copy.
 4. README.md is the Markdown copy of the home page that smalldocs writes (`llms-txt`), as `nbdev_readme` renders
    `index.ipynb` to GitHub Markdown with Quarto.
+5. Between nbdev and smalldocs, the processed notebooks are fixed for readers (`postprocess_notebooks`; nbs/ is never
+   touched, so nbval and nbdev still read every directive): `# NBVAL_...` and stray `#|` comment lines leave the code
+   shown; links to the doc host become relative; each API card's signature is rebuilt from the object (classes with
+   their constructor's parameters, NamedTuples with their fields, annotations and defaults as written) and the
+   "Exported source" under it is folded; chapters get their number (the file's) in the title, and every chapter
+   a download of its notebook near the top.
+6. After smalldocs, the pages are fixed (`postprocess_pages`): tables scroll in a box of their own, and an automatic
+   link to an anchor that does not exist (nbdev links private names too) becomes plain code.
 
-Where Quarto exists, `nbdev_docs` (or `nbdev_preview`) builds the same site from the same files.
+Deployment publishes `_docs/` as built here (.github/workflows/deploy.yaml runs `make site`).
+
+Quarto's `nbdev_docs` would build a similar site without the fixes of steps 5 and 6; it is not what is deployed.
 """
 from __future__ import annotations
 
@@ -207,6 +217,338 @@ def draw_diagrams() -> list[Path]:
     return save_diagrams(ROOT / "images")
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Build-time fixes of the processed notebooks (`_proc/`, after nbdev, before smalldocs) and of the rendered pages.
+# The notebooks in nbs/ stay as their authors wrote them: nbval and nbdev still read every directive there.
+
+DIRECTIVE = re.compile(r"#\s*NBVAL_\w+|#\|")
+
+
+def strip_directives(code: str) -> str:
+    """Drop the comment lines that are directives for the tools (`# NBVAL_IGNORE_OUTPUT`, `# NBVAL_SKIP: why`, a `#|`
+    line below the cell's first line of code) from a code cell shown to readers. The `#|` options at the top of the cell
+    stay: smalldocs reads them (echo, output, code-fold) and never shows them. A `#|` inside a string is code, and
+    stays."""
+    import io
+    import tokenize
+
+    lines = code.split("\n")
+    top = 0
+    while top < len(lines) and lines[top].startswith("#|"):
+        top += 1
+    drop = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            row = tok.start[0] - 1
+            if tok.type == tokenize.COMMENT and row >= top and DIRECTIVE.match(tok.string) \
+                    and lines[row].strip() == tok.string.strip():
+                drop.add(row)
+    except (tokenize.TokenError, SyntaxError, IndentationError):  # not Python (a %magic): whole-line matches only
+        drop = {i for i, l in enumerate(lines) if i >= top and DIRECTIVE.match(l.strip())}
+    return "\n".join(l for i, l in enumerate(lines) if i not in drop)
+
+
+def doc_host() -> str:
+    "The documentation host and path of settings.ini, where nbdev's automatic links point: `https://host/base/`."
+    from nbdev.config import get_config
+    cfg = get_config()
+    return cfg.doc_host.rstrip("/") + "/" + cfg.doc_baseurl.strip("/") + "/"
+
+
+def relative_links(text: str, page: str, host: str) -> str:
+    "Links to the documentation host made relative (all pages lie side by side); links within `page` become `#anchor`."
+    text = re.sub(re.escape(host) + re.escape(page) + r"(?=#)", "", text)
+    return text.replace(host, "")
+
+
+def _anno(a) -> str:
+    import inspect
+    if isinstance(a, str):  # as written in the source (the modules use `from __future__ import annotations`)
+        return a
+    return inspect.formatannotation(a).replace("ForwardRef(", "").replace(" ", "")
+
+
+def _default(v) -> str:
+    import inspect
+    if inspect.isfunction(v) or inspect.isbuiltin(v) or inspect.isclass(v):
+        return v.__name__
+    return repr(v)
+
+
+def _comment(doc: str | None) -> str:
+    "A parameter's comment as it reads in code: one line, without the Markdown backticks of a docment"
+    return f"  # {' '.join(doc.split()).replace('`', '')}" if doc else ""
+
+
+def _params(obj, skip_self: bool) -> tuple[list[tuple[str, str]], object, str]:
+    "(parameter text, its comment) of a callable, its return annotation and the return's comment, from the source"
+    import inspect
+    from fastcore.docments import docments
+    sig = inspect.signature(obj)
+    try:
+        docs = docments(obj, full=True)
+    except Exception:
+        docs = {}
+    P = inspect.Parameter
+    out, star_done = [], False
+    params = list(sig.parameters.values())
+    if skip_self and params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    for i, p in enumerate(params):
+        if p.kind == P.KEYWORD_ONLY and not star_done:
+            out.append(("*", ""))
+            star_done = True
+        if p.kind == P.VAR_POSITIONAL:
+            star_done = True
+        s = {P.VAR_POSITIONAL: "*", P.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
+        if p.annotation is not P.empty:
+            s += ":" + _anno(p.annotation)
+        if p.default is not P.empty:
+            s += "=" + _default(p.default)
+        out.append((s, _comment((docs.get(p.name) or {}).get("docment"))))
+        if p.kind == P.POSITIONAL_ONLY and (i + 1 == len(params) or params[i + 1].kind != P.POSITIONAL_ONLY):
+            out.append(("/", ""))
+    ret_doc = (docs.get("return") or {}).get("docment")
+    return out, sig.return_annotation, _comment(ret_doc)
+
+
+def _layout(head: str, params: list[tuple[str, str]], tail: str, width: int = 88) -> str:
+    "`head(p1, p2)tail` on one line when it fits and no parameter has a comment, else one parameter per line"
+    one = f"{head}({', '.join(p for p, _ in params)}){tail}"
+    if len(one) <= width and not any(c for _, c in params) or not params:
+        return one
+    body = "\n".join(f"    {p},{c}" for p, c in params)
+    return f"{head}(\n{body}\n){tail}"
+
+
+def namedtuple_fields(cls) -> str:
+    "The fields of a NamedTuple as its source declares them, each with its type, default and comment"
+    import ast
+    import inspect
+    import io
+    import textwrap
+    import tokenize
+    src = textwrap.dedent(inspect.getsource(cls))
+    comments = {}
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    node = ast.parse(src).body[0]
+    lines = []
+    for st in node.body:
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+            s = f"{st.target.id}:{ast.unparse(st.annotation).replace(' ', '')}"
+            if st.value is not None:
+                s += f" = {ast.unparse(st.value)}"
+            lines.append(f"    {s}{_comment(comments.get(st.lineno))}")
+    bases = ", ".join(ast.unparse(b) for b in node.bases) or "NamedTuple"
+    return f"class {cls.__name__}({bases}):\n" + "\n".join(lines)
+
+
+def card_signature(obj, name: str) -> str:
+    """The code block of an API card, as the object is declared: `def f(...)->T:` for a function, `class C(...)` with
+    the constructor's parameters for a class, the fields with their meanings for a NamedTuple. Types are the
+    annotations as written (none when there is none: no `NoneType=None`), defaults as written (`print`, not
+    `builtin_function_or_method=print`), comments without Markdown."""
+    import inspect
+    if inspect.isclass(obj) and issubclass(obj, tuple) and hasattr(obj, "_fields"):
+        return namedtuple_fields(obj)
+    if inspect.isclass(obj):
+        try:
+            params, _, _ = _params(obj, skip_self=True)
+        except ValueError:  # no constructor of its own (an exception class): its bases
+            return f"class {name}({', '.join(b.__name__ for b in obj.__bases__)})"
+        return _layout(f"class {name}", params, "")
+    params, ret, ret_c = _params(obj, skip_self=False)
+    head = ("async def " if inspect.iscoroutinefunction(obj) else "def ") + name
+    tail = ("" if ret is inspect.Signature.empty else "->" + _anno(ret)) + ":" + ret_c
+    return _layout(head, params, tail)
+
+
+def find_symbol(name: str, modules: list[str]):
+    "The object `name` (a qualified name, `Class.method`) in the first of `modules` that has it, and that module."
+    import importlib
+    for m in modules:
+        try:
+            obj = importlib.import_module(m)
+        except ImportError:
+            continue
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None:
+            return obj, m
+    return None, None
+
+
+def page_modules(nb_path: Path) -> list[str]:
+    "The module a notebook exports (its `#| default_exp`), then every other module of the package."
+    import json
+    lib = "transformer_nb"
+    own = []
+    if nb_path.exists():
+        for cell in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
+            m = re.search(r"^#\|\s*default_exp\s+(\S+)", "".join(cell["source"]), re.M)
+            if m:
+                own.append(f"{lib}.{m.group(1)}")
+    others = sorted(f"{lib}." + ".".join(p.relative_to(ROOT / lib).with_suffix("").parts)
+                    for p in (ROOT / lib).rglob("*.py") if not p.name.startswith("_"))
+    return own + [m for m in others if m not in own]
+
+
+def fix_card(md: str, modules: list[str]) -> tuple[str, bool]:
+    """Rewrite one show_doc card (nbdev's Markdown): its code block from `card_signature`, and its source link pointing
+    at the module the page documents (nbdev looks names up globally, so two `main`s share one link)."""
+    import inspect
+    from nbdev.config import get_config
+    head = re.search(r"^#{2,4} (\S+)\s*$", md, re.M)
+    block = re.search(r"```python\n.*?\n```", md, re.S)
+    if not head or not block:
+        return md, False
+    obj, mod = find_symbol(head.group(1), modules)
+    if obj is None:
+        return md, False
+    try:
+        sig = card_signature(obj, head.group(1).split(".")[-1])
+    except (ValueError, TypeError, OSError) as e:
+        log(f"API card of {head.group(1)} left as nbdev made it: {e}")
+        return md, False
+    md = md[:block.start()] + f"```python\n{sig}\n```" + md[block.end():]
+    try:
+        src = Path(inspect.getsourcefile(obj)).resolve().relative_to(ROOT)
+        line = inspect.getsourcelines(obj)[1]
+        cfg = get_config()
+        url = f"{cfg.git_url}/blob/{cfg.branch}/{src.as_posix()}#L{line}"
+        md = re.sub(r"\[source\]\([^)]*\)", f"[source]({url})", md, count=1)
+    except (TypeError, OSError, ValueError):
+        pass
+    return md, True
+
+
+def chapter_numbers() -> dict[str, int]:
+    """The number of each chapter, from its file name: `01_embeddings.ipynb` is chapter 1, `13_benchmark.ipynb` chapter
+    13 (the files are numbered in reading order, as the prose counts them), for the notebooks of the sidebar's
+    sections Chapters and Performance."""
+    side = yaml.safe_load((ROOT / "nbs" / "sidebar.yml").read_text(encoding="utf-8"))
+    out = {}
+
+    def walk(items, numbered=False):
+        for it in items:
+            if isinstance(it, dict):
+                walk(it.get("contents", []), numbered or it.get("section") in ("Chapters", "Performance"))
+            elif numbered:
+                m = re.match(r"^(\d+)_", Path(it).name)
+                if m:
+                    out[Path(it).name] = int(m.group(1))
+    walk(side["website"]["sidebar"]["contents"])
+    return out
+
+
+DOWNLOADED = ("Differences",)  # pages outside the numbered chapters that also link their notebook
+
+
+def download_line(src_name: str) -> str:
+    return (f'**Run it yourself:** download this chapter as a <a href="notebooks/{src_name}" download>notebook</a> '
+            '(it needs this package and the notebook tools: `pip install -e ".[dev]"` in a clone of the repository).')
+
+
+def postprocess_notebooks(cache: Path, renames: dict[str, str]) -> dict[str, int]:
+    "Apply the build-time fixes to every processed notebook; return counts of what changed."
+    import json
+    host = doc_host()
+    numbers = chapter_numbers()
+    source_of = {new: old for old, new in renames.items()}
+    downloads = set(numbers) | {"98_differences.ipynb"}
+    stats = dict(directives=0, links=0, cards=0, folded=0, numbered=0, downloads=0)
+    for nb_path in sorted(cache.glob("*.ipynb")):
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        page = nb_path.with_suffix(".html").name
+        orig = source_of.get(nb_path.name, nb_path.name)
+        modules = page_modules(ROOT / "nbs" / orig)
+        for cell in nb["cells"]:
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            if cell["cell_type"] == "code":
+                new = strip_directives(src)
+                stats["directives"] += src.count("\n") - new.count("\n")
+                if "#| code-fold: show" in new and 'code-summary: "Exported source"' in new:
+                    new = new.replace("#| code-fold: show", "#| code-fold: true")  # the card already shows it
+                    stats["folded"] += 1
+                current = modules  # the API page shows many modules' cards in one cell, each after its `## module`
+                for out in cell.get("outputs", []):
+                    data = out.get("data") or {}
+                    for mime in ("text/markdown", "text/html"):
+                        if mime in data:
+                            v = "".join(data[mime]) if isinstance(data[mime], list) else data[mime]
+                            m = re.match(r"## (transformer_nb\.\S+)", v)
+                            if mime == "text/markdown" and m:
+                                current = [m.group(1)] + [x for x in modules if x != m.group(1)]
+                            if mime == "text/markdown" and v.startswith("---") and "```python" in v:
+                                v, ok = fix_card(v, current)
+                                stats["cards"] += ok
+                            w = relative_links(v, page, host)
+                            stats["links"] += v.count(host)
+                            data[mime] = w
+                src = new
+            elif cell["cell_type"] == "markdown":
+                stats["links"] += src.count(host)
+                src = relative_links(src, page, host)
+            cell["source"] = src
+        # the chapter's number in its title, the download of its notebook near the top
+        first = nb["cells"][0] if nb["cells"] else None
+        if first and first["cell_type"] == "raw" and orig in numbers:
+            fm = "".join(first["source"])
+            fm2 = re.sub(r"^title: *(['\"]?)(.*?)\1 *$", lambda m: f"title: \"{numbers[orig]}. "
+                         + m.group(2).replace('"', '\\"') + '"', fm, count=1, flags=re.M)
+            stats["numbered"] += fm2 != fm
+            first["source"] = fm2
+        if orig in downloads and not any(f"notebooks/{orig}" in "".join(c["source"]) for c in nb["cells"]
+                                         if c["cell_type"] == "markdown"):
+            at = next((i + 1 for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"
+                       and "AUTOGENERATED" in "".join(c["source"])), 1)
+            nb["cells"].insert(at, {"cell_type": "markdown", "metadata": {}, "source": download_line(orig)})
+            stats["downloads"] += 1
+        nb_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return stats
+
+
+def postprocess_pages(docs: Path) -> dict[str, int]:
+    """Fixes of the rendered pages: every table in a container that scrolls sideways (with a shadow while more lies to
+    either side), no link to the documentation host, and no automatic link to an anchor that does not exist (nbdev
+    links any backticked name of its index, private helpers too, whose cards are not shown): such a link becomes its
+    plain code."""
+    host = doc_host()
+    pages = sorted(docs.glob("*.html"))
+    ids = {p.name: set(re.findall(r'\sid="([^"]+)"', p.read_text(encoding="utf-8"))) for p in pages}
+    stats = dict(tables=0, unlinked=0, links=0)
+    for p in pages:
+        html = p.read_text(encoding="utf-8")
+        stats["links"] += html.count(host)
+        html = relative_links(html, p.name, host)
+
+        def check(m):
+            href, inner = m.group(1), m.group(2)
+            target, _, frag = href.partition("#")
+            target = target or p.name
+            if target in ids and frag and frag not in ids[target]:
+                owner = frag.split(".")[0]  # a method without a card of its own: link its class's card
+                if "." in frag and owner in ids[target]:
+                    return m.group(0).replace(f"#{frag}", f"#{owner}", 1)
+                stats["unlinked"] += 1
+                log(f"{p.name}: unlinked {inner} (no #{frag} in {target})")
+                return inner
+            return m.group(0)
+        html = re.sub(r'<a href="((?:[\w-]+\.html)?#[^"]+)">(<code>[^<]*</code>)</a>', check, html)
+        main_start = html.find('<main')
+        head, body = html[:main_start], html[main_start:]
+        n = len(re.findall(r"<table\b", body))
+        body = re.sub(r"<table\b", '<div class="table-scroll"><table', body)
+        body = body.replace("</table>", "</table></div>")
+        stats["tables"] += n
+        p.write_text(head + body, encoding="utf-8")
+    return stats
+
+
 def main() -> None:
     t0 = time.perf_counter()
     log(f"regenerated {len(make_exercises())} exercise notebook(s) in exercises/")
@@ -216,7 +558,11 @@ def main() -> None:
     log(f"nbdev processed the notebooks into {cache.name}/ ({time.perf_counter() - t0:.1f}s)")
     renames = rename_to_output_files(cache)
     log("pages: " + ", ".join(f"{a} -> {b}" for a, b in renames.items()))
+    fixed = postprocess_notebooks(cache, renames)
+    log("processed notebooks: " + ", ".join(f"{k} {v}" for k, v in fixed.items()))
     docs = render(cache)
+    fixed = postprocess_pages(docs)
+    log("rendered pages: " + ", ".join(f"{k} {v}" for k, v in fixed.items()))
     n = vendor_katex(docs)
     log(f"KaTeX {KATEX_VERSION} served from site_libs/katex on {n} page(s)")
     write_readme(docs, renames)
