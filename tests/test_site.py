@@ -272,7 +272,7 @@ def test_api_cards_have_no_inferred_types_nor_markdown(docs):
                 assert bad not in block, f"{page.name}: {bad}"
 
 
-def numbered_pages() -> dict[str, tuple[int, str]]:
+def numbered_pages() -> dict[str, tuple[str, str]]:
     "page -> (chapter number, notebook) for the sidebar's Chapters and Performance sections, numbered by file."
     import yaml
     side = yaml.safe_load((ROOT / "nbs" / "sidebar.yml").read_text())
@@ -280,7 +280,10 @@ def numbered_pages() -> dict[str, tuple[int, str]]:
     def walk(items, on=False):
         for it in items:
             if isinstance(it, dict): walk(it.get("contents", []), on or it.get("section") in ("Chapters", "Performance"))
-            elif on: out[re.sub(r"^\d+[a-z]?_", "", Path(it).stem) + ".html"] = (int(Path(it).name.split("_")[0]), Path(it).name)
+            elif on:
+                num = re.match(r"^(\d+)([a-z]?)_", Path(it).name)
+                out[re.sub(r"^\d+[a-z]?_", "", Path(it).stem) + ".html"] = (
+                    f"{int(num.group(1))}{num.group(2)}", Path(it).name)
     walk(side["website"]["sidebar"]["contents"])
     return out
 
@@ -288,7 +291,10 @@ def numbered_pages() -> dict[str, tuple[int, str]]:
 def test_chapters_are_numbered_in_reading_order(docs):
     "Chapter N is titled 'N. ...' on its page and in the sidebar, N its file's number, in the sidebar's order 1, 2, ..."
     pages = numbered_pages()
-    assert [n for n, _ in pages.values()] == list(range(1, len(pages) + 1))
+    numbers = [n for n, _ in pages.values()]                  # "1", ..., "11", "11a", "12", ...
+    assert [n for n in numbers if n.isdigit()] == [str(i) for i in range(1, len(numbers) + 1)][
+        :sum(n.isdigit() for n in numbers)]
+    assert numbers == sorted(numbers, key=lambda n: (int(re.match(r"\d+", n).group()), n))
     side = (docs / "index.html").read_text(encoding="utf-8")
     for page, (n, _) in pages.items():
         html = (docs / page).read_text(encoding="utf-8")

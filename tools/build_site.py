@@ -426,10 +426,10 @@ def fix_card(md: str, modules: list[str]) -> tuple[str, bool]:
     return md, True
 
 
-def chapter_numbers() -> dict[str, int]:
+def chapter_numbers() -> dict[str, str]:
     """The number of each chapter, from its file name: `01_embeddings.ipynb` is chapter 1, `13_benchmark.ipynb` chapter
-    13 (the files are numbered in reading order, as the prose counts them), for the notebooks of the sidebar's
-    sections Chapters and Performance."""
+    13, `11a_pronouns.ipynb` chapter 11a (the files are numbered in reading order, as the prose counts them), for
+    the notebooks of the sidebar's sections Chapters and Performance."""
     side = yaml.safe_load((ROOT / "nbs" / "sidebar.yml").read_text(encoding="utf-8"))
     out = {}
 
@@ -438,9 +438,9 @@ def chapter_numbers() -> dict[str, int]:
             if isinstance(it, dict):
                 walk(it.get("contents", []), numbered or it.get("section") in ("Chapters", "Performance"))
             elif numbered:
-                m = re.match(r"^(\d+)_", Path(it).name)
-                if m:
-                    out[Path(it).name] = int(m.group(1))
+                m = re.match(r"^(\d+)([a-z]?)_", Path(it).name)
+                if m:                                   # 11a_pronouns.ipynb: chapter "11a", after 11
+                    out[Path(it).name] = f"{int(m.group(1))}{m.group(2)}"
     walk(side["website"]["sidebar"]["contents"])
     return out
 
