@@ -141,7 +141,7 @@ def test_errors():
     m = model()
     with pytest.raises(ValueError, match="src and tgt must have the same batch size B, got 2 and 1"): m(SRC, TGT[:1])
     with pytest.raises(TypeError, match="src must hold integer token ids"): m(SRC.float(), TGT)
-    with pytest.raises(ValueError, match="ids must lie in"): m(SRC + 20, TGT)
+    with pytest.raises(ValueError, match="src must lie in"): m(SRC + 20, TGT)
     with pytest.raises(ValueError, match="src_vocab must be >= 1"): Transformer(0, 5)
     with pytest.raises(TypeError, match="share_embeddings must be a bool"): Transformer(5, 5, 8, 2, 1, 1, 8, share_embeddings=1)
     with pytest.raises(ValueError, match="keys has 3 labels"):

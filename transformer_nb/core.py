@@ -118,8 +118,9 @@ def check_mask(
     mask:Tensor|None,  # a boolean mask, True = may attend
     scores_shape:tuple,  # the shape the mask must broadcast to, e.g. (B, H, T, S)
     name:str="mask",  # the argument's name, used in the message
+    device:torch.device|None=None,  # the scores' device, which the mask must share
 )->Tensor|None:
-    "Check that a mask is boolean and broadcasts to the attention scores"
+    "Check that a mask is boolean, broadcasts to the attention scores and lies on their device"
     if mask is None: return None
     if not isinstance(mask, Tensor):
         raise TypeError(f"{name} must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}")
@@ -130,6 +131,9 @@ def check_mask(
     if not ok:
         raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention scores "
                          f"of shape {tuple(scores_shape)}")
+    if device is not None and mask.device != torch.device(device):
+        raise ValueError(f"{name} is on {mask.device}, but the attention scores are on {device}: "
+                         f"move it with {name}.to({str(device)!r})")
     return mask
 
 # %% ../nbs/00_core.ipynb #k001
@@ -162,12 +166,12 @@ class Dropout(nn.Dropout):
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(
-    ours,  # ours(*inputs) -> Tensor: our computation
-    theirs,  # theirs(*inputs) -> Tensor: the reference, e.g. a torch.nn module with the same weights
+    ours,  # ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
+    theirs,  # theirs(*inputs) -> the same: the reference, e.g. a torch.nn module with the same weights
     *inputs,  # tensors (floating ones get gradients, compared too) or other arguments passed as they are
     params=(),  # (name, ours, theirs): parameters, or tuples of parameters concatenated, whose gradients must agree
     seed:int=0,  # seed of the random gradient sent back through both outputs
-)->dict[str, float]:  # largest absolute difference of "output", "grad input i" and "grad <name>"
+)->dict[str, float]:  # largest absolute difference: "output" (or "output i"), "grad input i", "grad <name>"
     "Run two computations on the same inputs and the same upstream gradient; compare outputs and gradients"
     def run(fn, side):
         xs = [x.detach().clone().requires_grad_() if isinstance(x, Tensor) and x.is_floating_point() else x
@@ -175,10 +179,14 @@ def compare_modules(
         for _, *pair in params:
             for p in (pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)): p.grad = None
         out = fn(*xs)
-        if not isinstance(out, Tensor):
-            raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor, got {type(out).__name__}")
-        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(seed)).to(out))
-        res = {"output": out.detach()}
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if not all(isinstance(o, Tensor) for o in outs):
+            raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor or a tuple of Tensors, "
+                            f"got {type(out).__name__}")
+        g = torch.Generator().manual_seed(seed)                     # the same upstream gradient for both
+        torch.autograd.backward(outs, [torch.randn(o.shape, generator=g).to(o) for o in outs])
+        names = ["output"] if len(outs) == 1 else [f"output {i}" for i in range(len(outs))]
+        res = {n: o.detach() for n, o in zip(names, outs)}
         res |= {f"grad input {i}": x.grad for i, x in enumerate(xs) if isinstance(x, Tensor) and x.grad is not None}
         for name, *pair in params:
             ps = pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)
@@ -186,7 +194,8 @@ def compare_modules(
                                              for p in ps])
         return res
     a, b = run(ours, 0), run(theirs, 1)
-    if a["output"].shape != b["output"].shape:
-        raise ValueError(f"outputs differ in shape: ours {tuple(a['output'].shape)}, "
-                         f"theirs {tuple(b['output'].shape)}")
+    for k in a:
+        if k not in b or a[k].shape != b[k].shape:
+            raise ValueError(f"{k} differs in shape: ours {tuple(a[k].shape)}, "
+                             f"theirs {tuple(b[k].shape) if k in b else 'missing'}")
     return {k: (a[k].float() - b[k].float()).abs().max().item() for k in a}
