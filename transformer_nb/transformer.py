@@ -155,7 +155,7 @@ class TransformerConfig:
     activation:str="relu"  # "relu" or "gelu"
 
     @classmethod
-    def from_dict(cls, d:Mapping)->TransformerConfig:
+    def from_dict(cls, d:Mapping)->"TransformerConfig":
         "The configuration a dict describes, such as `asdict(config)` or a checkpoint's; unknown or missing keys fail"
         if isinstance(d, cls): return d
         if not isinstance(d, Mapping):
@@ -168,7 +168,7 @@ class TransformerConfig:
         return cls(**d)
 
 # %% ../nbs/07_transformer.ipynb #cf02
-def _from_config(cls, config:TransformerConfig|Mapping)->Transformer:
+def _from_config(cls, config:"TransformerConfig|Mapping")->"Transformer":
     "The Transformer that `config` describes: a `TransformerConfig`, or a dict such as `asdict(config)`"
     return cls(**asdict(TransformerConfig.from_dict(config)))
 
