@@ -33,3 +33,16 @@ def all_pages() -> list[str]:
     "Every notebook's page name, as nbdev's doc links name them."
     import re
     return sorted(re.sub(r"^\d+[a-zA-Z0-9]*_", "", p.stem) + ".html" for p in (ROOT / "nbs").glob("*.ipynb"))
+
+
+def pad_mask(lengths, n):
+    "(B, 1, 1, n) padding mask of sequences of these lengths padded to n, built by the package: True = a real key"
+    import torch
+    from transformer_nb.masking import padding_mask
+    ids = (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]).long()   # 1 = a token, 0 = padding
+    return padding_mask(ids, 0)
+
+
+def all_close(diffs: dict, tol: float = 1e-5) -> bool:
+    "Every difference `compare_modules` reports is below tol (a NaN is not)"
+    return all(d < tol for d in diffs.values())

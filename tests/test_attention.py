@@ -3,6 +3,7 @@ import math
 import pytest, torch
 import torch.nn.functional as F
 from transformer_nb.attention import scaled_dot_product_attention as sdpa
+from transformer_nb.masking import causal_mask
 
 
 def qkv(B=2, H=3, T=5, S=7, d_k=8, d_v=6, seed=0):
@@ -26,8 +27,7 @@ def test_equals_torch_sdpa(mask_shape):
 
 def test_causal_equals_torch_and_gradients_agree():
     q, k, v = (t.requires_grad_() for t in qkv(S=5))
-    causal = torch.ones(5, 5, dtype=torch.bool).tril()
-    ours, _ = sdpa(q, k, v, mask=causal)
+    ours, _ = sdpa(q, k, v, mask=causal_mask(5))
     g_ours = torch.autograd.grad(ours.square().sum(), (q, k, v))
     theirs = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     g_theirs = torch.autograd.grad(theirs.square().sum(), (q, k, v))

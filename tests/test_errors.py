@@ -57,7 +57,7 @@ CASES = {
     "sublayer dropout": (lambda: SublayerConnection(16, dropout=1.5), ValueError, ["dropout must be in [0, 1)"]),
     # num_heads or layers <= 0
     "zero heads": (lambda: MultiHeadAttention(16, 0), ValueError, ["num_heads must be >= 1", "0"]),
-    "zero encoder layers": (lambda: Transformer(5, 5, d_model=16, num_heads=4, num_encoder_layers=0), ValueError, ["num_layers must be >= 1", "0"]),
+    "zero encoder layers": (lambda: Transformer(5, 5, d_model=16, num_heads=4, num_encoder_layers=0), ValueError, ["num_encoder_layers must be >= 1", "0"]),
     "negative decoder layers": (lambda: Decoder(16, 4, 32, num_layers=-1), ValueError, ["num_layers must be >= 1"]),
     "float heads": (lambda: MultiHeadAttention(16, 4.0), TypeError, ["num_heads must be an int", "float"]),
     # misc
@@ -82,3 +82,46 @@ def test_no_nan_from_an_all_padding_sequence():
     m = padding_mask(src, 0)
     out = MODEL(src, TGT, src_mask=m, tgt_mask=target_mask(TGT, 0), memory_mask=m)
     assert torch.isfinite(out).all()
+
+
+# Issue 15: errors at the public entry point name what the caller passed; devices and dtypes agree; id dtypes
+SM, TM = padding_mask(SRC, 0), target_mask(TGT, 0)
+META = torch.ones(2, 1, 1, 4, dtype=torch.bool, device="meta")            # a mask on another device than the scores
+ENTRY_CASES = {
+    "src range": (lambda: MODEL(SRC + 20, TGT), ValueError, ["src must lie in [0, vocab_size=11)", "26"]),
+    "tgt range": (lambda: MODEL(SRC, TGT - 1), ValueError, ["tgt must lie in [0, vocab_size=13)", "-1"]),
+    "encode src": (lambda: MODEL.encode(SRC.float()), TypeError, ["src must hold integer token ids"]),
+    "decode tgt": (lambda: MODEL.decode(TGT[:, :, None], MODEL.encode(SRC)), ValueError, ["tgt must have 2 dimensions"]),
+    "src_mask shape": (lambda: MODEL(SRC, TGT, src_mask=torch.ones(2, 1, 1, 5, dtype=torch.bool)), ValueError,
+                       ["src_mask of shape (2, 1, 1, 5) does not broadcast", "(2, 4, 4, 4)"]),
+    "tgt_mask dtype": (lambda: MODEL(SRC, TGT, SM, TM.float(), SM), TypeError, ["tgt_mask must have dtype torch.bool"]),
+    "memory_mask shape": (lambda: MODEL(SRC, TGT, SM, TM, TM), ValueError, ["memory_mask of shape (2, 1, 3, 3)", "(2, 4, 3, 4)"]),
+    "mask device": (lambda: MODEL(SRC, TGT, src_mask=META), ValueError, ["src_mask is on meta", "scores are on cpu"]),
+    "memory_mask device": (lambda: MODEL(SRC, TGT, SM, TM, META), ValueError, ["memory_mask is on meta"]),
+    "mha mask device": (lambda: MultiHeadAttention(16, 4)(X, X, X, mask=META[:, :, :, :3]), ValueError, ["mask is on meta"]),
+    "memory dtype": (lambda: MODEL.decode(TGT, MODEL.encode(SRC).half()), TypeError, ["memory has dtype torch.float16", "float32"]),
+    "mha half input": (lambda: MultiHeadAttention(16, 4)(X.half(), X.half(), X.half()), TypeError,
+                       ["query has dtype torch.float16", "torch.float32"]),
+    "ids uint8": (lambda: MODEL(SRC.to(torch.uint8), TGT), TypeError, ["src must hold token ids as torch.long or torch.int32", "uint8"]),
+    "ids int16": (lambda: MODEL(SRC, TGT.to(torch.int16)), TypeError, ["tgt must hold token ids", "int16"]),
+    "ids bool": (lambda: MODEL(SRC.bool(), TGT), TypeError, ["src must hold integer token ids", "bool"]),
+    "ids float": (lambda: MODEL(SRC, TGT.double()), TypeError, ["tgt must hold integer token ids", "float64"]),
+}
+
+
+@pytest.mark.parametrize("name", list(ENTRY_CASES))
+def test_entry_point_errors_name_the_callers_argument(name):
+    call, err, words = ENTRY_CASES[name]
+    with pytest.raises((ValueError, TypeError)) as e:
+        call()
+    assert e.type is err, f"{name}: expected {err.__name__}, got {e.type.__name__}: {e.value}"
+    for w in words:
+        assert w in str(e.value), f"{name}: {w!r} not in the message {str(e.value)!r}"
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_every_id_dtype_nn_embedding_accepts_works(dtype):
+    want = MODEL(SRC, TGT, SM, TM, SM)
+    torch.testing.assert_close(MODEL(SRC.to(dtype), TGT.to(dtype), SM, TM, SM), want)
+    memory = MODEL.encode(SRC.to(dtype), SM)
+    torch.testing.assert_close(MODEL.decode(TGT.to(dtype), memory, TM, SM), want)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_nb.core import drop_mask, dropout, Dropout
+from transformer_nb.core import drop_mask, dropout, Dropout, compare_modules
 from transformer_nb.attention import is_causal, fused_attention as attention
 from transformer_nb.multihead import fused_projection
 from transformer_nb.multihead import MultiHeadAttention
@@ -14,6 +14,7 @@ from transformer_nb.layers import EncoderLayer, DecoderLayer
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import causal_mask
 from transformer_nb.book import benchmark, measure
+from conftest import pad_mask as pad, all_close
 
 ROOT = Path(__file__).resolve().parents[1]
 B, T, S, D, H = 3, 11, 13, 64, 8          # distinct sizes, so that a swapped axis fails
@@ -22,11 +23,6 @@ TOL = 1e-5
 
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
-
-
-def pad(lengths, n):
-    "(B, 1, 1, n), True = a real key"
-    return (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
 
 
 def make_mask(kind, n):
@@ -43,24 +39,12 @@ def make_mask(kind, n):
     raise ValueError(kind)
 
 
-def both_paths(fn, params, *inputs):
-    "Outputs and gradients (inputs and params) of fn(need_weights, *inputs) on both paths, the same upstream gradient"
-    results = []
-    for need_weights in (True, False):
-        xs = [x.detach().clone().requires_grad_() for x in inputs]
-        for p in params: p.grad = None
-        out = fn(need_weights, *xs)
-        out.backward(torch.randn(out.shape, generator=_gen(99)))
-        results.append([out.detach()] + [x.grad for x in xs] + [p.grad.clone() for p in params])
-    return results
-
-
 def assert_paths_equal(fn, module, *inputs):
-    slow, fast = both_paths(fn, list(module.parameters()), *inputs)
-    assert len(slow) == len(fast)
-    for a, b in zip(slow, fast):
-        assert torch.isfinite(b).all()
-        torch.testing.assert_close(b, a, atol=TOL, rtol=0)
+    "fn(need_weights, *inputs): the readable and the fast path agree, output and every gradient (compare_modules)"
+    diffs = compare_modules(lambda *xs: fn(True, *xs), lambda *xs: fn(False, *xs), *inputs, seed=99,
+                            params=[(n, p, p) for n, p in module.named_parameters()])
+    assert len(diffs) == 1 + len(inputs) + len(list(module.parameters()))
+    assert all_close(diffs, TOL), diffs
 
 
 MASKS_SELF = ["none", "causal", "causal+padding", "padding", "random per head", "queries that see nothing"]

@@ -1,6 +1,5 @@
 """Chapter 6: EncoderLayer/DecoderLayer against nn.TransformerEncoderLayer/nn.TransformerDecoderLayer (outputs and every
 gradient, both norm placements, masks), weight copying both ways, stacks, return_attention, errors."""
-import copy
 import pytest
 import torch
 from torch import nn
@@ -9,18 +8,15 @@ from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder,
                                    encoder_layer_from_torch, decoder_layer_to_torch, decoder_layer_from_torch)
 from transformer_nb.multihead import to_torch_masks
 from transformer_nb.norms import LayerNorm
+from transformer_nb.core import compare_modules
+from transformer_nb.masking import causal_mask
+from conftest import pad_mask
 
 B, T, S, D, H, F = 2, 5, 7, 24, 4, 40  # distinct sizes, so that a swapped axis fails
 TOL = 1e-5
 
 
-def pad_mask(lengths, n):
-    "(B, 1, 1, n), True = a real key"
-    return (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
-
-
-def causal(n):
-    return torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+def causal(n): return causal_mask(n)                     # (1, 1, n, n), the package's
 
 
 def inputs(seed=0):
@@ -28,26 +24,33 @@ def inputs(seed=0):
     return torch.randn(B, T, D, generator=g), torch.randn(B, S, D, generator=g)
 
 
-def grads_of(m):
-    g = copy.deepcopy(m)
-    with torch.no_grad():
-        for p, q in zip(g.parameters(), m.parameters()): p.copy_(q.grad)
-    return g
+def attn_pairs(name, a, b):
+    "(name, ours, theirs) parameter pairs of a MultiHeadAttention and an nn.MultiheadAttention; torch stacks q, k, v"
+    qkv = lambda part: tuple(getattr(lin, part) for lin in (a.W_q, a.W_k, a.W_v))
+    return [(f"{name}.in_proj_weight", qkv("weight"), b.in_proj_weight), (f"{name}.in_proj_bias", qkv("bias"), b.in_proj_bias),
+            (f"{name}.out_proj.weight", a.W_o.weight, b.out_proj.weight), (f"{name}.out_proj.bias", a.W_o.bias, b.out_proj.bias)]
 
 
-def compare(ours, theirs, run_ours, run_theirs, from_torch, xs):
-    "Largest difference in output, every parameter gradient (mapped with from_torch) and input gradients"
-    a = [x.clone().requires_grad_() for x in xs]
-    b = [x.clone().requires_grad_() for x in xs]
-    out, out_t = run_ours(*a), run_theirs(*b)
-    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
-    (out * g).sum().backward(); (out_t * g).sum().backward()
-    mapped = from_torch(grads_of(theirs), copy.deepcopy(ours))
-    diffs = [(out - out_t).abs().max().item()]
-    diffs += [(p.grad - q).abs().max().item() for p, q in zip(ours.parameters(), mapped.parameters())]
-    diffs += [(u.grad - v.grad).abs().max().item() for u, v in zip(a, b)]
+def layer_pairs(ours, theirs):
+    "Every parameter of our layer paired with torch's, by torch's names"
+    pairs = attn_pairs("self_attn", ours.self_attn, theirs.self_attn)
+    if isinstance(ours, DecoderLayer): pairs += attn_pairs("multihead_attn", ours.cross_attn, theirs.multihead_attn)
+    for p in ("weight", "bias"):
+        pairs += [(f"linear{i}.{p}", getattr(getattr(ours.ffn, f"linear{i}"), p), getattr(getattr(theirs, f"linear{i}"), p))
+                  for i in (1, 2)]
+        pairs += [(f"norm{i + 1}.{p}", getattr(s.norm, p), getattr(getattr(theirs, f"norm{i + 1}"), p))
+                  for i, s in enumerate(ours.sublayers)]
+    flat = [q for _, a, _ in pairs for q in (a if isinstance(a, tuple) else (a,))]
+    assert sorted(map(id, flat)) == sorted(map(id, ours.parameters()))      # every parameter compared once
+    return pairs
+
+
+def compare(ours, theirs, run_ours, run_theirs, xs):
+    "Largest difference in output, every parameter gradient and input gradients (compare_modules)"
+    diffs = compare_modules(run_ours, run_theirs, *xs, params=layer_pairs(ours, theirs), seed=1)
     assert all(p.grad is not None for p in ours.parameters())
-    return max(diffs)
+    assert all(d == d for d in diffs.values())                                # no NaN
+    return max(diffs.values())
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -62,7 +65,7 @@ def test_encoder_layer_matches_torch(norm_first, activation, masked):
     am, kpm = to_torch_masks(mask, H)
     _, x = inputs()
     d = compare(ours, theirs, lambda x: ours(x, mask)[0], lambda x: theirs(x, src_mask=am, src_key_padding_mask=kpm),
-                encoder_layer_from_torch, [x])
+                [x])
     assert d < TOL, d
 
 
@@ -81,7 +84,7 @@ def test_decoder_layer_matches_torch(norm_first, tgt_kind):
     d = compare(ours, theirs, lambda y, m: ours(y, m, tgt_mask, mem_mask)[0],
                 lambda y, m: theirs(y, m, tgt_mask=tm, memory_mask=mm, tgt_key_padding_mask=tkpm,
                                     memory_key_padding_mask=mkpm),
-                decoder_layer_from_torch, [y, mem])
+                [y, mem])
     assert d < TOL, d
 
 

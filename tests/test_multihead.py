@@ -3,20 +3,14 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_nb.core import compare_modules
+from transformer_nb.masking import causal_mask
+from conftest import pad_mask, all_close
 from transformer_nb.multihead import (MultiHeadAttention, split_heads, merge_heads, to_torch_masks, from_torch_masks,
                                       mha_to_torch, mha_from_torch)
 
 B, T, S, D, H = 2, 5, 7, 24, 4  # distinct sizes, so that a swapped axis fails
 TOL = 1e-5
-
-
-def pad_mask(lengths, n):
-    "(B, 1, 1, n), True = a real key"
-    return (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None])[:, None, None, :]
-
-
-def causal_mask(n):
-    return torch.ones(n, n, dtype=torch.bool).tril()
 
 
 def make_inputs(cross, seed=0):
@@ -40,26 +34,22 @@ def make_mask(kind, cross):
     raise ValueError(kind)
 
 
-def run_both(bias, cross, kind, seed=0):
+def compare_with_torch(bias, cross, kind, seed=0):
+    "compare_modules between ours and nn.MultiheadAttention with the same weights: outputs, weights, gradients"
     torch.manual_seed(seed)
     ours = MultiHeadAttention(D, H, bias=bias)
     theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, bias=bias, batch_first=True))
     mask = make_mask(kind, cross)
     attn_mask, kpm = to_torch_masks(mask, H)
-    q, k, v = make_inputs(cross, seed)
-    ins_o = [t.clone().requires_grad_() for t in (q, k, v)]
-    ins_t = [t.clone().requires_grad_() for t in (q, k, v)]
-    out_o, w_o = ours(*ins_o, mask=mask)
-    out_t, w_t = theirs(*ins_t, attn_mask=attn_mask, key_padding_mask=kpm, need_weights=True,
-                        average_attn_weights=False)
-    g = torch.Generator().manual_seed(seed + 1)
-    g_out, g_w = torch.randn(out_o.shape, generator=g), torch.randn(w_o.shape, generator=g)
-    ((out_o * g_out).sum() + (w_o * g_w).sum()).backward()
-    ((out_t * g_out).sum() + (w_t * g_w).sum()).backward()
-    return ours, theirs, (out_o, w_o, ins_o), (out_t, w_t, ins_t)
-
-
-def maxdiff(a, b): return (a - b).abs().max().item()
+    qkv = lambda part: tuple(getattr(lin, part) for lin in (ours.W_q, ours.W_k, ours.W_v))   # torch stacks them
+    params = [("W_q,W_k,W_v", qkv("weight"), theirs.in_proj_weight), ("W_o", ours.W_o.weight, theirs.out_proj.weight)]
+    if bias:
+        params += [("biases q,k,v", qkv("bias"), theirs.in_proj_bias), ("bias o", ours.W_o.bias, theirs.out_proj.bias)]
+    diffs = compare_modules(lambda q, k, v: ours(q, k, v, mask=mask),
+                            lambda q, k, v: theirs(q, k, v, attn_mask=attn_mask, key_padding_mask=kpm,
+                                                   need_weights=True, average_attn_weights=False),
+                            *make_inputs(cross, seed), params=params, seed=seed + 1)
+    return ours, theirs, mask, diffs
 
 
 CASES = [(bias, cross, kind) for bias in (True, False) for cross in (False, True)
@@ -69,28 +59,22 @@ CASES = [(bias, cross, kind) for bias in (True, False) for cross in (False, True
 
 @pytest.mark.parametrize("bias,cross,kind", CASES)
 def test_matches_torch(bias, cross, kind):
-    ours, theirs, (out_o, w_o, ins_o), (out_t, w_t, ins_t) = run_both(bias, cross, kind)
-    n = S if cross else T
-    assert out_o.shape == (B, T, D) and w_o.shape == w_t.shape == (B, H, T, n)
-    assert maxdiff(out_o, out_t) < TOL
-    assert maxdiff(w_o, w_t) < TOL
-    # gradients of every parameter
-    qkv_grad = torch.cat([ours.W_q.weight.grad, ours.W_k.weight.grad, ours.W_v.weight.grad])
-    assert maxdiff(qkv_grad, theirs.in_proj_weight.grad) < TOL
-    assert maxdiff(ours.W_o.weight.grad, theirs.out_proj.weight.grad) < TOL
-    if bias:
-        qkv_bgrad = torch.cat([ours.W_q.bias.grad, ours.W_k.bias.grad, ours.W_v.bias.grad])
-        assert maxdiff(qkv_bgrad, theirs.in_proj_bias.grad) < TOL
-        assert maxdiff(ours.W_o.bias.grad, theirs.out_proj.bias.grad) < TOL
-    else:
-        assert ours.W_q.bias is None and theirs.in_proj_bias is None
+    ours, theirs, mask, diffs = compare_with_torch(bias, cross, kind)
+    # output 0: the attention output, output 1: the weights; then the three inputs, then the parameter pairs
+    assert len(diffs) == 2 + 3 + (4 if bias else 2), diffs
+    assert all_close(diffs, TOL), diffs
+    if not bias: assert ours.W_q.bias is None and theirs.in_proj_bias is None
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in ours.parameters())
-    # gradients of the inputs
-    for a, b in zip(ins_o, ins_t): assert maxdiff(a.grad, b.grad) < TOL
     # masked keys got exactly zero weight
+    n = S if cross else T
+    q, k, v = make_inputs(cross)
+    with torch.no_grad(): out, w = ours(q, k, v, mask=mask)
+    assert out.shape == (B, T, D) and w.shape == (B, H, T, n)
     if kind is not None:
-        allowed = make_mask(kind, cross).expand(B, H, T, n)
-        assert (w_o.detach()[~allowed] == 0).all()
+        assert (w[~mask.expand(B, H, T, n)] == 0).all()
+
+
+def maxdiff(a, b): return (a - b).abs().max().item()
 
 
 def test_comparison_can_fail():
@@ -188,10 +172,10 @@ def test_to_torch_masks_shapes():
     pad = pad_mask([S, 3], S)
     am, kpm = to_torch_masks(pad, H)
     assert am is None and kpm.shape == (B, S) and torch.equal(kpm, ~pad[:, 0, 0])
-    c = causal_mask(T)
-    for m in (c, c[None, None]):
+    c = causal_mask(T)                                      # (1, 1, T, T)
+    for m in (c[0, 0], c):
         am, kpm = to_torch_masks(m, H)
-        assert kpm is None and torch.equal(am, ~c)
+        assert kpm is None and torch.equal(am, ~c[0, 0])
     both = c & pad_mask([T, 3], T)  # (B, 1, T, T)
     am, kpm = to_torch_masks(both, H)
     assert kpm is None and am.shape == (B * H, T, T)

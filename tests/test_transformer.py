@@ -10,6 +10,7 @@ from transformer_nb.transformer import Transformer, Attention, to_torch_transfor
 from transformer_nb.transformer import show_attention_grid
 from transformer_nb.multihead import to_torch_masks
 from transformer_nb.norms import LayerNorm
+from transformer_nb.masking import padding_mask, target_mask
 
 D, H, F, VS, VT, PAD = 24, 4, 40, 11, 13, 0
 TOL = 1e-5
@@ -17,8 +18,8 @@ SRC = torch.tensor([[5, 8, 3, 9, 4, 7, 2], [6, 3, 8, 2, PAD, PAD, PAD]])
 TGT = torch.tensor([[1, 4, 9, 6, 3], [1, 7, 2, PAD, PAD]])
 B, S = SRC.shape
 T = TGT.shape[1]
-SRC_MASK = (SRC != PAD)[:, None, None, :]
-TGT_MASK = (TGT != PAD)[:, None, None, :] & torch.ones(T, T, dtype=torch.bool).tril()
+SRC_MASK = padding_mask(SRC, PAD)                            # (B, 1, 1, S)
+TGT_MASK = target_mask(TGT, PAD)                             # (B, 1, T, T)
 
 
 def model(**kw):
@@ -141,7 +142,7 @@ def test_errors():
     m = model()
     with pytest.raises(ValueError, match="src and tgt must have the same batch size B, got 2 and 1"): m(SRC, TGT[:1])
     with pytest.raises(TypeError, match="src must hold integer token ids"): m(SRC.float(), TGT)
-    with pytest.raises(ValueError, match="ids must lie in"): m(SRC + 20, TGT)
+    with pytest.raises(ValueError, match="src must lie in"): m(SRC + 20, TGT)
     with pytest.raises(ValueError, match="src_vocab must be >= 1"): Transformer(0, 5)
     with pytest.raises(TypeError, match="share_embeddings must be a bool"): Transformer(5, 5, 8, 2, 1, 1, 8, share_embeddings=1)
     with pytest.raises(ValueError, match="keys has 3 labels"):

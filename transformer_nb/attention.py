@@ -83,8 +83,9 @@ def fused_attention(
 )->Tensor:  # (B, H, T, d_v), without the weights
     "softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels"
     T, S = q.shape[-2], k.shape[-2]
-    if dropout_p > 0 and q.device.type == "cpu":              # torch would fall back to bernoulli_:
+    compiling = torch.compiler.is_compiling()                 # a compiler draws its own dropout mask,
+    if dropout_p > 0 and q.device.type == "cpu" and not compiling:   # else torch would fall back to bernoulli_:
         return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]   # ours, whose dropout is cheaper
-    causal = is_causal(mask, T, S)
+    causal = not compiling and is_causal(mask, T, S)          # is_causal reads the mask's values: eager only
     return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask, dropout_p=dropout_p,
                                           is_causal=causal)

@@ -12,7 +12,7 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout']
+           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout', 'compare_modules']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -23,8 +23,8 @@ def log_shapes(
     where:str,  # who is logging, e.g. "attention"
     **tensors:Tensor|None,  # the tensors to describe; None values are skipped
 ):
-    "Log the shape of each tensor at DEBUG level; one cheap check when the trace is off"
-    if not logger.isEnabledFor(logging.DEBUG): return
+    "Log the shape of each tensor at DEBUG level; one cheap check when the trace is off, silent while compiling"
+    if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG): return
     parts = [f"{k} {tuple(v.shape)}" for k, v in tensors.items() if v is not None]
     logger.debug("%s: %s", where, ", ".join(parts))
 
@@ -118,8 +118,9 @@ def check_mask(
     mask:Tensor|None,  # a boolean mask, True = may attend
     scores_shape:tuple,  # the shape the mask must broadcast to, e.g. (B, H, T, S)
     name:str="mask",  # the argument's name, used in the message
+    device:torch.device|None=None,  # the scores' device, which the mask must share
 )->Tensor|None:
-    "Check that a mask is boolean and broadcasts to the attention scores"
+    "Check that a mask is boolean, broadcasts to the attention scores and lies on their device"
     if mask is None: return None
     if not isinstance(mask, Tensor):
         raise TypeError(f"{name} must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}")
@@ -130,6 +131,9 @@ def check_mask(
     if not ok:
         raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention scores "
                          f"of shape {tuple(scores_shape)}")
+    if device is not None and mask.device != torch.device(device):
+        raise ValueError(f"{name} is on {mask.device}, but the attention scores are on {device}: "
+                         f"move it with {name}.to({str(device)!r})")
     return mask
 
 # %% ../nbs/00_core.ipynb #k001
@@ -152,9 +156,46 @@ def dropout(
 )->Tensor:  # same shape as x
     "F.dropout(x, p, training), with the mask of `drop_mask` on a CPU (torch's own elsewhere, where it is fast)"
     if not training or p == 0.0: return x
-    if p == 1.0 or x.device.type != "cpu": return F.dropout(x, p, training)
+    if p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():   # a compiler makes its own mask
+        return F.dropout(x, p, training)
     return (x * (1.0 / (1.0 - p))).masked_fill(drop_mask(x.shape, p, x.device), 0.0)   # backward keeps the bool mask
 
 class Dropout(nn.Dropout):
     "`nn.Dropout` that draws its mask with `drop_mask` on a CPU; the modules of every chapter use it"
     def forward(self, x:Tensor)->Tensor: return dropout(x, self.p, self.training)
+
+# %% ../nbs/00_core.ipynb #k006
+def compare_modules(
+    ours,  # ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
+    theirs,  # theirs(*inputs) -> the same: the reference, e.g. a torch.nn module with the same weights
+    *inputs,  # tensors (floating ones get gradients, compared too) or other arguments passed as they are
+    params=(),  # (name, ours, theirs): parameters, or tuples of parameters concatenated, whose gradients must agree
+    seed:int=0,  # seed of the random gradient sent back through both outputs
+)->dict[str, float]:  # largest absolute difference: "output" (or "output i"), "grad input i", "grad <name>"
+    "Run two computations on the same inputs and the same upstream gradient; compare outputs and gradients"
+    def run(fn, side):
+        xs = [x.detach().clone().requires_grad_() if isinstance(x, Tensor) and x.is_floating_point() else x
+              for x in inputs]
+        for _, *pair in params:
+            for p in (pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)): p.grad = None
+        out = fn(*xs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if not all(isinstance(o, Tensor) for o in outs):
+            raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor or a tuple of Tensors, "
+                            f"got {type(out).__name__}")
+        g = torch.Generator().manual_seed(seed)                     # the same upstream gradient for both
+        torch.autograd.backward(outs, [torch.randn(o.shape, generator=g).to(o) for o in outs])
+        names = ["output"] if len(outs) == 1 else [f"output {i}" for i in range(len(outs))]
+        res = {n: o.detach() for n, o in zip(names, outs)}
+        res |= {f"grad input {i}": x.grad for i, x in enumerate(xs) if isinstance(x, Tensor) and x.grad is not None}
+        for name, *pair in params:
+            ps = pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)
+            res[f"grad {name}"] = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
+                                             for p in ps])
+        return res
+    a, b = run(ours, 0), run(theirs, 1)
+    for k in a:
+        if k not in b or a[k].shape != b[k].shape:
+            raise ValueError(f"{k} differs in shape: ours {tuple(a[k].shape)}, "
+                             f"theirs {tuple(b[k].shape) if k in b else 'missing'}")
+    return {k: (a[k].float() - b[k].float()).abs().max().item() for k in a}

@@ -45,10 +45,12 @@ def check_token_ids(
 )->Tensor:
     "Check that token ids are integers in [0, vocab_size), and that the sequence is not empty"
     check_tensor(ids, name, floating=False)
+    if ids.dtype not in (torch.long, torch.int32):             # the two dtypes nn.Embedding accepts
+        raise TypeError(f"{name} must hold token ids as torch.long or torch.int32, got {ids.dtype}")
     if ids.dim() == 0:
         raise ValueError(f"{name} must have a sequence dimension, got a scalar")
     check_nonempty(ids, name)
-    if ids.numel():
+    if ids.numel() and not torch.compiler.is_compiling():      # reads values: eager only (chapter Core)
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi

@@ -72,7 +72,7 @@ class MultiHeadAttention(nn.Module):
         self._check_inputs(query, key, value)
         B, T, _ = query.shape
         S = key.shape[1]
-        check_mask(mask, (B, self.num_heads, T, S))
+        check_mask(mask, (B, self.num_heads, T, S), device=query.device)
         if not need_weights: return fast_multihead(self, query, key, value, mask), None
         # 1) project all heads at once, then give each head its slice
         q = split_heads(self.W_q(query), self.num_heads)    # (B, H, T, d_k)
@@ -88,6 +88,9 @@ class MultiHeadAttention(nn.Module):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(t, name, ndim=3, floating=True); check_last_dim(t, self.d_model, name)
             check_nonempty(t, name, dim=1)
+            if t.dtype != self.W_q.weight.dtype:
+                raise TypeError(f"{name} has dtype {t.dtype}, but the weights have {self.W_q.weight.dtype}: "
+                                f"convert one to the other, e.g. module.to({t.dtype})")
         if query.shape[0] != key.shape[0] or key.shape[0] != value.shape[0]:
             raise ValueError(f"query, key and value must have the same batch size B, got "
                              f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}")

@@ -4,17 +4,19 @@
 
 # %% ../nbs/07_transformer.ipynb #c002
 from __future__ import annotations
-from typing import NamedTuple, Sequence
+from dataclasses import dataclass, asdict, fields, MISSING
+from typing import Mapping, NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_tensor
-from .embeddings import Embeddings
+from .core import log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask
+from .embeddings import Embeddings, LearnedPositions, check_token_ids
 from .layers import (Encoder, Decoder, encoder_layer_to_torch, encoder_layer_from_torch,
                                    decoder_layer_to_torch, decoder_layer_from_torch)
 from .plotting import show_heatmaps
 
 # %% auto #0
-__all__ = ['Attention', 'Transformer', 'show_attention_grid', 'to_torch_transformer', 'from_torch_transformer']
+__all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid', 'to_torch_transformer',
+           'from_torch_transformer']
 
 # %% ../nbs/07_transformer.ipynb #c007
 class Attention(NamedTuple):
@@ -42,7 +44,12 @@ class Transformer(nn.Module):
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
         super().__init__()
-        check_int(src_vocab, "src_vocab"); check_int(tgt_vocab, "tgt_vocab")
+        for name, v in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("d_model", d_model), ("d_ff", d_ff),
+                        ("num_heads", num_heads), ("num_encoder_layers", num_encoder_layers),
+                        ("num_decoder_layers", num_decoder_layers), ("max_len", max_len)): check_int(v, name)
+        check_dropout(dropout)
+        if not isinstance(norm_first, bool):
+            raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), got {norm_first!r}")
         if not isinstance(share_embeddings, bool):
             raise TypeError(f"share_embeddings must be a bool, got {share_embeddings!r}")
         self.d_model, self.num_heads, self.norm_first = d_model, num_heads, norm_first
@@ -68,6 +75,8 @@ class Transformer(nn.Module):
     ):  # memory (B, S, d_model)
         "Embed the source and run the encoder"
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
+        self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
+        self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
         return self.encoder(self.src_embed(src), src_mask, return_attention=return_attention)
 
     def decode(self,
@@ -79,6 +88,10 @@ class Transformer(nn.Module):
     ):  # logits (B, T, V)
         "Embed the target, run the decoder over the memory, project to target-vocabulary logits"
         log_shapes("Transformer.decode", tgt=tgt, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
+        self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
+        self._check_memory(memory, tgt)
+        self._check_mask(tgt_mask, "tgt_mask", tgt, tgt.shape[1], tgt.shape[1])
+        self._check_mask(memory_mask, "memory_mask", tgt, tgt.shape[1], memory.shape[1])
         out = self.decoder(self.tgt_embed(tgt), memory, tgt_mask, memory_mask, return_attention=return_attention)
         if not return_attention: return self.output(out)          # (B, T, V)
         y, self_ws, cross_ws = out
@@ -92,7 +105,8 @@ class Transformer(nn.Module):
         memory_mask:Tensor|None=None,  # cross-attention mask (B, H, T, S); None lets it see padded source keys: pass src_mask
         return_attention:bool=False,  # also return an `Attention` with every attention map
     ):  # logits (B, T, V); with return_attention, (logits, Attention)
-        check_tensor(src, "src", ndim=2, floating=False); check_tensor(tgt, "tgt", ndim=2, floating=False)
+        self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
+        self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src and tgt must have the same batch size B, got {src.shape[0]} and {tgt.shape[0]}")
         if not return_attention:
@@ -100,6 +114,77 @@ class Transformer(nn.Module):
         memory, enc_ws = self.encode(src, src_mask, return_attention=True)
         logits, self_ws, cross_ws = self.decode(tgt, memory, tgt_mask, memory_mask, return_attention=True)
         return logits, Attention(torch.stack(enc_ws), torch.stack(self_ws), torch.stack(cross_ws))
+
+    # the checks of the public entry points, naming the argument the caller passed
+    def _check_ids(self, ids, name, vocab_size):
+        check_tensor(ids, name, ndim=2, floating=False); check_token_ids(ids, vocab_size, name)
+        if ids.device != self.output.weight.device:
+            raise ValueError(f"{name} is on {ids.device}, but the model is on {self.output.weight.device}")
+
+    def _check_mask(self, mask, name, ids, T, S):
+        check_mask(mask, (ids.shape[0], self.num_heads, T, S), name, device=ids.device)
+
+    def _check_memory(self, memory, tgt):
+        check_tensor(memory, "memory", ndim=3, floating=True); check_last_dim(memory, self.d_model, "memory")
+        w = self.output.weight
+        if memory.dtype != w.dtype:
+            raise TypeError(f"memory has dtype {memory.dtype}, but the model has {w.dtype}: pass the output of "
+                            f"this model's encode")
+        if memory.device != w.device:
+            raise ValueError(f"memory is on {memory.device}, but the model is on {w.device}")
+        if memory.shape[0] != tgt.shape[0]:
+            raise ValueError(f"tgt and memory must have the same batch size B, got {tgt.shape[0]} and "
+                             f"{memory.shape[0]}")
+
+# %% ../nbs/07_transformer.ipynb #cf01
+@dataclass(frozen=True)
+class TransformerConfig:
+    "The arguments of `Transformer`, by the same names: `Transformer.from_config(config)`, `model.config`"
+    src_vocab:int  # source vocabulary size
+    tgt_vocab:int  # target vocabulary size
+    d_model:int=512  # width of the residual stream
+    num_heads:int=8  # H, heads of every attention
+    num_encoder_layers:int=6  # N of the encoder
+    num_decoder_layers:int=6  # N of the decoder
+    d_ff:int=2048  # hidden units of every FFN
+    dropout:float=0.1  # P_drop
+    max_len:int=5000  # longest sequence the position table covers
+    norm_first:bool=True  # True: pre-LN; False: post-LN (the paper)
+    positions:str="sinusoidal"  # "sinusoidal" or "learned"
+    share_embeddings:bool=False  # tie target embedding and output projection
+    activation:str="relu"  # "relu" or "gelu"
+
+    @classmethod
+    def from_dict(cls, d:Mapping)->"TransformerConfig":
+        "The configuration a dict describes, such as `asdict(config)` or a checkpoint's; unknown or missing keys fail"
+        if isinstance(d, cls): return d
+        if not isinstance(d, Mapping):
+            raise TypeError(f"config must be a TransformerConfig or a dict, got {type(d).__name__}")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(names))
+        if unknown: raise ValueError(f"unknown Transformer config keys {unknown}; the keys are {names}")
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in d]
+        if missing: raise ValueError(f"Transformer config misses the required keys {missing}")
+        return cls(**d)
+
+# %% ../nbs/07_transformer.ipynb #cf02
+def _from_config(cls, config:"TransformerConfig|Mapping")->"Transformer":
+    "The Transformer that `config` describes: a `TransformerConfig`, or a dict such as `asdict(config)`"
+    return cls(**asdict(TransformerConfig.from_dict(config)))
+
+def _config(self)->TransformerConfig:
+    "The configuration of this model, read from its modules"
+    layer, emb = self.encoder.layers[0], self.src_embed
+    return TransformerConfig(
+        src_vocab=emb.tokens.vocab_size, tgt_vocab=self.tgt_embed.tokens.vocab_size, d_model=self.d_model,
+        num_heads=self.num_heads, num_encoder_layers=len(self.encoder.layers),
+        num_decoder_layers=len(self.decoder.layers), d_ff=layer.ffn.d_ff, dropout=emb.dropout.p,
+        max_len=emb.positions.max_len, norm_first=self.norm_first,
+        positions="learned" if isinstance(emb.positions, LearnedPositions) else "sinusoidal",
+        share_embeddings=self.output.weight is self.tgt_embed.tokens.embed.weight, activation=layer.ffn.activation)
+
+Transformer.from_config = classmethod(_from_config)
+Transformer.config = property(_config)
 
 # %% ../nbs/07_transformer.ipynb #c020
 def show_attention_grid(

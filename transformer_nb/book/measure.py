@@ -15,7 +15,7 @@ from ..transformer import Transformer, to_torch_transformer
 
 # %% auto #0
 __all__ = ['IMPLEMENTATIONS', 'small_config', 'base_config', 'TorchTransformer', 'readable_forward', 'build', 'random_batch',
-           'training_step', 'interleaved', 'show_source', 'profile_step', 'show_profile', 'compare_paths']
+           'training_step', 'interleaved', 'show_source', 'profile_step', 'show_profile']
 
 # %% ../../nbs/12_fast.ipynb #h001
 def small_config(
@@ -172,21 +172,3 @@ def show_profile(
     if title: fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
-
-# %% ../../nbs/12_fast.ipynb #c031
-def compare_paths(
-    fn,  # fn(need_weights, *inputs) -> output tensor, e.g. lambda nw, x: mha(x, x, x, need_weights=nw)[0]
-    module:nn.Module,  # the module fn runs (dropout 0, or in eval mode): its parameters' gradients are compared
-    *inputs:Tensor,  # float inputs; their gradients are compared too
-)->dict[str, float]:  # largest absolute difference of the output and of each gradient
-    "Run `fn` on the readable and the fast path with the same inputs and upstream gradient; compare"
-    def run(need_weights):
-        xs = [x.detach().clone().requires_grad_() for x in inputs]
-        module.zero_grad()
-        out = fn(need_weights, *xs)
-        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(0)))
-        grads = {f"grad input {i}": x.grad for i, x in enumerate(xs)}
-        grads |= {f"grad {n}": p.grad.clone() for n, p in module.named_parameters()}
-        return {"output": out.detach(), **grads}
-    slow, fast = run(True), run(False)
-    return {k: (slow[k] - fast[k]).abs().max().item() for k in slow}
