@@ -1,7 +1,7 @@
 """nbdev's own commands are safe in this project: without Quarto, the commands that
 would install it (with sudo, then `pip install -e .[dev]` into whatever Python is first
 on the PATH) stop with one line (tools/nbdev_guard.py, installed by tools/venv.sh)."""
-import os, subprocess, sys
+import os, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from conftest import ROOT
@@ -61,3 +61,37 @@ def test_guard_lets_quarto_through(sandbox, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=proj, env=env,
                          capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stdout + out.stderr
+
+
+def test_make_hooks_sends_notebook_conflicts_to_the_venv_nbdev_merge(tmp_path):
+    "tools/hooks.sh + .gitattributes: git merges a notebook with .venv/bin/nbdev_merge."
+    repo, log = tmp_path / "repo", tmp_path / "merge.log"
+    (repo / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools" / "hooks.sh", repo / "tools" / "hooks.sh")
+    (repo / "tools" / "hooks.sh").chmod(0o755)
+    (repo / ".gitattributes").write_bytes((ROOT / ".gitattributes").read_bytes())
+    driver = repo / ".venv" / "bin" / "nbdev_merge"  # logs its arguments, keeps theirs
+    driver.parent.mkdir(parents=True)
+    driver.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\ncp "$3" "$2"\n')
+    driver.chmod(0o755)
+    (repo / ".gitignore").write_text(".venv/\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, env=env, check=True,
+                                    capture_output=True, text=True)
+    nb = repo / "a.ipynb"
+    git("init", "-q", "-b", "main")
+    nb.write_text('{"cells": ["base"]}\n')
+    git("add", "-A"); git("commit", "-qm", "base")
+    git("checkout", "-qb", "other")
+    nb.write_text('{"cells": ["theirs"]}\n'); git("commit", "-qam", "theirs")
+    git("checkout", "-q", "main")
+    nb.write_text('{"cells": ["ours"]}\n'); git("commit", "-qam", "ours")
+    out = subprocess.run([repo / "tools" / "hooks.sh"], cwd=repo, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    git("merge", "-q", "--no-edit", "other")
+    assert log.exists(), "git did not call .venv/bin/nbdev_merge"
+    assert log.read_text().split()[-1] == "a.ipynb", log.read_text()
+    assert nb.read_text() == '{"cells": ["theirs"]}\n'
