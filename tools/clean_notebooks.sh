@@ -9,8 +9,16 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- nbs/*.ipynb
 for nb in "$@"; do
   [ -f "$nb" ] || { echo "clean-nbs: no notebook $nb" >&2; exit 1; }
-  # nbdev_clean only warns (exit 0) about a notebook it cannot read: make that an error
-  err=$(.venv/bin/nbdev_clean --fname "$nb" 2>&1) || { echo "$err" >&2; exit 1; }
-  if [ -n "$err" ]; then echo "clean-nbs: $nb: $err" >&2; exit 1; fi
 done
-echo "clean-nbs: $# notebook(s) in nbdev_clean's form"
+# One process for all; nbdev_clean only warns (exit 0) on a notebook it cannot read: fail
+.venv/bin/python - "$@" <<'EOF_PY'
+import sys, warnings
+from nbdev.clean import nbdev_clean
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    warnings.simplefilter("ignore", ResourceWarning)  # nbdev leaves files to the GC
+    for nb in sys.argv[1:]: nbdev_clean.__wrapped__(fname=nb)
+if caught:
+    sys.exit("clean-nbs: " + "; ".join(str(w.message) for w in caught))
+print(f"clean-nbs: {len(sys.argv) - 1} notebook(s) in nbdev_clean's form")
+EOF_PY
