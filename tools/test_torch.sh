@@ -23,6 +23,7 @@ if [ ! -f "$VENV/.ready" ]; then
   "$PY" -m venv "$VENV"
   grep -v '^torch==' tools/constraints.txt > "$VENV/constraints.txt"
   quiet "$VENV/bin/pip" install -q "torch==$TORCH"
+  quiet "$VENV/bin/pip" install -q -c "$VENV/constraints.txt" setuptools wheel
   quiet "$VENV/bin/pip" install -q --no-build-isolation -c "$VENV/constraints.txt" \
     -e ".[dev]"
   touch "$VENV/.ready"

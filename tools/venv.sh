@@ -17,7 +17,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 # torch first, pinned: 2.13.0 resolves to the local CPU wheel; an unpinned torch would download CUDA builds.
 quiet "$VENV/bin/pip" install -q "$TORCH"
-# The editable install is built with the setuptools that torch brought (no build isolation: no download).
+# The editable install is built with the pinned setuptools and wheel (no build isolation: no download of the
+# newest setuptools into a throwaway environment).
+quiet "$VENV/bin/pip" install -q -c tools/constraints.txt setuptools wheel
 quiet "$VENV/bin/pip" install -q --no-build-isolation -c tools/constraints.txt -e ".[dev]"
 # nbdev_docs/nbdev_preview/nbdev_readme… without Quarto stop with one line instead of running sudo and pip.
 site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
