@@ -18,6 +18,7 @@ CFG.read(ROOT / "settings.ini", encoding="utf-8")
 CFG = CFG["DEFAULT"]
 NAME, VERSION = CFG["lib_name"], CFG["version"]
 # In the sdist, so that a wheel can be built from it (setup.py reads the first two)
+PROBE = "zz_probe"  # a sub-package the test adds to its copy of the sources
 SDIST_FILES = ["settings.ini", "README.md", "LICENSE", "pyproject.toml", "setup.py",
                f"{NAME}/py.typed", f"{NAME}/__init__.py"]
 
@@ -80,6 +81,11 @@ def built(tmp_path_factory) -> dict:
         if (ROOT / f).is_file():
             (src / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / f, src / f)
+    # a sub-package (as transformer_nb/book/ will be) must reach the wheel too
+    probe = src / NAME / PROBE
+    probe.mkdir(exist_ok=True)
+    (probe / "__init__.py").write_text('"A sub-package added by the packaging test"\n')
+    (probe / "mod.py").write_text("import torch\n")
     # `python -m build` builds the sdist, then the wheel from the unpacked sdist
     run(sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, src)
     sdists, wheels = list(dist.glob("*.tar.gz")), list(dist.glob("*.whl"))
@@ -138,8 +144,8 @@ def test_wheel_in_a_torch_only_environment(built):
     out = run(py, "-I", "-c", code, cwd=tmp, env=clean)
     got = json.loads(out.stdout.splitlines()[-1])
     assert Path(got["file"]).is_relative_to(site), f"imported {got['file']}, not {site}"
-    assert got["mods"] == source_modules(), \
-        f"installed modules {got['mods']}\nrepository modules {source_modules()}"
+    want = sorted(source_modules() + [f"{NAME}.{PROBE}", f"{NAME}.{PROBE}.mod"])
+    assert got["mods"] == want, f"installed modules {got['mods']}\nsources {want}"
     assert got["heavy"] == [], f"importing every module pulled in {got['heavy']}"
     assert (Path(got["file"]).parent / "py.typed").exists()
     out = run(env / "bin" / "transformer-nb", "--help", cwd=tmp, env=clean)
