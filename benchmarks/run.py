@@ -1,4 +1,4 @@
-"""The benchmark of the chapter "Benchmark" (nbs/10c_benchmark.ipynb): `make bench`, or
+"""The benchmark of the chapter "Benchmark" (nbs/13_benchmark.ipynb): `make bench`, or
 
     .venv/bin/python benchmarks/run.py [--reps 9] [--threads N] [--quick] [--out benchmarks/results/cpu.json]
 
@@ -11,7 +11,7 @@ close other programs first. This is a benchmark, not a test: it asserts nothing.
 import argparse
 from pathlib import Path
 import torch
-from transformer_nb.benchmark import run_benchmark, summary, save_results
+from transformer_nb.book.benchmark import run_benchmark, summary, save_results
 
 
 def main():

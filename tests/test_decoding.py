@@ -2,10 +2,10 @@
 import pytest, torch
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import causal_mask, padding_mask
-from transformer_nb.data import Vocab, make_task, make_batch
+from transformer_nb.data import Vocab, make_batch
 from transformer_nb.training import train_task, greedy_decode
 from transformer_nb.decoding import (KVCache, decode_step, greedy_search, beam_search, sequence_logprob,
-                                     length_penalty, beam_translate)
+                                     length_penalty)
 
 
 def _model(norm_first=True, V=13, seed=0):

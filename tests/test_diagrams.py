@@ -7,7 +7,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 from matplotlib.figure import Figure
 import matplotlib.pyplot as plt
-from transformer_nb import diagrams as D
+from transformer_nb.book import diagrams as D
 
 EXPECTED = ["architecture.png", "architecture_postln.png", "embeddings.png", "attention.png", "multihead.png",
             "encoder_layer_preln.png", "encoder_layer_postln.png", "decoder_layer_preln.png",
@@ -58,20 +58,20 @@ def test_save_diagrams_writes_the_files_byte_identically(tmp_path):
 
 
 def test_committed_images_are_up_to_date(tmp_path):
-    "images/ holds what the current code draws (regenerate with `python -m transformer_nb.diagrams images`)."
+    "images/ holds what the current code draws (regenerate with `python -m transformer_nb.book.diagrams images`)."
     D.save_diagrams(tmp_path)
     committed = {k: v for k, v in digests(ROOT / "images").items() if k in EXPECTED}
     assert committed == digests(tmp_path)
 
 
 def test_command_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "transformer_nb.diagrams", str(tmp_path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "transformer_nb.book.diagrams", str(tmp_path)], capture_output=True,
                          text=True, check=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(EXPECTED)
     assert len(out.stdout.split()) == len(EXPECTED)
 
 
 def test_import_does_not_import_matplotlib():
-    code = "import sys, transformer_nb.diagrams\nprint('matplotlib' in sys.modules)"
+    code = "import sys, transformer_nb.book.diagrams\nprint('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
     assert out.stdout.strip() == "False"

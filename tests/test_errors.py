@@ -1,12 +1,12 @@
 """Bad input fails loudly at the boundary: a ValueError/TypeError naming the argument, what it got and what it
 needs (issue 4's list), across the package's public modules -- never a NaN or a stack trace from inside torch."""
 import pytest, torch
-from transformer_nb.embeddings import Embeddings, TokenEmbedding, SinusoidalPositions, sinusoidal_encoding
+from transformer_nb.embeddings import Embeddings, sinusoidal_encoding
 from transformer_nb.attention import scaled_dot_product_attention
 from transformer_nb.multihead import MultiHeadAttention
 from transformer_nb.ffn import PositionwiseFeedForward
 from transformer_nb.norms import LayerNorm, SublayerConnection
-from transformer_nb.layers import EncoderLayer, DecoderLayer, Encoder, Decoder
+from transformer_nb.layers import EncoderLayer, DecoderLayer, Decoder
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import pad_batch, padding_mask, causal_mask, target_mask
 

@@ -2,8 +2,8 @@
 import ast, json, re, subprocess, sys
 from pathlib import Path
 import pytest
-from conftest import ROOT, chapter_pages
-from transformer_nb.exercises import make_exercises, make_exercise_notebook, make_exercise_source, split_directives, exercise_checker
+from conftest import ROOT
+from transformer_nb.book.exercises import make_exercises, make_exercise_source, split_directives, exercise_checker
 
 NBS, EXERCISES = ROOT / "nbs", ROOT / "exercises"
 MODEL_CHAPTERS = sorted(p.name for p in NBS.glob("0[1-8]*.ipynb"))      # embeddings … the full model and masks (not training, 09)
@@ -26,12 +26,12 @@ def test_exercise_notebooks_are_up_to_date(tmp_path):
     "Regenerating the exercise notebooks from the chapters changes nothing: the committed ones are current."
     written = make_exercises(NBS, tmp_path)
     stale = [p.name for p in written if p.read_bytes() != (EXERCISES / p.name).read_bytes()]
-    assert not stale, f"exercises/ is out of date for {stale}: run `python -m transformer_nb.exercises`"
+    assert not stale, f"exercises/ is out of date for {stale}: run `python -m transformer_nb.book.exercises`"
 
 
 def test_command_line(tmp_path):
-    "`python -m transformer_nb.exercises NBS OUT` writes the notebooks."
-    out = subprocess.run([sys.executable, "-m", "transformer_nb.exercises", str(NBS), str(tmp_path)],
+    "`python -m transformer_nb.book.exercises NBS OUT` writes the notebooks."
+    out = subprocess.run([sys.executable, "-m", "transformer_nb.book.exercises", str(NBS), str(tmp_path)],
                          capture_output=True, text=True, check=True)
     assert sorted(p.name for p in tmp_path.glob("*.ipynb")) == MODEL_CHAPTERS
     assert "exercises: wrote" in out.stdout
@@ -73,7 +73,7 @@ def test_exercise_notebook_shape(name):
     for chk in checkers:
         calls = [c for c in codes if re.fullmatch(rf"{chk}\(\w+\)", c.strip())]
         assert len(calls) == 1, f"{name}: no single call of {chk}"
-    assert f"from transformer_nb.checks import" in joined
+    assert f"from transformer_nb.book.grading import" in joined
     todos = [c for c in codes if "# TODO" in c]
     assert len(todos) == len(checkers) and all(re.search(r"^\s*\.\.\.$", c, re.M) for c in todos)
     md = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
@@ -98,7 +98,7 @@ def run_checks(codes):
     import matplotlib; matplotlib.use("Agg")
     ns = {"__name__": "exercise"}
     for c in defining_cells(codes): exec(compile(c, "<exercise>", "exec"), ns)
-    return {c.split("(")[0]: eval(c, ns) for c in codes if re.fullmatch(r"check_\w+\(\w+\)", c.strip())}
+    return {c.split("(")[0]: eval(c, ns) for c in codes if re.fullmatch(r"grade_\w+\(\w+\)", c.strip())}
 
 
 @pytest.mark.parametrize("name", MODEL_CHAPTERS)

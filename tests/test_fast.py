@@ -1,17 +1,19 @@
-"""The fast path (transformer_nb.fast): the same outputs and gradients as the readable path within 1e-5 for self- and
+"""The fast path (need_weights=False, chapter "Fast path"): the same outputs and gradients as the readable path within 1e-5 for self- and
 cross-attention, every mask kind, both norm placements and whole models; dropout's mask; the benchmark's machinery."""
-import json, subprocess, sys
+import subprocess, sys
 from pathlib import Path
 import pytest
 import torch
 from torch import nn
 
-from transformer_nb.fast import drop_mask, dropout, Dropout, is_causal, attention, fused_projection, fast_multihead
+from transformer_nb.core import drop_mask, dropout, Dropout
+from transformer_nb.attention import is_causal, fused_attention as attention
+from transformer_nb.multihead import fused_projection
 from transformer_nb.multihead import MultiHeadAttention
 from transformer_nb.layers import EncoderLayer, DecoderLayer
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import causal_mask
-from transformer_nb import benchmark
+from transformer_nb.book import benchmark, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 B, T, S, D, H = 3, 11, 13, 64, 8          # distinct sizes, so that a swapped axis fails
@@ -237,7 +239,7 @@ def test_torch_transformer_has_our_weights_and_masks():
     torch.manual_seed(0)
     for norm_first in (True, False):
         ours = Transformer(30, 30, 32, 4, 2, 2, 64, dropout=0.0, norm_first=norm_first).eval()
-        theirs = benchmark.TorchTransformer(ours).eval()
+        theirs = measure.TorchTransformer(ours).eval()
         src, tgt = torch.randint(1, 30, (B, S), generator=_gen(1)), torch.randint(1, 30, (B, T), generator=_gen(2))
         sm, tm = make_mask("padding", S), make_mask("causal+padding", T)
         with torch.no_grad():
@@ -247,9 +249,9 @@ def test_torch_transformer_has_our_weights_and_masks():
 
 
 def test_the_three_implementations_compute_the_same_loss():
-    config = benchmark.small_config(seq_len=8, batch_size=2, vocab=30, dropout=0.0) | dict(d_model=32, d_ff=64)
-    impls = benchmark.build(config)
-    src, tgt_in, tgt_out, tgt_mask = benchmark.random_batch(config)
+    config = measure.small_config(seq_len=8, batch_size=2, vocab=30, dropout=0.0) | dict(d_model=32, d_ff=64)
+    impls = measure.build(config)
+    src, tgt_in, tgt_out, tgt_mask = measure.random_batch(config)
     with torch.no_grad():
         logits = {k: f(src, tgt_in, None, tgt_mask) for k, (m, f) in impls.items()}
     for k in ("fast", "torch"): torch.testing.assert_close(logits[k], logits["readable"], atol=1e-4, rtol=0)
@@ -257,7 +259,7 @@ def test_the_three_implementations_compute_the_same_loss():
 
 def test_interleaved_and_summary():
     calls = []
-    t = benchmark.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, reps=3, warmup=1)
+    t = measure.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, reps=3, warmup=1)
     assert calls == ["a", "b"] * 4 and set(t) == {"a", "b"}
     assert all(v["min"] <= v["median"] <= v["max"] for v in t.values())
     entry = lambda s, tok: dict(median=s, min=s, max=s, tokens_per_s=tok / s, peak_mb=100 * s, saved_mb=1.0)
@@ -287,7 +289,7 @@ def test_committed_results_are_complete():
     assert not res["quick"]
     assert set(res["train"]) == {f"T={T}, dropout {p}" for T in (32, 128) for p in (0.1, 0.0)}
     for r in res["train"].values():
-        for k in benchmark.IMPLEMENTATIONS: assert r[k]["peak_mb"] > 0 and r[k]["tokens_per_s"] > 0
+        for k in measure.IMPLEMENTATIONS: assert r[k]["peak_mb"] > 0 and r[k]["tokens_per_s"] > 0
     s = benchmark.summary(res)
     assert all(v > 0 for v in s.values()) and len([k for k in s if "compiled" not in k]) == 4 * 4 + 3
 

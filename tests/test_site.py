@@ -171,7 +171,7 @@ def test_deployment_workflow_matches_settings():
 
 def test_every_figure_in_images_is_drawn_by_the_site_command_and_used(docs):
     "images/ holds exactly what the code draws (plus the README's figures), and each diagram appears on a page."
-    from transformer_nb.diagrams import DIAGRAMS
+    from transformer_nb.book.diagrams import DIAGRAMS
     images = {p.name for p in (ROOT / "images").glob("*.png")}
     drawn = {Path(f).name for f in DIAGRAMS} if isinstance(DIAGRAMS, dict) else {Path(f[0]).name for f in DIAGRAMS}
     readme = {n for n in images if n.startswith("readme_")}

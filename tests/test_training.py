@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest, torch
 from torch import nn
 from transformer_nb.transformer import Transformer
-from transformer_nb.data import Vocab, make_task, make_batch, batch_stream, date_pairs, digit_pairs
+from transformer_nb.data import make_task, make_batch, batch_stream, date_pairs
 from transformer_nb.training import (LabelSmoothingLoss, smoothed_targets, smoothing_floor, noam_lr, make_optimizer,
-                                     train, train_task, translate, exact_match, save_model, load_model)
+                                     train, train_task, translate, save_model, load_model)
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])

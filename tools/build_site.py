@@ -172,8 +172,8 @@ def write_readme(docs: Path, renames: dict[str, str]) -> None:
 
 
 def make_exercises() -> list[Path]:
-    "Regenerate `exercises/` from the chapters' `#| exercise` cells (transformer_nb.exercises), before anything is rendered."
-    from transformer_nb.exercises import make_exercises as make
+    "Regenerate `exercises/` from the chapters' `#| exercise` cells (transformer_nb.book.exercises), before anything is rendered."
+    from transformer_nb.book.exercises import make_exercises as make
     return make(ROOT / "nbs", ROOT / "exercises")
 
 
@@ -181,7 +181,7 @@ def standalone(nb_path: Path) -> str:
     """A chapter notebook as a reader downloads it: without the nbdev export cell (which needs this repository) and
     with the diagrams embedded as attachments, so that it runs and shows everything on its own."""
     import json
-    from transformer_nb.exercises import embed_images
+    from transformer_nb.book.exercises import embed_images
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     nb["cells"] = [c for c in nb["cells"] if "nbdev_export()" not in "".join(c["source"])]
     embed_images(nb["cells"], nb_path.parent)
@@ -201,7 +201,7 @@ def copy_downloads(docs: Path, src: Path, pattern: str, folder: str) -> int:
 
 def draw_diagrams() -> list[Path]:
     "Regenerate the diagrams of images/ from the code that draws them (byte-identical when nothing changed)."
-    from transformer_nb.diagrams import save_diagrams
+    from transformer_nb.book.diagrams import save_diagrams
     import matplotlib
     matplotlib.use("Agg")
     return save_diagrams(ROOT / "images")

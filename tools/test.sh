@@ -18,7 +18,6 @@ stage() {  # stage NAME COMMAND...: run and time one stage
   return $rc
 }
 summary() {
-  [ -n "${NBDEV_PID:-}" ] && { pkill -P "$NBDEV_PID" 2>/dev/null; kill "$NBDEV_PID" 2>/dev/null; } || true
   echo; echo "=== time per stage"
   for i in "${!NAMES[@]}"; do printf '  %-28s %7ss\n' "${NAMES[$i]}" "${SECS[$i]}"; done
   printf '  %-28s %7ss\n' "total" "$(python3 -c "print(f'{$(date +%s.%N) - $T0:.1f}')")"
@@ -46,26 +45,12 @@ browser_deps() {  # Debian's chromium drives the browser test (Playwright's own 
   echo "chromium: $(/usr/bin/chromium --version 2>/dev/null)"
 }
 
-nbdev_test_start() {  # nbdev_test executes every notebook; it runs on one core beside the next stages (2 cores in all)
-  mkdir -p .build
-  NBDEV_T0=$(date +%s.%N)
-  ( $BIN/nbdev_test --n_workers 1 --timing > .build/nbdev_test.log 2>&1 ) &
-  NBDEV_PID=$!
-  echo "nbdev_test started in the background (log: .build/nbdev_test.log)"
-}
-nbdev_test_wait() {
-  local rc=0
-  wait "$NBDEV_PID" || rc=$?
-  cat .build/nbdev_test.log
-  echo "nbdev_test ran $(python3 -c "print(f'{$(date +%s.%N) - $NBDEV_T0:.1f}')")s in all, beside the stages above"
-  return $rc
-}
-
 stage "venv"                 tools/venv.sh
 stage "export + sync check"  sync_check
-stage "nbdev_test (start)"   nbdev_test_start
+stage "lint (ruff)"          $BIN/ruff check --no-cache transformer_nb tests tools benchmarks
 stage "site build"           $BIN/python tools/build_site.py
 stage "browser dependencies" browser_deps
-# One pytest run: unit tests, the site and browser checks, and nbval on every notebook's stored outputs.
-stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -o console_output_style=classic
-stage "nbdev_test (finish)"  nbdev_test_wait
+# One pytest run on two workers: unit tests, the site and browser checks, and nbval, which executes every notebook
+# once and compares each cell's output with the stored one (a notebook's cells stay together: --dist loadscope).
+stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -n 2 --dist loadscope \
+                             -o console_output_style=classic

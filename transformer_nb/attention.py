@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .core import log_shapes, check_tensor, check_mask, check_dropout, check_nonempty
-from .fast import dropout  # F.dropout with a cheaper random mask on a CPU (chapter "Fast path")
+from .core import dropout  # F.dropout, with a cheaper random mask on a CPU
 
 # %% auto #0
-__all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation']
+__all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation', 'is_causal', 'fused_attention']
 
 # %% ../nbs/02_attention.ipynb #c006
 def scaled_dot_product_attention(
@@ -63,3 +63,28 @@ def softmax_saturation(
     upstream = torch.randn(n_queries, n_keys, generator=g)      # a random gradient arriving from above
     (w * upstream).sum().backward()
     return w.max(-1).values.mean().item(), scores.grad.norm(dim=-1).mean().item()
+
+# %% ../nbs/02_attention.ipynb #a101
+def is_causal(
+    mask:Tensor|None,  # boolean, True = may attend
+    T:int, S:int,  # query and key lengths
+)->bool:
+    "Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's kernels can skip the masked half"
+    if mask is None or T != S or tuple(mask.shape[-2:]) != (T, T) or any(n != 1 for n in mask.shape[:-2]): return False
+    return torch.equal(mask.reshape(T, T), torch.ones(T, T, dtype=torch.bool, device=mask.device).tril())
+
+# %% ../nbs/02_attention.ipynb #a102
+def fused_attention(
+    q:Tensor,  # (B, H, T, d_k)
+    k:Tensor,  # (B, H, S, d_k)
+    v:Tensor,  # (B, H, S, d_v)
+    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
+    dropout_p:float=0.0,  # dropout on the weights; pass 0.0 when not training
+)->Tensor:  # (B, H, T, d_v), without the weights
+    "softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels"
+    T, S = q.shape[-2], k.shape[-2]
+    if dropout_p > 0 and q.device.type == "cpu":              # torch would fall back to bernoulli_:
+        return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]   # ours, whose dropout is cheaper
+    causal = is_causal(mask, T, S)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask, dropout_p=dropout_p,
+                                          is_causal=causal)

@@ -4,14 +4,15 @@
 
 # %% ../nbs/00_core.ipynb #c002
 from __future__ import annotations
-import logging, sys
+import logging, math, sys
 from contextlib import contextmanager
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask']
+           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -130,3 +131,30 @@ def check_mask(
         raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention scores "
                          f"of shape {tuple(scores_shape)}")
     return mask
+
+# %% ../nbs/00_core.ipynb #k001
+def drop_mask(
+    shape:tuple,  # the shape of the tensor to drop out
+    p:float,  # the probability of dropping an element
+    device:torch.device|str|None=None,  # where to make the mask
+)->Tensor:  # boolean, True (drop) with probability p, independently per element
+    "A dropout mask from 32 random bits per element, drawn 64 at a time from torch's generator"
+    n = math.prod(shape)
+    bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device).random_(-2**63, None)  # full 64-bit range
+    bits = bits.view(torch.int32)[:n].view(shape)                      # each uniform on [-2^31, 2^31)
+    return bits < round(p * 2**32) - 2**31                            # P(below the threshold) = p
+
+# %% ../nbs/00_core.ipynb #k002
+def dropout(
+    x:Tensor,  # any tensor
+    p:float=0.5,  # probability of dropping each element
+    training:bool=True,  # False: return x unchanged
+)->Tensor:  # same shape as x
+    "F.dropout(x, p, training), with the mask of `drop_mask` on a CPU (torch's own elsewhere, where it is fast)"
+    if not training or p == 0.0: return x
+    if p == 1.0 or x.device.type != "cpu": return F.dropout(x, p, training)
+    return (x * (1.0 / (1.0 - p))).masked_fill(drop_mask(x.shape, p, x.device), 0.0)   # backward keeps the bool mask
+
+class Dropout(nn.Dropout):
+    "`nn.Dropout` that draws its mask with `drop_mask` on a CPU; the modules of every chapter use it"
+    def forward(self, x:Tensor)->Tensor: return dropout(x, self.p, self.training)

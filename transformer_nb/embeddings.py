@@ -8,7 +8,7 @@ import math
 import torch
 from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty
-from .fast import Dropout  # nn.Dropout with a faster random mask on a CPU (chapter "Fast path")
+from .core import Dropout  # nn.Dropout, with a cheaper random mask on a CPU
 
 # %% auto #0
 __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'SinusoidalPositions', 'LearnedPositions',

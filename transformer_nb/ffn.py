@@ -4,10 +4,9 @@
 
 # %% ../nbs/04_ffn.ipynb #c002
 from __future__ import annotations
-import torch
 from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim
-from .fast import Dropout  # nn.Dropout with a faster random mask on a CPU (chapter "Fast path")
+from .core import Dropout  # nn.Dropout, with a cheaper random mask on a CPU
 
 # %% auto #0
 __all__ = ['PositionwiseFeedForward', 'check_activation']

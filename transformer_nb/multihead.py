@@ -5,15 +5,15 @@
 # %% ../nbs/03_multihead.ipynb #c002
 from __future__ import annotations
 import torch
+import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty
 from .core import check_mask
-from .attention import scaled_dot_product_attention
-from .fast import fast_multihead  # taken when no weights are asked for (chapter "Fast path")
+from .attention import scaled_dot_product_attention, fused_attention
 
 # %% auto #0
 __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'to_torch_masks', 'from_torch_masks', 'mha_to_torch',
-           'mha_from_torch']
+           'mha_from_torch', 'fused_projection', 'fast_multihead']
 
 # %% ../nbs/03_multihead.ipynb #c006
 def _check_divisible(d_model:int, num_heads:int):
@@ -207,3 +207,33 @@ def mha_from_torch(
         ours.W_o.weight.copy_(theirs.out_proj.weight)
         if theirs.out_proj.bias is not None: ours.W_o.bias.copy_(theirs.out_proj.bias)
     return ours
+
+# %% ../nbs/03_multihead.ipynb #m101
+def fused_projection(
+    x:Tensor,  # (..., d_in)
+    linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
+)->Tensor:  # (..., sum of their out_features): their outputs side by side
+    "Apply several `nn.Linear` to the same input with one matrix multiply"
+    weight = torch.cat([l.weight for l in linears])                   # (sum d_out, d_in)
+    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
+    return F.linear(x, weight, bias)
+
+# %% ../nbs/03_multihead.ipynb #m102
+def fast_multihead(
+    mha,  # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
+    query:Tensor,  # (B, T, d_model)
+    key:Tensor,  # (B, S, d_model)
+    value:Tensor,  # (B, S, d_model)
+    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
+)->Tensor:  # (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
+    "Multi-head attention without the weights: fused projections and `fused_attention`"
+    H, d_k = mha.num_heads, mha.d_k
+    heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)   # (B, L, n*d_model) -> n x (B, H, L, d_k)
+    if query is key and key is value:                                 # self-attention
+        q, k, v = heads(fused_projection(query, (mha.W_q, mha.W_k, mha.W_v)), 3)
+    else:
+        q, = heads(mha.W_q(query), 1)
+        if key is value: k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)   # cross-attention
+        else: (k,), (v,) = heads(mha.W_k(key), 1), heads(mha.W_v(value), 1)
+    out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)   # (B, H, T, d_k)
+    return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)

@@ -8,7 +8,7 @@ from typing import Callable
 import torch
 from torch import nn, Tensor
 from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim
-from .fast import Dropout  # nn.Dropout with a faster random mask on a CPU (chapter "Fast path")
+from .core import Dropout  # nn.Dropout, with a cheaper random mask on a CPU
 import torch.nn.functional as F
 
 # %% auto #0

@@ -1,0 +1,85 @@
+"""The package reads in the order of the book: a module exported by a notebook imports only modules exported by
+notebooks that come before it (file names sort in reading order), there is no import loop, and the model modules
+load none of the book's own material (transformer_nb.book: graders, exercise generator, diagrams, benchmark)."""
+import ast, json, re, subprocess, sys
+import pytest
+from conftest import ROOT
+
+PKG = ROOT / "transformer_nb"
+
+
+def exported_modules() -> dict[str, str]:
+    "module (dotted, under transformer_nb) -> the notebook that exports it"
+    found = {}
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            m = re.search(r"^#\|\s*default_exp\s+(\S+)", "".join(cell["source"]), re.M)
+            if m: found[m.group(1)] = nb.name
+    return found
+
+
+def package_imports(module: str) -> set[str]:
+    "The modules of transformer_nb that `module` imports anywhere in its file (top level or inside functions)"
+    path = PKG.joinpath(*module.split(".")).with_suffix(".py")
+    here = module.split(".")[:-1]
+    deps = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:                                     # relative: from ..x import y
+                base = here[: len(here) - (node.level - 1)]
+                target = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "transformer_nb":
+                target = node.module.split(".")[1:]
+            else: continue
+            names = [a.name for a in node.names]
+            if not node.module or ".".join(target) not in MODULES:   # from . import x / from .book import x
+                deps |= {".".join(target + [n]) for n in names if ".".join(target + [n]) in MODULES}
+            deps.add(".".join(target))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("transformer_nb."): deps.add(a.name.removeprefix("transformer_nb."))
+    return {d for d in deps if d in MODULES and d != module}
+
+
+MODULES = exported_modules()
+
+
+def test_every_module_comes_from_a_notebook():
+    on_disk = {".".join(p.relative_to(PKG).with_suffix("").parts) for p in PKG.rglob("*.py")
+               if not p.name.startswith("_")}
+    assert on_disk == set(MODULES)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_imports_follow_the_reading_order(module):
+    "Each import points to a notebook that sorts before this module's notebook."
+    later = {d: MODULES[d] for d in package_imports(module) if MODULES[d] >= MODULES[module]}
+    assert not later, f"{module} ({MODULES[module]}) imports modules of later notebooks: {later}"
+
+
+def test_no_import_loop():
+    graph = {m: package_imports(m) for m in MODULES}
+    state = {}
+    def visit(m, path):
+        if state.get(m) == "done": return
+        assert state.get(m) != "active", "import loop: " + " -> ".join(path + [m])
+        state[m] = "active"
+        for d in graph[m]: visit(d, path + [m])
+        state[m] = "done"
+    for m in graph: visit(m, [])
+
+
+def test_the_model_loads_none_of_the_book():
+    "Importing every model module pulls in nothing from transformer_nb.book."
+    model = [m for m in MODULES if not m.startswith("book.")]
+    code = ("import sys\n" + "".join(f"import transformer_nb.{m}\n" for m in model) +
+            "print(sorted(m for m in sys.modules if m.startswith('transformer_nb.book')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_import_reader_sees_real_imports():
+    "The reader of imports is not vacuous: it finds what multihead and the graders really import."
+    assert {"core", "attention"} <= package_imports("multihead")
+    assert {"embeddings", "layers", "transformer"} <= package_imports("book.grading")
+    assert package_imports("core") == set()
