@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: site test bench serve venv export execute clean
+.PHONY: site test bench serve venv export execute clean clean-nbs test-chapter test-torch hooks
 
 venv:
 	@tools/venv.sh
@@ -31,11 +31,29 @@ serve:
 	@echo "serving _docs/ at http://127.0.0.1:$(PORT)/"
 	@$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory _docs
 
-# For authors: run every notebook in place from a fresh kernel, storing its outputs (deterministic: same bytes each run).
+# For authors: run notebooks in place from a fresh kernel, storing their outputs in nbdev_clean's form
+# (deterministic: same bytes each run). All of them, or one: `make execute NB=02_attention`.
+NBS = $(if $(NB),nbs/$(NB:.ipynb=).ipynb,nbs/[0-9]*.ipynb nbs/index.ipynb)
 execute: export
-	@for nb in nbs/[0-9]*.ipynb nbs/index.ipynb; do echo "execute: $$nb"; \
+	@for nb in $(NBS); do echo "execute: $$nb"; \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
-	  $(BIN)/python tools/strip_timing.py "$$nb"; done
+	  tools/clean_notebooks.sh "$$nb" || exit 1; done
+
+# Store every notebook (or NB=...) as nbdev_clean writes it, as tests/test_package.py requires.
+clean-nbs: venv
+	@tools/clean_notebooks.sh $(if $(NB),nbs/$(NB:.ipynb=).ipynb)
+
+# One chapter's tests, each timed: `make test-chapter NB=02_attention` (unit tests, nbdev_test, nbval).
+test-chapter: export
+	@tools/test_chapter.sh "$(NB)"
+
+# The unit tests against another torch in .build/torch-VERSION: `make test-torch TORCH=2.14.1` (about 3 GB download).
+test-torch:
+	@tools/test_torch.sh "$(TORCH)"
+
+# nbdev's git merge driver and post-merge hook, run with this project's .venv (instead of `nbdev_install_hooks`).
+hooks: venv
+	@tools/hooks.sh
 
 clean:
 	rm -rf _proc _docs .build artifacts

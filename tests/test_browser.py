@@ -3,7 +3,7 @@
 Each page must load with its title, its maths typeset by the local KaTeX (no raw TeX left visible), its plots
 decoded with a non-zero size, no console error, and no request leaving localhost. Screenshots of every page are
 saved in artifacts/screenshots/ (CI keeps them as artifacts)."""
-import functools, http.server, re, shutil, threading
+import functools, http.server, os, re, shutil, threading
 from urllib.parse import urlparse
 import pytest
 from conftest import ROOT, chapter_pages, all_pages
@@ -32,7 +32,9 @@ def server(docs):
 def browser():
     from playwright.sync_api import sync_playwright
     if not shutil.which(CHROMIUM) and not ROOT.joinpath(CHROMIUM).exists():
-        pytest.fail("chromium is not installed (make test installs Debian's chromium)")
+        msg = "chromium is not installed (make test installs Debian's chromium)"
+        if os.environ.get("TNB_REQUIRE_SITE") == "1": pytest.fail(msg)
+        pytest.skip(msg)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
@@ -40,7 +42,7 @@ def browser():
 
 
 @pytest.fixture
-def page(browser, server):
+def page(server, browser):  # server first: without a built site, skip before starting chromium
     "A fresh page that records console errors and every request that does not go to localhost (and blocks it)."
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = ctx.new_page()

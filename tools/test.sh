@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
+export TNB_REQUIRE_SITE=1  # the site is built below: a missing site fails the site tests instead of skipping them
 declare -a NAMES=() SECS=()
 T0=$(date +%s.%N)
 stage() {  # stage NAME COMMAND...: run and time one stage
