@@ -37,7 +37,7 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
-    package_data={cfg['lib_name']: ['py.typed']},  # PEP 561: ships its type hints
+    package_data={cfg['lib_name']: ['py.typed', 'explorer.js', 'explorer.css']},  # type hints, explorer assets
     install_requires=requirements,
     extras_require={'dev': dev_requirements},
     dependency_links=cfg.get('dep_links', '').split(),

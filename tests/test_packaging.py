@@ -101,12 +101,14 @@ def test_sdist_has_what_a_wheel_build_needs(built):
 
 
 def test_wheel_metadata(built):
-    "py.typed and LICENSE in the wheel; classifiers and Python range from settings.ini."
+    "py.typed, the explorer's assets and LICENSE in the wheel; classifiers, Python range from settings.ini."
     with zipfile.ZipFile(built["wheel"]) as z:
         names = z.namelist()
         meta = z.read(f"{NAME}-{VERSION}.dist-info/METADATA").decode()
         entry = z.read(f"{NAME}-{VERSION}.dist-info/entry_points.txt").decode()
     assert f"{NAME}/py.typed" in names
+    for asset in ("explorer.js", "explorer.css"):                  # read by plotting.attention_explorer
+        assert f"{NAME}/{asset}" in names, f"{asset} not in the wheel"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     statuses = {"3": "3 - Alpha", "4": "4 - Beta"}
     assert f"Classifier: Development Status :: {statuses[CFG['status']]}\n" in meta
@@ -148,5 +150,9 @@ def test_wheel_in_a_torch_only_environment(built):
     assert got["mods"] == want, f"installed modules {got['mods']}\nsources {want}"
     assert got["heavy"] == [], f"importing every module pulled in {got['heavy']}"
     assert (Path(got["file"]).parent / "py.typed").exists()
+    view = ("import torch; from transformer_nb.plotting import attention_explorer\n"
+            "v = attention_explorer(torch.rand(1, 2, 3, 3).softmax(-1), list('abc'), fallback=False)\n"
+            "print(len(v._repr_html_()))")
+    assert int(run(py, "-I", "-c", view, cwd=tmp, env=clean).stdout.split()[-1]) > 1000
     out = run(env / "bin" / "transformer-nb", "--help", cwd=tmp, env=clean)
     assert "usage: transformer-nb" in out.stdout, out.stdout
