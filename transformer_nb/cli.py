@@ -79,6 +79,8 @@ def cmd_train(args)->int:
     import torch
     from transformer_nb.training import TASK_SETTINGS, train_task, save_model
     from transformer_nb.decoding import exact_match
+    batch = TASK_SETTINGS[args.task]["batch_size"]
+    if args.n_train < batch: raise ValueError(f"--n-train {args.n_train} is less than one batch ({batch} pairs)")
     torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     steps = args.steps or TASK_SETTINGS[args.task]["steps"]
