@@ -6,7 +6,7 @@ from transformer_nb.masking import causal_mask, padding_mask
 from transformer_nb.data import Vocab, make_batch
 from transformer_nb.training import train_task, teacher_forced_accuracy
 from transformer_nb.decoding import (KVCache, decode_step, greedy_search, beam_search, sequence_logprob,
-                                     length_penalty, translate, exact_match, beam_translate)
+                                     length_penalty, translate, exact_match)
 
 
 def _model(norm_first=True, V=13, seed=0):
@@ -208,8 +208,10 @@ def trained_tasks():
             for name in ("copy", "reverse")]
 
 
-def test_beam_never_scores_below_greedy_on_trained_tasks(trained, trained_tasks):
-    for t in [trained] + trained_tasks:
+def test_beam_never_scores_below_greedy_on_trained_tasks(trained_tasks):
+    """On models that have learned something (not the 60-step `trained` fixture: there a beam of 2 can prune greedy's
+    path, which beam search does not rule out; see the decoding chapter)"""
+    for t in trained_tasks:
         v = t.task.vocab
         for s, _ in t.task.valid[:40]:
             x = torch.tensor(v.encode(s))
