@@ -1,11 +1,12 @@
-"Decoding: the key/value cache changes nothing, beam search is ordered, stops at </s> and reduces to greedy"
+"Decoding: the key/value cache changes nothing; beam search is ordered, reduces to greedy, finds the exact n-best when\nwide enough, and never scores below greedy"
 import pytest, torch
+from transformer_nb import decoding
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import causal_mask, padding_mask
 from transformer_nb.data import Vocab, make_batch
-from transformer_nb.training import train_task, greedy_decode
+from transformer_nb.training import train_task, teacher_forced_accuracy
 from transformer_nb.decoding import (KVCache, decode_step, greedy_search, beam_search, sequence_logprob,
-                                     length_penalty)
+                                     length_penalty, translate, exact_match)
 
 
 def _model(norm_first=True, V=13, seed=0):
@@ -35,13 +36,28 @@ def test_cached_steps_equal_full_decoder(norm_first):
     assert cache.length == T and cache.self_k[2].shape == (B, 4, T, 6)
 
 
-def test_cached_greedy_equals_uncached_and_chapter9(trained):
+def test_cached_greedy_equals_uncached(trained):
     b = make_batch(trained.task.valid[:50], trained.task.vocab)
     ids, logits = greedy_search(trained.model, b.src, b.src_mask, max_len=14)
     ids2, logits2 = greedy_search(trained.model, b.src, b.src_mask, max_len=14, use_cache=False)
     assert torch.equal(ids, ids2)
     torch.testing.assert_close(logits, logits2, atol=1e-5, rtol=0)
-    assert torch.equal(ids, greedy_decode(trained.model, b.src, b.src_mask, max_len=14))
+
+
+def test_exact_match_is_teacher_forced_whole_target_accuracy(trained):
+    "Greedy writes the target iff the argmax is right at every position given the true prefix (chapter 10's claim)"
+    v, pairs = trained.task.vocab, trained.task.valid
+    assert exact_match(trained.model, v, pairs) == teacher_forced_accuracy(trained.model, v, pairs).sequences
+
+
+def test_translate_uses_the_cached_greedy_decoder(trained, monkeypatch):
+    v = trained.task.vocab
+    srcs = [s for s, _ in trained.task.valid[:10]]
+    expected = translate(trained.model, v, srcs)
+    calls = []
+    real = decoding.decode_step
+    monkeypatch.setattr(decoding, "decode_step", lambda *a: calls.append(1) or real(*a))
+    assert translate(trained.model, v, srcs) == expected and calls
 
 
 def test_greedy_writes_pad_after_eos_and_stops():
@@ -93,3 +109,117 @@ def test_beam_errors():
     m = _model()
     with pytest.raises(ValueError, match="beam_size"): beam_search(m, torch.tensor([4, 5]), beam_size=0)
     with pytest.raises(ValueError, match="src must have 1 dimensions"): beam_search(m, torch.tensor([[4, 5]]))
+
+
+# ---- beam search against exhaustive enumeration, on a "model" whose next-token log-probabilities are known ----
+V_TABLE, EOS = 6, Vocab.eos
+
+
+def table_logprobs(prefix, seed):
+    "log-probabilities of the token after `prefix` (a tuple of ids): fixed, arbitrary, and context-dependent"
+    g = torch.Generator().manual_seed(hash((seed,) + tuple(prefix)) % 2**31)
+    return (3 * torch.randn(V_TABLE, generator=g)).log_softmax(-1)
+
+
+class TableCache(KVCache):
+    "A KVCache that also remembers each row's prefix, reordered with the beam"
+    def __init__(self, model, memory, memory_mask=None):
+        super().__init__(model, memory, memory_mask); self.prefixes = [()] * memory.shape[0]
+    def reorder(self, index):
+        super().reorder(index); self.prefixes = [self.prefixes[i] for i in index.tolist()]
+
+
+@pytest.fixture
+def table(monkeypatch):
+    "A Transformer whose decoding steps are replaced by the table: set table['seed'] to choose one"
+    box = {"seed": 0}
+    box["fn"] = lambda prefix: table_logprobs(prefix, box["seed"])
+    def step(model, cache, token):
+        cache.prefixes = [p + (t,) for p, t in zip(cache.prefixes, token.tolist())]
+        cache.length += 1
+        return torch.stack([box["fn"](p[1:]) for p in cache.prefixes])                   # without <s>
+    monkeypatch.setattr(decoding, "KVCache", TableCache)
+    monkeypatch.setattr(decoding, "decode_step", step)
+    torch.manual_seed(0)
+    box["model"] = Transformer(V_TABLE, V_TABLE, d_model=8, num_heads=2, num_encoder_layers=1,
+                               num_decoder_layers=1, d_ff=8).eval()
+    return box
+
+
+def enumerate_outputs(seed, max_len, alpha):
+    "Every output of at most max_len tokens: (tokens, logprob, score, finished), best score first"
+    out = []
+    def walk(prefix, lp):
+        logp = table_logprobs(prefix, seed)
+        if len(prefix) == max_len:
+            out.append((list(prefix), lp, lp / length_penalty(max_len, alpha), False)); return
+        end = lp + float(logp[EOS])
+        out.append((list(prefix), end, end / length_penalty(len(prefix) + 1, alpha), True))
+        for t in range(V_TABLE):
+            if t != EOS: walk(prefix + (t,), lp + float(logp[t]))
+    walk((), 0.0)
+    return sorted(out, key=lambda h: -h[2])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_wide_beam_finds_the_exact_n_best(table, seed, alpha):
+    table["seed"] = seed
+    max_len, n = 4, 6
+    exact = enumerate_outputs(seed, max_len, alpha)
+    hyps = beam_search(table["model"], torch.tensor([4, 5]), beam_size=(V_TABLE - 1) ** max_len,
+                       max_len=max_len, alpha=alpha)
+    assert [(h.tokens, h.finished) for h in hyps[:n]] == [(e[0], e[3]) for e in exact[:n]]
+    for h, e in zip(hyps[:n], exact):
+        assert abs(h.score - e[2]) < 1e-5 and abs(h.logprob - e[1]) < 1e-5
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_narrow_beams_in_order_and_not_below_greedy(table, seed):
+    table["seed"] = seed
+    exact = {tuple(e[0]) + (e[3],): e[2] for e in enumerate_outputs(seed, 5, 0.6)}
+    greedy = beam_search(table["model"], torch.tensor([4]), beam_size=1, max_len=5)[0]
+    for k in (2, 3, 5):
+        hyps = beam_search(table["model"], torch.tensor([4]), beam_size=k, max_len=5)
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True) and len(hyps) == k
+        for h in hyps: assert abs(h.score - exact[tuple(h.tokens) + (h.finished,)]) < 1e-5
+        assert hyps[0].score >= greedy.score - 1e-6
+
+
+def test_search_continues_while_a_live_hypothesis_can_win(table):
+    "Issue 15: two short outputs finish first, but the live A A overtakes both; stopping at k finished returned []"
+    A, B = 4, 5
+    probs = {(): {A: .6, EOS: .3, B: .1}, (A,): {A: .65, EOS: .35}, (A, A): {EOS: .99, A: .01}}
+    def fn(prefix):
+        p = torch.full((V_TABLE,), 1e-6)
+        for tok, q in probs.get(tuple(prefix), {EOS: 1.0}).items(): p[tok] = q
+        return p.log()
+    table["fn"] = fn
+    for alpha in (0.0, 0.6):
+        hyps = beam_search(table["model"], torch.tensor([4]), beam_size=2, max_len=6, alpha=alpha)
+        assert hyps[0].tokens == [A, A] and hyps[0].finished
+        assert [h.tokens for h in hyps] == [[A, A], []]                  # then the early </s>
+
+
+@pytest.fixture(scope="module")
+def trained_tasks():
+    "Briefly trained copy and reverse models (good, not perfect: where search errors would show)"
+    return [train_task(name, steps=150, progress=False, n_train=3000, n_valid=120, average=1)
+            for name in ("copy", "reverse")]
+
+
+def test_beam_never_scores_below_greedy_on_trained_tasks(trained_tasks):
+    """On models that have learned something (not the 60-step `trained` fixture: there a beam of 2 can prune greedy's
+    path, which beam search does not rule out; see the decoding chapter)"""
+    for t in trained_tasks:
+        v = t.task.vocab
+        for s, _ in t.task.valid[:40]:
+            x = torch.tensor(v.encode(s))
+            g = greedy_search(t.model, x[None], max_len=len(x) + 8)[0][0].tolist()
+            fin = v.eos in g
+            g = g[:g.index(v.eos)] if fin else g
+            g_score = sequence_logprob(t.model, x, g, fin) / length_penalty(len(g) + fin)
+            for k in (2, 4):
+                h = beam_search(t.model, x, k, max_len=len(x) + 8)[0]
+                assert h.score >= g_score - 1e-4, (t.task.name, s, k, v.decode(h.tokens), v.decode(g))
+                assert abs(h.logprob - sequence_logprob(t.model, x, h.tokens, h.finished)) < 1e-4

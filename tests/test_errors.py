@@ -125,3 +125,99 @@ def test_every_id_dtype_nn_embedding_accepts_works(dtype):
     torch.testing.assert_close(MODEL(SRC.to(dtype), TGT.to(dtype), SM, TM, SM), want)
     memory = MODEL.encode(SRC.to(dtype), SM)
     torch.testing.assert_close(MODEL.decode(TGT.to(dtype), memory, TM, SM), want)
+
+
+# ---- the decoders, training and checkpoints (issue 15): the message names the argument the caller passed ----
+from transformer_nb.data import Vocab, make_task, make_batch, batch_stream
+from transformer_nb.decoding import greedy_search, beam_search, translate, beam_translate, sequence_logprob
+from transformer_nb.training import train, train_task, save_model, load_model
+
+V = Vocab("0123456789")
+DEC = Transformer(len(V), len(V), d_model=16, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
+                  dropout=0.0, max_len=32).eval()
+IDS = torch.tensor([[4, 5, 6], [7, 8, 0]])
+CONFIG = dict(src_vocab=len(V), tgt_vocab=len(V), d_model=16, num_heads=4, num_encoder_layers=1,
+              num_decoder_layers=1, d_ff=32, dropout=0.0, max_len=32)
+TASK = make_task("copy", n_train=64, n_valid=4)
+
+DECODING_CASES = {
+    "greedy src float": (lambda: greedy_search(DEC, IDS.float()), TypeError, ["src", "integer token ids"]),
+    "greedy src 1-d": (lambda: greedy_search(DEC, IDS[0]), ValueError, ["src must have 2 dimensions"]),
+    "greedy src empty": (lambda: greedy_search(DEC, IDS[:, :0]), ValueError, ["src must hold at least one position"]),
+    "greedy src_mask shape": (lambda: greedy_search(DEC, IDS, torch.ones(2, 3, dtype=torch.bool)), ValueError,
+                              ["src_mask", "does not broadcast", "(2, 3)"]),
+    "greedy src_mask dtype": (lambda: greedy_search(DEC, IDS, padding_mask(IDS, 0).float()), TypeError,
+                              ["src_mask", "torch.bool"]),
+    "greedy max_len 0": (lambda: greedy_search(DEC, IDS, max_len=0), ValueError, ["max_len must be >= 1", "0"]),
+    "greedy max_len -3": (lambda: greedy_search(DEC, IDS, max_len=-3), ValueError, ["max_len must be >= 1", "-3"]),
+    "greedy bos too big": (lambda: greedy_search(DEC, IDS, bos=99), ValueError, ["bos", "99", "vocabulary size 14"]),
+    "greedy eos negative": (lambda: greedy_search(DEC, IDS, eos=-1), ValueError, ["eos must be >= 0", "-1"]),
+    "greedy model is not one": (lambda: greedy_search("model", IDS), TypeError, ["model must be a Transformer", "str"]),
+    "beam size 0": (lambda: beam_search(DEC, IDS[0], beam_size=0), ValueError, ["beam_size must be >= 1", "0"]),
+    "beam size float": (lambda: beam_search(DEC, IDS[0], beam_size=2.0), TypeError, ["beam_size must be an int"]),
+    "beam max_len 0": (lambda: beam_search(DEC, IDS[0], max_len=0), ValueError, ["max_len must be >= 1"]),
+    "beam alpha negative": (lambda: beam_search(DEC, IDS[0], alpha=-1), ValueError, ["alpha must be a number >= 0"]),
+    "beam src 2-d": (lambda: beam_search(DEC, IDS), ValueError, ["src must have 1 dimensions"]),
+    "beam eos too big": (lambda: beam_search(DEC, IDS[0], eos=14), ValueError, ["eos", "14"]),
+    "logprob src float": (lambda: sequence_logprob(DEC, IDS[0].float(), [4]), TypeError, ["src"]),
+    "translate a bare string": (lambda: translate(DEC, V, "123"), TypeError, ["texts must be a list of strings", "'123'"]),
+    "translate an empty text": (lambda: translate(DEC, V, ["12", ""]), ValueError, ["texts[1] is empty"]),
+    "translate a number": (lambda: translate(DEC, V, ["12", 3]), TypeError, ["texts[1] must be a string", "int"]),
+    "translate max_len 0": (lambda: translate(DEC, V, ["12"], max_len=0), ValueError, ["max_len must be >= 1"]),
+    "translate batch_size 0": (lambda: translate(DEC, V, ["12"], batch_size=0), ValueError, ["batch_size must be >= 1"]),
+    "beam_translate beam 0": (lambda: beam_translate(DEC, V, ["12"], beam_size=0), ValueError, ["beam_size must be >= 1"]),
+    "beam_translate max_len -1": (lambda: beam_translate(DEC, V, ["12"], max_len=-1), ValueError, ["max_len must be >= 1"]),
+    "translate a Trained": (lambda: translate(TASK, V, ["12"]), TypeError, ["model must be a Transformer", "Task"]),
+    # training
+    "train steps 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), steps=0), ValueError, ["steps must be >= 1", "0"]),
+    "train warmup 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, warmup=0), ValueError, ["warmup must be >= 1"]),
+    "train factor 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, factor=0), ValueError, ["factor must be a number > 0"]),
+    "train average 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, average=0), ValueError, ["average must be >= 1"]),
+    "train not iterable": (lambda: train(DEC, 3, 5), TypeError, ["batches must be an iterable of Batch", "int"]),
+    "train empty batches": (lambda: train(DEC, [], 5, progress=False), ValueError, ["batches is empty"]),
+    "train pairs, not batches": (lambda: train(DEC, TASK.train, 5, progress=False), TypeError,
+                                 ["batches must yield Batch objects", "tuple"]),
+    "train iterator runs out": (lambda: train(DEC, iter([make_batch(TASK.train[:8], V)] * 3), 5, progress=False),
+                                ValueError, ["batches ran out after 3 of 5 steps", "DataLoader"]),
+    "train_task steps 0": (lambda: train_task("copy", steps=0), ValueError, ["steps must be >= 1"]),
+    "train_task unknown task": (lambda: train_task("sort"), ValueError, ["task must be one of", "'sort'"]),
+    # checkpoints
+    "save config mismatch": (lambda: save_model("/tmp/never.pt", DEC, {**CONFIG, "d_ff": 64}, V), ValueError,
+                             ["config does not match the model", "6 weights differ", "in Transformer(**config)"]),
+    "save vocab mismatch": (lambda: save_model("/tmp/never.pt", DEC, CONFIG, Vocab("01")), ValueError,
+                            ["vocab has 6 tokens", "14"]),
+    "save config not a dict": (lambda: save_model("/tmp/never.pt", DEC, [1], V), TypeError, ["config must be a dict"]),
+}
+
+
+@pytest.mark.parametrize("name", list(DECODING_CASES))
+def test_decoders_training_and_checkpoints_name_the_argument(name):
+    call, err, words = DECODING_CASES[name]
+    with pytest.raises((ValueError, TypeError)) as e:
+        call()
+    assert e.type is err, f"{name}: expected {err.__name__}, got {e.type.__name__}: {e.value}"
+    for w in words:
+        assert w in str(e.value), f"{name}: {w!r} not in the message {str(e.value)!r}"
+
+
+def test_load_model_on_files_that_are_not_checkpoints(tmp_path):
+    "One line, a ValueError naming the file; not an IndexError from the unpickler"
+    text = tmp_path / "notes.txt"; text.write_text("not a model")
+    empty = tmp_path / "empty.pt"; empty.write_bytes(b"")
+    other = tmp_path / "other.pt"; torch.save({"weights": 1}, other)
+    for path in (text, empty, other):
+        with pytest.raises(ValueError, match="is not a transformer_nb checkpoint") as e: load_model(path)
+        assert str(path) in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(IsADirectoryError, match="is a directory"): load_model(tmp_path)
+    with pytest.raises(FileNotFoundError): load_model(tmp_path / "missing.pt")
+
+
+def test_old_checkpoint_whose_weights_do_not_fit_gets_a_clear_error(tmp_path):
+    path = tmp_path / "old.pt"
+    save_model(path, DEC, CONFIG, V)
+    ckpt = torch.load(path, weights_only=True)
+    ckpt["state_dict"] = {"old_" + k: v for k, v in ckpt["state_dict"].items()}      # names of another version
+    torch.save(ckpt, path)
+    with pytest.raises(ValueError, match="saved by another version") as e: load_model(path)
+    assert "\n" not in str(e.value)
+

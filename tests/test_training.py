@@ -1,12 +1,11 @@
-"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns, checkpoints round-trip, the CLI runs"
-import os, subprocess, sys
-from pathlib import Path
+"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns from any iterable of batches,\ncheckpoints round-trip, the old decoding names point to the decoding chapter"
 import pytest, torch
 from torch import nn
 from transformer_nb.transformer import Transformer
 from transformer_nb.data import make_task, make_batch, batch_stream, date_pairs
 from transformer_nb.training import (LabelSmoothingLoss, smoothed_targets, smoothing_floor, noam_lr, make_optimizer,
-                                     train, train_task, translate, save_model, load_model)
+                                     train, train_task, save_model, load_model, teacher_forced_accuracy)
+from transformer_nb.decoding import translate
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
@@ -91,27 +90,41 @@ def test_save_load_round_trip(tmp_path):
     with pytest.raises(ValueError, match="not a transformer_nb checkpoint"): load_model(tmp_path / "other.pt")
 
 
-def _cli(*args, cwd):
-    exe = Path(sys.executable).with_name("transformer-nb")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "import sys; from transformer_nb.cli import main; sys.exit(main())"]
-    return subprocess.run(cmd + list(args), cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "MPLBACKEND": "Agg"})
+def test_train_accepts_a_dataloader_and_restarts_it_each_epoch():
+    "A DataLoader (or a list) is iterated again at each epoch; 4 batches per epoch and 10 steps: 3 epochs, no StopIteration"
+    from torch.utils.data import DataLoader
+    task = make_task("copy", n_train=256, n_valid=10)
+    loader = DataLoader(task.train, batch_size=64, shuffle=True, collate_fn=lambda p: make_batch(p, task.vocab),
+                        generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    m = Transformer(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=32, dropout=0.0)
+    h = train(m, loader, steps=10, warmup=5, progress=False, average=1)
+    assert len(h.loss) == 10
+    h = train(m, [make_batch(task.train[:32], task.vocab)] * 3, steps=7, warmup=5, progress=False, average=1)
+    assert len(h.loss) == 7
 
 
-def test_cli_train_then_decode(tmp_path):
-    r = _cli("train", "--task", "dates", "--steps", "30", "--n-train", "500", "--out", str(tmp_path), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    ckpt = tmp_path / "dates.pt"
-    assert ckpt.exists() and (tmp_path / "dates_cross_attention.png").exists()
-    assert "exact match" in r.stdout
-    r = _cli("decode", "--checkpoint", str(ckpt), "22 Nov 2026", "11/22/2026", "--beam", "3", cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("22 Nov 2026\t")
+def test_progress_goes_to_stderr(capsys):
+    task = make_task("copy", n_train=64, n_valid=4)
+    m = Transformer(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=32)
+    train(m, batch_stream(task.train, task.vocab, 16), steps=3, warmup=2, average=1)
+    out, err = capsys.readouterr()
+    assert out == "" and "3/3" in err
 
 
-def test_cli_errors(tmp_path):
-    r = _cli("train", "--task", "sort", cwd=tmp_path)
-    assert r.returncode != 0 and "invalid choice" in r.stderr
-    r = _cli("decode", "--checkpoint", str(tmp_path / "missing.pt"), "x", cwd=tmp_path)
-    assert r.returncode != 0 and "missing.pt" in r.stderr
+def test_teacher_forced_accuracy_counts_tokens_and_whole_targets():
+    task = make_task("copy", n_train=64, n_valid=20)
+    m = Transformer(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=32).eval()
+    with torch.no_grad(): m.output.weight.zero_(); m.output.bias.fill_(-5); m.output.bias[task.vocab.eos] = 5
+    acc = teacher_forced_accuracy(m, task.vocab, [("123", "123"), ("5", "")])  # always </s>: right only at the end
+    assert acc.tokens == 2 / 5 and acc.sequences == 1 / 2
+
+
+def test_old_decoding_names_point_to_the_decoding_chapter():
+    import transformer_nb.training as training
+    for name in ("greedy_decode", "translate", "exact_match"):
+        with pytest.raises(ImportError, match="transformer_nb.decoding"): getattr(training, name)
+    with pytest.raises(AttributeError): training.no_such_name

@@ -4,31 +4,46 @@
 
 # %% ../nbs/14_cli.ipynb #c002
 from __future__ import annotations
-import argparse, os, sys
+import argparse, sys
 from pathlib import Path
-from .data import TASKS
-from .training import (TASK_SETTINGS, train_task, exact_match, save_model, load_model, translate,
-                                     attention_maps)
-from .decoding import beam_translate
+from . import __version__
 
 # %% auto #0
 __all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'main']
 
 # %% ../nbs/14_cli.ipynb #c006
+_TASKS = ("copy", "reverse", "dates")   # data.TASKS, spelled out so that --help needs no torch
+
+def _count(text:str)->int:
+    "argparse type: an integer >= 1"
+    try: n = int(text)
+    except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+class _Parser(argparse.ArgumentParser):
+    "argparse, with errors on one line: `transformer-nb train: error: ...`"
+    def error(self, message:str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 def build_parser()->argparse.ArgumentParser:
     "The argument parser of `transformer-nb`"
-    p = argparse.ArgumentParser(prog="transformer-nb", description="Train and use the small Transformers of transformer_nb")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="transformer-nb", description="Train and use the small Transformers of transformer_nb")
+    p.add_argument("--version", action="version", version=f"transformer-nb {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("train", help="train a model on a task, save it with its attention plots")
-    t.add_argument("--task", choices=TASKS, default="dates", help="the task (default: dates)")
-    t.add_argument("--steps", type=int, default=None, help="optimiser steps (default: the task's TASK_SETTINGS)")
+    t.add_argument("--task", choices=_TASKS, default="dates", help="the task (default: dates)")
+    t.add_argument("--steps", type=_count, default=None, help="optimiser steps (default: the task's TASK_SETTINGS)")
     t.add_argument("--seed", type=int, default=0, help="seed of data, weights and batches (default: 0)")
-    t.add_argument("--n-train", type=int, default=20_000, help="training pairs (default: 20000)")
+    t.add_argument("--n-train", type=_count, default=20_000, help="training pairs (default: 20000)")
     t.add_argument("--out", default=".", help="folder for the checkpoint and plots (default: current folder)")
+    t.add_argument("--threads", type=_count, default=1, help="torch threads (default: 1, fastest for these models)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     d = sub.add_parser("decode", help="decode strings with a saved model")
     d.add_argument("--checkpoint", required=True, help="a file written by `transformer-nb train`")
-    d.add_argument("--beam", type=int, default=1, help="beam size; 1 is greedy decoding (default: 1)")
+    d.add_argument("--beam", type=_count, default=1, help="beam size; 1 is greedy decoding (default: 1)")
+    d.add_argument("--max-len", type=_count, default=None, help="most tokens to write (default: input length + 8)")
+    d.add_argument("--threads", type=_count, default=1, help="torch threads (default: 1)")
     d.add_argument("texts", nargs="+", help="the strings to decode")
     return p
 
@@ -40,10 +55,13 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no attention plots", file=sys.stderr)
+        print("transformer-nb: matplotlib is not installed: no attention plots", file=sys.stderr)
         return []
     from transformer_nb.transformer import show_attention_grid
-    attn, src_l, in_l, _ = attention_maps(trained.model, trained.task.vocab, example)
+    from transformer_nb.training import attention_maps
+    from transformer_nb.decoding import translate
+    output = translate(trained.model, trained.task.vocab, [example])[0]       # what the model writes
+    attn, src_l, in_l, _ = attention_maps(trained.model, trained.task.vocab, example, output)
     name = trained.task.name
     paths = []
     for kind, maps, q, k in (("cross", attn.cross, in_l, src_l), ("encoder", attn.encoder, src_l, src_l),
@@ -56,9 +74,17 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
 # %% ../nbs/14_cli.ipynb #c008
 def cmd_train(args)->int:
     "Train, report accuracy, save the checkpoint and the attention plots"
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir(): raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    import torch
+    from transformer_nb.training import TASK_SETTINGS, train_task, save_model
+    from transformer_nb.decoding import exact_match
+    batch = TASK_SETTINGS[args.task]["batch_size"]
+    if args.n_train < batch: raise ValueError(f"--n-train {args.n_train} is less than one batch ({batch} pairs)")
+    torch.set_num_threads(args.threads)
+    out.mkdir(parents=True, exist_ok=True)
     steps = args.steps or TASK_SETTINGS[args.task]["steps"]
-    print(f"training {args.task} for {steps} steps")
+    print(f"training {args.task} for {steps} steps on {args.threads} thread(s)", file=sys.stderr)
     t = train_task(args.task, steps=steps, seed=args.seed, n_train=args.n_train, progress=not args.quiet)
     acc = exact_match(t.model, t.task.vocab, t.task.valid)
     print(f"{args.task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
@@ -71,16 +97,29 @@ def cmd_train(args)->int:
 
 def cmd_decode(args)->int:
     "Decode each text with a saved model, one `input<TAB>output` line each"
-    if not os.path.exists(args.checkpoint):
-        print(f"transformer-nb decode: no such checkpoint: {args.checkpoint}", file=sys.stderr)
-        return 2
+    if not Path(args.checkpoint).exists(): raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
+    import torch
+    from transformer_nb.training import load_model
+    from transformer_nb.decoding import translate, beam_translate
+    torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
-    outs = translate(model, vocab, args.texts) if args.beam <= 1 else beam_translate(model, vocab, args.texts, args.beam)
+    for text in args.texts:
+        unknown = sorted({c for c in text if c not in vocab.stoi})
+        if unknown: print(f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} not in the model's "
+                          f"vocabulary, read as <unk>", file=sys.stderr)
+    if args.beam == 1: outs = translate(model, vocab, args.texts, max_len=args.max_len)
+    else: outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
     for text, o in zip(args.texts, outs): print(f"{text}\t{o}")
     return 0
 
 # %% ../nbs/14_cli.ipynb #c009
 def main(argv:list[str]|None=None)->int:
-    "Entry point of the `transformer-nb` command"
-    args = build_parser().parse_args(argv)
-    return {"train": cmd_train, "decode": cmd_decode}[args.command](args)
+    "Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime error, 2 for a usage error"
+    args = build_parser().parse_args(argv)                  # usage errors exit here with status 2
+    try: return {"train": cmd_train, "decode": cmd_decode}[args.command](args)
+    except (ValueError, TypeError, OSError) as e:           # the user's files and inputs: one line, no traceback
+        print(f"transformer-nb {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"transformer-nb {args.command}: interrupted", file=sys.stderr)
+        return 130

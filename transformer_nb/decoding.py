@@ -4,19 +4,19 @@
 
 # %% ../nbs/11_decoding.ipynb #c002
 from __future__ import annotations
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 import torch
-from torch import Tensor
-from .core import check_int, check_tensor, log_shapes
+from torch import nn, Tensor
+from .core import check_int, check_tensor, check_nonempty, check_mask, log_shapes
 from .attention import fused_attention
 from .multihead import MultiHeadAttention, split_heads, merge_heads
-from .masking import causal_mask
+from .masking import causal_mask, padding_mask, pad_batch
 from .transformer import Transformer
 from .data import Vocab
 
 # %% auto #0
-__all__ = ['KVCache', 'decode_step', 'greedy_search', 'Hypothesis', 'length_penalty', 'beam_search', 'sequence_logprob',
-           'beam_translate']
+__all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match', 'Hypothesis', 'length_penalty', 'beam_search',
+           'sequence_logprob', 'beam_translate']
 
 # %% ../nbs/11_decoding.ipynb #c006
 class KVCache:
@@ -81,6 +81,39 @@ def decode_step(
     cache.length += 1
     return model.output(x)[:, 0]                                        # (B, V)
 
+# %% ../nbs/11_decoding.ipynb #c011b
+def _check_model(model)->nn.Module:
+    "The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not a `Trained`)"
+    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    return model
+
+def _check_tokens(model:nn.Module, none_ok:tuple=(), **tokens:int):
+    "Special token ids (bos=..., eos=...) must be ints below the size of the target vocabulary"
+    V = model.output.out_features
+    for name, t in tokens.items():
+        if t is None and name in none_ok: continue
+        check_int(t, name, min_value=0)
+        if t >= V: raise ValueError(f"{name} must be a token id below the target vocabulary size {V}, got {t}")
+
+def _check_source(src, src_mask=None, ndim:int=2):
+    "src: integer ids, (B, S) or (S,), with at least one position; src_mask: None or boolean (B, 1, 1, S), same device"
+    check_tensor(src, "src", ndim=ndim, floating=False); check_nonempty(src, "src")
+    if src_mask is None: return
+    check_mask(src_mask, (src.shape[0], 1, 1, src.shape[-1]), "src_mask")
+    if src_mask.device != src.device:
+        raise ValueError(f"src_mask is on {src_mask.device} but src is on {src.device}: put them on one device")
+
+def _check_texts(texts)->list[str]:
+    "A list (or other sequence) of non-empty strings; a bare string is a common slip"
+    if isinstance(texts, str):
+        raise TypeError(f"texts must be a list of strings, got the string {texts!r}: wrap it in a list")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str): raise TypeError(f"texts[{i}] must be a string, got {type(t).__name__} {t!r}")
+        if not t: raise ValueError(f"texts[{i}] is empty: there is nothing to decode")
+    return texts
+
 # %% ../nbs/11_decoding.ipynb #c013
 @torch.no_grad()
 def greedy_search(
@@ -89,10 +122,12 @@ def greedy_search(
     src_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
     max_len:int=32,  # most tokens to write (not counting <s>)
     use_cache:bool=True,  # False: run the decoder over the whole prefix at every step
-    bos:int=Vocab.bos, eos:int=Vocab.eos, pad:int=Vocab.pad,  # special token ids
+    bos:int=Vocab.bos, pad:int=Vocab.pad,  # special token ids
+    eos:int|None=Vocab.eos,  # the end token; None: write max_len tokens, never stop early
 )->tuple[Tensor, Tensor]:  # ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
     "Greedy decoding, with or without the key/value cache"
-    check_tensor(src, "src", ndim=2, floating=False); check_int(max_len, "max_len")
+    _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
+    _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
     B = src.shape[0]
     memory = model.encode(src, src_mask)                                # (B, S, d_model), once
@@ -102,14 +137,44 @@ def greedy_search(
     all_logits = []
     for _ in range(max_len):
         if use_cache: logits = decode_step(model, cache, ys[:, -1])   # (B, V): one new position
-        else: logits = model.decode(ys, memory, causal_mask(ys.shape[1], src.device), src_mask)[:, -1]  # whole prefix
+        else:                                                           # the whole prefix again
+            logits = model.decode(ys, memory, causal_mask(ys.shape[1], src.device), src_mask)[:, -1]
         nxt = logits.argmax(-1).masked_fill(done, pad)                  # (B,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         all_logits.append(logits)
-        done |= nxt == eos
+        if eos is not None: done |= nxt == eos
         if done.all(): break
     model.train(was_training)
     return ys[:, 1:], torch.stack(all_logits, dim=1)
+
+# %% ../nbs/11_decoding.ipynb #c017b
+def translate(
+    model:Transformer,  # a trained model
+    vocab:Vocab,  # its vocabulary
+    texts:Sequence[str],  # source strings
+    max_len:int|None=None,  # most tokens to write; the longest source + 8 by default
+    batch_size:int=512,  # sources decoded together
+)->list[str]:
+    "Greedy-decode a list of strings, with the key/value cache"
+    texts = _check_texts(texts); _check_model(model); check_int(batch_size, "batch_size")
+    if max_len is not None: check_int(max_len, "max_len")
+    out = []
+    for i in range(0, len(texts), batch_size):
+        chunk = texts[i:i + batch_size]
+        src = pad_batch([vocab.encode(t) for t in chunk], vocab.pad)          # (B, S)
+        ids, _ = greedy_search(model, src, padding_mask(src, vocab.pad), max_len or src.shape[1] + 8)
+        out += [vocab.decode(row) for row in ids]
+    return out
+
+def exact_match(
+    model:Transformer,  # a trained model
+    vocab:Vocab,  # its vocabulary
+    pairs:Sequence[tuple[str, str]],  # (source, target) strings
+)->float:  # the fraction of targets reproduced exactly
+    "Exact-match accuracy of greedy decoding: the whole output must equal the target"
+    if len(pairs) == 0: raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    outs = translate(model, vocab, [s for s, _ in pairs])
+    return sum(o == t for o, (_, t) in zip(outs, pairs)) / len(pairs)
 
 # %% ../nbs/11_decoding.ipynb #c019
 class Hypothesis(NamedTuple):
@@ -121,7 +186,7 @@ class Hypothesis(NamedTuple):
 
 def length_penalty(
     length:int,  # number of tokens written, </s> included
-    alpha:float=0.6,  # α; 0 turns the penalty off
+    alpha:float=0.6,  # α >= 0; 0 turns the penalty off
 )->float:
     "The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha"
     return ((5 + length) / 6) ** alpha
@@ -133,15 +198,17 @@ def beam_search(
     src:Tensor,  # (S,) the ids of one source
     beam_size:int=4,  # k, hypotheses kept at every step
     max_len:int=32,  # most tokens to write, </s> included
-    alpha:float=0.6,  # length penalty; 0: rank by log-probability only
+    alpha:float=0.6,  # length penalty α >= 0; 0: rank by log-probability only
     bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
 )->list[Hypothesis]:  # up to beam_size hypotheses, best score first
     "Beam search over one source, with the key/value cache, a length penalty and finished hypotheses set aside"
-    check_tensor(src, "src", ndim=1, floating=False); check_int(beam_size, "beam_size"); check_int(max_len, "max_len")
+    _check_model(model); _check_source(src, ndim=1)
+    check_int(beam_size, "beam_size"); check_int(max_len, "max_len"); _check_tokens(model, bos=bos, eos=eos)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
+        raise ValueError(f"alpha must be a number >= 0, got {alpha!r}")
     was_training = model.training; model.eval()
-    memory = model.encode(src[None])                                    # (1, S, d_model)
-    cache = KVCache(model, memory)                                      # one row; grows to k rows after step 1
-    beams = [[]]                                                         # token lists of the alive hypotheses
+    cache = KVCache(model, model.encode(src[None]))                     # one row; k rows after step 1
+    beams = [[]]                                                         # token lists of the live hypotheses
     logprobs = torch.zeros(1, device=src.device)                        # (k,) their log-probabilities
     last = torch.full((1,), bos, dtype=torch.long, device=src.device)   # (k,) their last tokens
     finished: list[Hypothesis] = []
@@ -153,20 +220,25 @@ def beam_search(
         rows, new_beams, new_lp, new_last = [], [], [], []
         for rank, (lp, i) in enumerate(zip(top_lp.tolist(), top_i.tolist())):
             row, tok = divmod(i, V)
-            if tok == eos:                                              # finished: leaves the beam
-                if rank < beam_size:                                    # only if it ranks among the k best
+            if tok == eos:                                              # finished: leaves the beam ...
+                if rank < beam_size:                                    # ... if it is one of the k kept
                     finished.append(Hypothesis(beams[row], lp, lp / length_penalty(step, alpha), True))
             else:
                 rows.append(row); new_beams.append(beams[row] + [tok]); new_lp.append(lp); new_last.append(tok)
             if len(new_beams) == beam_size: break
-        if len(finished) >= beam_size or not new_beams: break
-        beams = new_beams
-        logprobs = torch.tensor(new_lp, device=src.device)
+        if not new_beams: break
+        if step == max_len:                                             # out of room: unfinished ones count too
+            finished += [Hypothesis(b, lp, lp / length_penalty(step, alpha), False)
+                         for b, lp in zip(new_beams, new_lp)]
+            break
+        if len(finished) >= beam_size:
+            # the best score a live hypothesis can still reach: its log-probability can only fall, and the
+            # penalty (growing with length for alpha >= 0) divides it by at most length_penalty(max_len)
+            reach = max(new_lp) / length_penalty(max_len, alpha)
+            if sorted(h.score for h in finished)[-beam_size] >= reach: break   # the k-th finished wins
+        beams, logprobs = new_beams, torch.tensor(new_lp, device=src.device)
         last = torch.tensor(new_last, dtype=torch.long, device=src.device)
         cache.reorder(torch.tensor(rows, device=src.device))             # each hypothesis takes its parent's cache
-    else:                                                                # max_len reached: unfinished ones count too
-        finished += [Hypothesis(b, lp, lp / length_penalty(len(b), alpha), False)
-                     for b, lp in zip(beams, logprobs.tolist())]
     model.train(was_training)
     return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]
 
@@ -175,27 +247,32 @@ def beam_search(
 def sequence_logprob(
     model:Transformer,  # a model
     src:Tensor,  # (S,) source ids
-    tokens:list,  # the output, without <s> and </s>
+    tokens:Sequence[int],  # the output, without <s> and </s>
     finished:bool=True,  # include the probability of </s> at the end
     bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
 )->float:
     "log P(tokens [+ </s>] | src) under the model, by teacher forcing"
-    model.eval()
-    out = tokens + [eos] if finished else tokens
+    _check_model(model); _check_source(src, ndim=1); _check_tokens(model, bos=bos, eos=eos)
+    out = list(tokens) + [eos] if finished else list(tokens)
+    if not out: return 0.0                                               # nothing written: probability one
+    was_training = model.training; model.eval()
     tgt_in = torch.tensor([[bos] + out[:-1]], device=src.device)          # (1, T)
     logp = model(src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)).log_softmax(-1)  # (1, T, V)
+    model.train(was_training)
     return float(logp[0, torch.arange(len(out)), torch.tensor(out)].sum())
 
 # %% ../nbs/11_decoding.ipynb #c027
 def beam_translate(
     model:Transformer,  # a trained model
     vocab:Vocab,  # its vocabulary
-    texts:list,  # source strings
+    texts:Sequence[str],  # source strings
     beam_size:int=4,  # k
     alpha:float=0.6,  # length penalty
     max_len:int|None=None,  # most tokens; the source length + 8 by default
 )->list[str]:
     "The best beam-search output for each string"
+    texts = _check_texts(texts); _check_model(model)
+    if max_len is not None: check_int(max_len, "max_len")
     out = []
     for t in texts:
         src = torch.tensor(vocab.encode(t))

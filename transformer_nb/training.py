@@ -5,18 +5,18 @@
 # %% ../nbs/10_training.ipynb #c002
 from __future__ import annotations
 import math, sys, time
-from typing import Iterator, NamedTuple, Sequence
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
 from .core import check_int, check_tensor
-from .masking import causal_mask, padding_mask, pad_batch
 from .transformer import Transformer
 from .data import Vocab, Task, Batch, make_task, make_batch, batch_stream
 
 # %% auto #0
-__all__ = ['MODEL_CONFIG', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr',
-           'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'train', 'greedy_decode', 'translate',
-           'exact_match', 'save_model', 'load_model', 'Trained', 'train_task', 'smooth', 'attention_maps',
+__all__ = ['CHECKPOINT_FORMAT', 'MODEL_CONFIG', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor',
+           'noam_lr', 'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'train', 'Accuracy',
+           'teacher_forced_accuracy', 'save_model', 'load_model', 'Trained', 'train_task', 'smooth', 'attention_maps',
            'alignment_weight']
 
 # %% ../nbs/10_training.ipynb #c006
@@ -95,11 +95,11 @@ class ProgressBar:
     "A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the way when not in a terminal"
     def __init__(self,
         total:int,  # number of steps
-        file=None,  # where to write; sys.stdout by default
+        file=None,  # where to write; sys.stderr by default, like other progress bars, away from the results
         width:int=20,  # characters of the bar
         enabled:bool=True,  # False: write nothing
     ):
-        self.total, self.file, self.width, self.enabled = total, file or sys.stdout, width, enabled
+        self.total, self.file, self.width, self.enabled = total, file or sys.stderr, width, enabled
         self.tty = hasattr(self.file, "isatty") and self.file.isatty()
         self.last_tenth, self.t0 = 0, time.perf_counter()
     def update(self, i:int, **metrics):
@@ -144,28 +144,59 @@ class History(NamedTuple):
     tokens: int  # target tokens seen
     seconds: float  # wall time of the run
 
+# %% ../nbs/10_training.ipynb #c028b
+def _check_train_args(model, batches, steps, warmup, factor, average, average_every):
+    "Reject what `train` cannot use, naming the argument"
+    if not isinstance(model, nn.Module) or not hasattr(model, "d_model"):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if not isinstance(batches, Iterable):
+        raise TypeError(f"batches must be an iterable of Batch (a batch_stream, a list, a DataLoader), "
+                        f"got {type(batches).__name__}")
+    check_int(steps, "steps"); check_int(warmup, "warmup")
+    check_int(average, "average"); check_int(average_every, "average_every")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+        raise ValueError(f"factor must be a number > 0, got {factor!r}")
+
+def _epochs(
+    batches:Iterable,  # an iterator, or a re-iterable such as a list or a DataLoader
+    steps:int,  # how many batches are needed, for the message
+)->Iterator:
+    "The batches of an endless iterator; a re-iterable (list, DataLoader) is restarted at the end of each epoch"
+    one_shot = iter(batches) is batches                              # a generator or iterator: cannot restart
+    n = 0
+    while True:
+        seen = 0
+        for b in batches:
+            if not hasattr(b, "tgt_out"):
+                raise TypeError(f"batches must yield Batch objects (see make_batch), got {type(b).__name__}")
+            seen += 1; n += 1
+            yield b
+        if seen == 0: raise ValueError(f"batches ran out after {n} of {steps} steps" if n else "batches is empty")
+        if one_shot:
+            raise ValueError(f"batches ran out after {n} of {steps} steps: pass an endless iterator such as "
+                             f"batch_stream(...), or a list or DataLoader, which train restarts at each epoch")
+
 # %% ../nbs/10_training.ipynb #c029
 def train(
     model:Transformer,  # the model to train (in place)
-    batches:Iterator[Batch],  # an endless supply of batches, e.g. `batch_stream(...)`
+    batches:Iterable[Batch],  # an endless iterator (`batch_stream`), or a list or DataLoader of batches, restarted each epoch
     steps:int,  # number of optimiser steps
     warmup:int=400,  # warm-up steps of the schedule
     factor:float=1.0,  # scale of the schedule
     smoothing:float=0.1,  # ε of label smoothing
     average:int=5,  # at the end, load the average of this many checkpoints; 1: keep the last weights
     average_every:int=50,  # steps between the averaged checkpoints
-    progress:bool=True,  # show a progress bar
+    progress:bool=True,  # show a progress bar (on stderr)
 )->History:
     "Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints"
-    check_int(steps, "steps"); check_int(average, "average"); check_int(average_every, "average_every")
+    _check_train_args(model, batches, steps, warmup, factor, average, average_every)
     opt, sched = make_optimizer(model, model.d_model, warmup, factor)
     loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad)
     avg = CheckpointAverage()
     bar = ProgressBar(steps, enabled=progress)
     losses, lrs, tokens, t0 = [], [], 0, time.perf_counter()
     model.train()
-    for step in range(1, steps + 1):
-        b = next(batches)
+    for step, b in zip(range(1, steps + 1), _epochs(batches, steps)):
         logits = model(b.src, b.tgt_in, src_mask=b.src_mask, tgt_mask=b.tgt_mask, memory_mask=b.src_mask)  # (B, T, V)
         loss = loss_fn(logits, b.tgt_out)
         opt.zero_grad(set_to_none=True)
@@ -181,57 +212,36 @@ def train(
     return History(losses, lrs, tokens, time.perf_counter() - t0)
 
 # %% ../nbs/10_training.ipynb #c033
+class Accuracy(NamedTuple):
+    "Teacher-forced accuracy of a model on (source, target) pairs"
+    tokens: float  # share of target tokens (</s> included) whose most likely prediction is right
+    sequences: float  # share of targets right at every position: the exact match of greedy decoding
+
 @torch.no_grad()
-def greedy_decode(
-    model:Transformer,  # a trained model
-    src:Tensor,  # (B, S) source ids
-    src_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
-    max_len:int=32,  # most tokens to write (not counting <s>)
-    bos:int=Vocab.bos, eos:int=Vocab.eos, pad:int=Vocab.pad,  # special token ids
-)->Tensor:  # (B, L) written ids, L <= max_len, without <s>; <pad> after each </s>
-    "Write each target one token at a time, always taking the most likely token, until </s>"
-    was_training = model.training; model.eval()
-    B = src.shape[0]
-    memory = model.encode(src, src_mask)                                       # (B, S, d_model)
-    ys = torch.full((B, 1), bos, dtype=torch.long, device=src.device)          # (B, 1): <s>
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    for _ in range(max_len):
-        T = ys.shape[1]
-        logits = model.decode(ys, memory, causal_mask(T, device=src.device), src_mask)[:, -1]  # (B, V) last position
-        nxt = logits.argmax(dim=-1).masked_fill(done, pad)                     # (B,) finished rows write <pad>
-        ys = torch.cat([ys, nxt[:, None]], dim=1)                             # (B, T + 1)
-        done |= nxt == eos
-        if done.all(): break
-    model.train(was_training)
-    return ys[:, 1:]
-
-# %% ../nbs/10_training.ipynb #c034
-def translate(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    texts:Sequence[str],  # source strings
-    max_len:int|None=None,  # most tokens to write; the longest source + 8 by default
-    batch_size:int=512,  # sources decoded together
-)->list[str]:
-    "Greedy-decode a list of strings"
-    out = []
-    for i in range(0, len(texts), batch_size):
-        chunk = texts[i:i + batch_size]
-        src = pad_batch([vocab.encode(t) for t in chunk], vocab.pad)          # (B, S)
-        ids = greedy_decode(model, src, padding_mask(src, vocab.pad), max_len or src.shape[1] + 8)
-        out += [vocab.decode(row) for row in ids]
-    return out
-
-def exact_match(
+def teacher_forced_accuracy(
     model:Transformer,  # a trained model
     vocab:Vocab,  # its vocabulary
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
-)->float:  # the fraction of targets reproduced exactly
-    "Exact-match accuracy of greedy decoding: the whole output must equal the target"
-    outs = translate(model, vocab, [s for s, _ in pairs])
-    return sum(o == t for o, (_, t) in zip(outs, pairs)) / len(pairs)
+    batch_size:int=512,  # pairs run together
+)->Accuracy:
+    "Token and whole-target accuracy of the model's most likely next token, given the true prefix"
+    check_int(batch_size, "batch_size")
+    if len(pairs) == 0: raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    was_training = model.training; model.eval()
+    right_tokens = n_tokens = right_seqs = 0
+    for i in range(0, len(pairs), batch_size):
+        b = make_batch(pairs[i:i + batch_size], vocab)
+        pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)   # (B, T)
+        real = b.tgt_out != vocab.pad                                                  # (B, T) not padding
+        ok = (pred == b.tgt_out) | ~real
+        right_tokens += int((ok & real).sum()); n_tokens += int(real.sum())
+        right_seqs += int(ok.all(dim=-1).sum())
+    model.train(was_training)
+    return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
 
 # %% ../nbs/10_training.ipynb #c038
+CHECKPOINT_FORMAT = "transformer_nb.checkpoint/1"
+
 def save_model(
     path,  # file to write
     model:Transformer,  # the model
@@ -239,29 +249,53 @@ def save_model(
     vocab:Vocab,  # its vocabulary
     **meta,  # anything else worth keeping: task name, accuracy, steps...
 ):
-    "Save a model with its configuration and vocabulary"
-    torch.save({"format": "transformer_nb.checkpoint/1", "config": dict(config), "vocab": "".join(vocab.itos[4:]),
-                "state_dict": model.state_dict(), "meta": meta}, path)
+    "Save a model with its configuration and vocabulary, after checking that the configuration rebuilds the model"
+    if not isinstance(model, nn.Module): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if not isinstance(config, dict): raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if not isinstance(vocab, Vocab): raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    state = model.state_dict()
+    with torch.device("meta"): rebuilt = Transformer(**config).state_dict()   # shapes only, no memory
+    wrong = [k for k in state.keys() | rebuilt.keys()
+             if k not in state or k not in rebuilt or state[k].shape != rebuilt[k].shape]
+    if wrong:
+        k = sorted(wrong)[0]
+        got = tuple(state[k].shape) if k in state else "missing"
+        need = tuple(rebuilt[k].shape) if k in rebuilt else "missing"
+        raise ValueError(f"config does not match the model: {len(wrong)} weights differ, e.g. {k} "
+                         f"is {got} in the model and {need} in Transformer(**config)")
+    if len(vocab) != config.get("tgt_vocab"):
+        raise ValueError(f"vocab has {len(vocab)} tokens but config['tgt_vocab'] is {config.get('tgt_vocab')}")
+    torch.save({"format": CHECKPOINT_FORMAT, "config": dict(config), "vocab": "".join(vocab.itos[4:]),
+                "state_dict": state, "meta": meta}, path)
 
 def load_model(
     path,  # file written by `save_model`
     map_location="cpu",  # where to put the weights
 )->tuple[Transformer, Vocab, dict]:  # the model in eval mode, its vocabulary, the metadata
     "Rebuild a model saved by `save_model`"
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != "transformer_nb.checkpoint/1":
-        raise ValueError(f"{path} is not a transformer_nb checkpoint (no 'format': 'transformer_nb.checkpoint/1')")
+    if Path(path).is_dir(): raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
+    try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError: raise
+    except Exception as e:                                   # not a torch file at all: pickle, zip, EOF errors...
+        raise ValueError(f"{path} is not a transformer_nb checkpoint (torch.load failed: "
+                         f"{type(e).__name__})") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a transformer_nb checkpoint (no 'format': '{CHECKPOINT_FORMAT}')")
     model = Transformer(**ckpt["config"])
-    model.load_state_dict(ckpt["state_dict"])
+    try: model.load_state_dict(ckpt["state_dict"])
+    except RuntimeError as e:
+        first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
+        raise ValueError(f"{path} was saved by another version of transformer_nb whose weights do not fit this "
+                         f"Transformer ({first}); retrain it with this version") from None
     return model.eval(), Vocab(ckpt["vocab"]), ckpt["meta"]
 
 # %% ../nbs/10_training.ipynb #c040
-MODEL_CONFIG = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0,
+MODEL_CONFIG = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64, dropout=0.0,
                     max_len=64)
 TASK_SETTINGS = {  # optimiser steps of batch_size pairs; warm-up and factor of the schedule
-    "copy": dict(steps=700, batch_size=64, warmup=100, factor=0.3),
-    "reverse": dict(steps=700, batch_size=64, warmup=100, factor=0.3),
-    "dates": dict(steps=800, batch_size=64, warmup=100, factor=0.3),
+    "copy": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
+    "reverse": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
+    "dates": dict(steps=500, batch_size=64, warmup=100, factor=0.5),
 }
 
 # %% ../nbs/10_training.ipynb #c041
@@ -276,21 +310,22 @@ def train_task(
     name:str,  # "copy", "reverse" or "dates"
     steps:int|None=None,  # optimiser steps; TASK_SETTINGS[name] by default
     seed:int=0,  # seeds the data, the initial weights, dropout and the order of batches
-    progress:bool=True,  # show a progress bar
+    progress:bool=True,  # show a progress bar (on stderr)
     n_train:int=20_000,  # training pairs
     n_valid:int=1000,  # validation pairs (before removing those seen in training)
     average:int=5,  # checkpoints averaged at the end (50 steps apart); 1: keep the last weights
     **model_config,  # overrides of MODEL_CONFIG, e.g. d_model=32
 )->Trained:
     "Make a task, build a model from MODEL_CONFIG and train it with TASK_SETTINGS"
+    if steps is not None: check_int(steps, "steps")
     task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
     s = TASK_SETTINGS[name]
+    steps = steps or s["steps"]
     config = dict(src_vocab=len(task.vocab), tgt_vocab=len(task.vocab), **{**MODEL_CONFIG, **model_config})
     torch.manual_seed(seed)
     model = Transformer(**config)
-    hist = train(model, batch_stream(task.train, task.vocab, s["batch_size"], seed=seed),
-                 steps=steps or s["steps"], warmup=min(s["warmup"], steps or s["steps"]), factor=s["factor"],
-                 average=average, progress=progress)
+    hist = train(model, batch_stream(task.train, task.vocab, s["batch_size"], seed=seed), steps=steps,
+                 warmup=min(s["warmup"], steps), factor=s["factor"], average=average, progress=progress)
     return Trained(model, config, task, hist)
 
 # %% ../nbs/10_training.ipynb #c055
@@ -310,13 +345,13 @@ def attention_maps(
     model:Transformer,  # a trained model
     vocab:Vocab,  # its vocabulary
     src_text:str,  # one source string
-    tgt_text:str|None=None,  # its target; the model's own greedy output by default
+    tgt_text:str,  # its target, read with teacher forcing (or the model's own output, see `decoding.translate`)
 ):  # (Attention with B = 1, source labels, decoder-input labels, decoder-output labels)
     "Every attention map of one example, with the character labels of its queries and keys"
-    if tgt_text is None: tgt_text = translate(model, vocab, [src_text])[0]
     b = make_batch([(src_text, tgt_text)], vocab)
-    model.eval()
+    was_training = model.training; model.eval()
     _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)
+    model.train(was_training)
     labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
     return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
 
@@ -338,3 +373,13 @@ def alignment_weight(
             total = total + attn.cross[:, i, :, q, k]                      # (layers, H)
             n += 1
     return total / n
+
+# %% ../nbs/10_training.ipynb #c088b
+_MOVED = {"greedy_decode": "greedy_search", "translate": "translate", "exact_match": "exact_match"}
+
+def __getattr__(name):
+    "Names that moved to the decoding chapter get a message saying where"
+    if name in _MOVED:
+        raise ImportError(f"transformer_nb.training.{name} moved: decoding is chapter 11, use "
+                          f"transformer_nb.decoding.{_MOVED[name]}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

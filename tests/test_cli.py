@@ -1,0 +1,106 @@
+"""The command line, through its real entry point (the installed `transformer-nb` script, in a subprocess): results on
+stdout, progress and warnings on stderr; user errors give one line on stderr and status 2 (usage) or 1 (runtime), never
+a traceback; --help and --version answer without loading torch."""
+import os, subprocess, sys
+from pathlib import Path
+import pytest
+from transformer_nb import __version__
+
+EXE = Path(sys.executable).with_name("transformer-nb")
+
+
+def cli(*args, cwd=None):
+    cmd = [str(EXE)] if EXE.exists() else [sys.executable, "-c", "import sys; from transformer_nb.cli import main; sys.exit(main())"]
+    return subprocess.run(cmd + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    "A copy model trained for a handful of steps by the command itself"
+    out = tmp_path_factory.mktemp("run")
+    r = cli("train", "--task", "copy", "--steps", "5", "--n-train", "200", "--out", out, cwd=out)
+    return out, r
+
+
+def test_train_writes_results_on_stdout_and_progress_on_stderr(trained):
+    out, r = trained
+    assert r.returncode == 0, r.stderr
+    assert (out / "copy.pt").exists() and (out / "copy_cross_attention.png").exists()
+    assert "exact match" in r.stdout and "saved" in r.stdout
+    assert "5/5" in r.stderr and "5/5" not in r.stdout                   # the progress bar
+    assert "on 1 thread" in r.stderr                                       # the default
+
+
+def test_decode_greedy_and_beam(trained):
+    out, _ = trained
+    for beam in ("1", "3"):
+        r = cli("decode", "--checkpoint", out / "copy.pt", "--beam", beam, "123", "4567")
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert [l.split("\t")[0] for l in lines] == ["123", "4567"] and r.stderr == ""
+
+
+def test_characters_outside_the_vocabulary_get_a_warning(trained):
+    out, _ = trained
+    r = cli("decode", "--checkpoint", out / "copy.pt", "12x4")
+    assert r.returncode == 0 and "warning" in r.stderr and "'x'" in r.stderr and "<unk>" in r.stderr
+    assert r.stdout.startswith("12x4\t")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["train", "--steps", "0"], ["--steps", "at least 1", "0"]),
+    (["train", "--steps", "-5"], ["--steps"]),
+    (["train", "--steps", "ten"], ["--steps", "whole number"]),
+    (["train", "--threads", "0"], ["--threads"]),
+    (["train", "--task", "sort"], ["invalid choice", "sort"]),
+    (["decode", "--checkpoint", "x.pt", "--beam", "0", "123"], ["--beam", "at least 1"]),
+    (["decode", "--checkpoint", "x.pt", "--max-len", "0", "123"], ["--max-len"]),
+    (["decode", "--checkpoint", "x.pt"], ["texts"]),
+    ([], ["command"]),
+])
+def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    for w in words: assert w in r.stderr, (w, r.stderr)
+
+
+def test_runtime_errors_exit_1_with_one_line(trained, tmp_path):
+    out, _ = trained
+    notes = tmp_path / "notes.txt"; notes.write_text("not a model")
+    cases = [
+        (["decode", "--checkpoint", notes, "123"], "is not a transformer_nb checkpoint"),
+        (["decode", "--checkpoint", tmp_path, "123"], "is a directory"),
+        (["decode", "--checkpoint", tmp_path / "missing.pt", "123"], "no such checkpoint"),
+        (["decode", "--checkpoint", out / "copy.pt", ""], "texts[0] is empty"),
+        (["train", "--task", "copy", "--steps", "1", "--out", notes / "sub"], "notes.txt"),
+        (["train", "--task", "copy", "--steps", "1", "--out", notes], "is a file, not a folder"),
+        (["train", "--task", "copy", "--steps", "1", "--n-train", "10", "--out", tmp_path], "--n-train 10 is less than one batch"),
+    ]
+    for args, words in cases:
+        r = cli(*args, cwd=tmp_path)
+        assert r.returncode == 1, (args, r.returncode, r.stderr)
+        errors = [l for l in r.stderr.splitlines() if "error" in l]
+        assert len(errors) == 1 and "Traceback" not in r.stderr, (args, r.stderr)   # one line (after any status)
+        assert words in errors[0], (args, r.stderr)
+
+
+def test_version():
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"transformer-nb {__version__}"
+
+
+def test_help_does_not_load_torch():
+    "--help answers at once because the commands import torch only when they run"
+    code = ("import sys\nfrom transformer_nb.cli import main\n"
+            "try: main(['--help'])\nexcept SystemExit: pass\n"
+            "print('torch' in sys.modules, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "usage: transformer-nb" in r.stdout and r.stderr.strip() == "False"
+
+
+def test_task_names_match_the_data_module():
+    from transformer_nb.cli import _TASKS
+    from transformer_nb.data import TASKS
+    assert _TASKS == TASKS
