@@ -97,3 +97,13 @@ def test_notebooks_are_stored_clean(tmp_path):
     changed = [nb.name for nb in nbs
                if (tmp_path / "nbs" / nb.name).read_bytes() != nb.read_bytes()]
     assert not changed, f"nbdev_clean changes {changed}: run `make clean-nbs`"
+
+
+def test_plotting_without_matplotlib_names_the_extra():
+    "Without matplotlib, the package imports and a plot fails with an ImportError naming the extra to install."
+    code = ("import sys; sys.modules['matplotlib'] = None; sys.modules['matplotlib.pyplot'] = None\n"
+            "import torch, transformer_nb.plotting as P, transformer_nb.pronouns\n"
+            "try: P.show_attention(torch.rand(2, 2))\n"
+            "except ImportError as e: print(e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
+    assert 'pip install "transformer_nb[plot]"' in out.stdout, out.stdout + out.stderr

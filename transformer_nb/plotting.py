@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['show_heatmaps', 'show_attention', 'show_curves', 'AttentionExplorer', 'attention_explorer']
+__all__ = ['pyplot', 'show_heatmaps', 'show_attention', 'show_curves', 'AttentionExplorer', 'attention_explorer']
 
 # %% ../nbs/00a_plotting.ipynb #c005
 def _as_numpy(x):
@@ -17,6 +17,16 @@ def _as_numpy(x):
     if isinstance(x, Tensor): return x.detach().to("cpu", torch.float32).numpy()
     import numpy as np
     return np.asarray(x, dtype="float32")
+
+# %% ../nbs/00a_plotting.ipynb #q001
+def pyplot():
+    "matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if it is missing"
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise ImportError("the plotting helpers need matplotlib: "
+                          "pip install \"transformer_nb[plot]\" (or pip install matplotlib)") from e
+    return plt
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
@@ -35,7 +45,7 @@ def show_heatmaps(
     colorbar:bool=True,  # draw one colour bar for the whole grid
 ):
     "A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x keys) matrices"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     m = _as_numpy(matrices)
     if m.ndim == 2: m = m[None, None]
     elif m.ndim == 3: m = m[None]
@@ -99,7 +109,7 @@ def show_curves(
     styles:dict|None=None,  # {label: matplotlib format string}, e.g. {"scaled": "--"}
 ):
     "Line plots of several curves against the same x values, with a legend"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     xs = _as_numpy(x)
     for label, y in curves.items():
@@ -165,7 +175,7 @@ class AttentionExplorer:
     def _fallback_html(self)->str:
         "A static picture of the first layer shown (all heads), by `show_attention`"
         try:
-            import matplotlib.pyplot as plt
+            plt = pyplot()
             from PIL import Image  # matplotlib's own dependency
         except ImportError: return ""
         kind, layer, _ = self.start

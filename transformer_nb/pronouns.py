@@ -8,6 +8,7 @@ import random
 import torch
 from torch import Tensor
 from .data import Vocab, Task
+from .plotting import pyplot
 
 # %% auto #0
 __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES', 'PRONOUNS', 'IT', 'AGENT', 'PLACE',
@@ -119,7 +120,7 @@ def show_referent_preference(
     titles:tuple=("encoder: the query \"it\"", "decoder: writing er / sie / es"),
 ):
     "Tables, layer by head, of how often each head prefers the referent (0.5: chance)"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     _, L, H = shares.shape
     fig, axs = plt.subplots(1, 2, figsize=(6.6, 0.75 * L + 1.3), sharey=True)
     for ax, s, title in zip(axs, shares, titles):
@@ -142,7 +143,7 @@ def show_links(
     titles:list[str]|None=None,  # a title per panel
 ):
     "Lines from one query word to every key word, darker for more weight"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n, S = weights.shape
     fig, axs = plt.subplots(1, n, figsize=(3.3 * n, 0.3 * S + 0.9), squeeze=False)
     for ax, w, t in zip(axs[0], weights, titles or [None] * n):

@@ -10,6 +10,7 @@ import torch
 from ..decoding import greedy_search
 from .measure import (IMPLEMENTATIONS, small_config, base_config, build, random_batch,
                                         training_step, interleaved)
+from ..plotting import pyplot
 
 # %% auto #0
 __all__ = ['peak_memory', 'saved_for_backward', 'release_freed_memory', 'step_flops', 'matmul_peak', 'bench_training',
@@ -217,7 +218,7 @@ def show_benchmark(
     title:str|None=None,  # over the figure; by default the machine and torch version
 ):
     "Four panels: training tokens/s, peak training memory, base-model forward tokens/s, decoding tokens/s"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))
     train = {key.replace(", dropout ", "\ndrop "): {k: r[k] for k in IMPLEMENTATIONS} for key, r in res["train"].items()}
     _bars(axs[0, 0], train, "tokens_per_s"); axs[0, 0].set_title("training step: target tokens / s", pad=22)

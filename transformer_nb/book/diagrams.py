@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 import torch
+from ..plotting import pyplot
 
 # %% auto #0
 __all__ = ['COLORS', 'HEAD_COLORS', 'MAY', 'BLOCKED', 'DIAGRAMS', 'diagram_texts', 'draw_architecture', 'draw_embeddings',
@@ -46,7 +47,7 @@ class _Sketch:
     NOTE = "#555555"
 
     def __init__(self, width:float=10, inch:float=0.64):
-        import matplotlib.pyplot as plt
+        plt = pyplot()
         self.width, self.inch = width, inch
         self.fig = plt.figure(figsize=(width * inch, width * inch))
         self.ax = self.fig.add_axes((0, 0, 1, 1))
@@ -429,7 +430,7 @@ def save_diagrams(
     out_dir:str|Path="images",  # folder to write into; created if missing
 )->list[Path]:  # the files written, in the order of `DIAGRAMS`
     "Write every diagram as a PNG with a fixed name; the same code gives the same bytes"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, draw in DIAGRAMS.items():

@@ -12,6 +12,7 @@ from ..attention import is_causal
 from ..multihead import to_torch_masks
 from ..masking import causal_mask
 from ..transformer import Transformer, to_torch_transformer
+from ..plotting import pyplot
 
 # %% auto #0
 __all__ = ['IMPLEMENTATIONS', 'small_config', 'base_config', 'TorchTransformer', 'readable_forward', 'build', 'random_batch',
@@ -156,7 +157,7 @@ def show_profile(
     title:str|None=None,  # over the figure
 ):
     "Side-by-side bars of the most expensive operations of profiled steps, random-number operations highlighted"
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n = max(len(rows) for rows in profiles.values())
     fig, axs = plt.subplots(len(profiles), 1, figsize=(6.4, (0.3 * n + 1.0) * len(profiles)), sharex=True, squeeze=False)
     for ax, (name, rows) in zip(axs[:, 0], profiles.items()):
