@@ -53,4 +53,5 @@ stage "browser dependencies" browser_deps
 # One pytest run on two workers: unit tests, the site and browser checks, and nbval, which executes every notebook
 # once and compares each cell's output with the stored one (a notebook's cells stay together: --dist loadscope).
 stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -n 2 --dist loadscope \
+                             --durations=15 \
                              -o console_output_style=classic

@@ -113,7 +113,7 @@ def bench_decoding(config:dict, new_tokens:int=64, batch_size:int=8, reps:int=5)
     "Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value cache (the fast model)"
     model = build(config)["fast"][0].eval()
     src = random_batch({**config, "batch_size": batch_size})[0]
-    run = lambda cache: greedy_search(model, src, None, new_tokens, use_cache=cache, eos=-1)
+    run = lambda cache: greedy_search(model, src, None, new_tokens, use_cache=cache, eos=None)
     t = interleaved({"cached": lambda: run(True), "uncached": lambda: run(False)}, reps, warmup=1)
     return {k: dict(v, tokens_per_s=batch_size * new_tokens / v["median"]) for k, v in t.items()}
 
