@@ -104,3 +104,13 @@ def test_task_names_match_the_data_module():
     from transformer_nb.cli import _TASKS
     from transformer_nb.data import TASKS
     assert _TASKS == TASKS
+
+
+def test_python_dash_m_is_the_same_command():
+    "`python -m transformer_nb` answers like the console script: version, and a usage error with status 2."
+    import subprocess, sys
+    run = lambda *a: subprocess.run([sys.executable, "-m", "transformer_nb", *a], capture_output=True, text=True)
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("transformer-nb ")
+    wrong = run("decode", "--beam", "0", "--checkpoint", "x.pt", "12")
+    assert wrong.returncode == 2 and "--beam" in wrong.stderr and "Traceback" not in wrong.stderr

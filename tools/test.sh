@@ -50,6 +50,9 @@ stage "export + sync check"  sync_check
 stage "lint (ruff)"          $BIN/ruff check --no-cache transformer_nb tests tools benchmarks
 stage "site build"           $BIN/python tools/build_site.py
 stage "browser dependencies" browser_deps
+# Two pytest workers on two cores, each test process and notebook kernel on one thread: torch's default of two
+# threads per process would put four busy threads on two cores, which slows these small models several times.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # One pytest run on two workers: unit tests, the site and browser checks, and nbval, which executes every notebook
 # once and compares each cell's output with the stored one (a notebook's cells stay together: --dist loadscope).
 stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -n 2 --dist loadscope \
