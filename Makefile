@@ -36,7 +36,7 @@ serve:
 NBS = $(if $(NB),nbs/$(NB:.ipynb=).ipynb,nbs/[0-9]*.ipynb nbs/index.ipynb)
 execute: export
 	@for nb in $(NBS); do echo "execute: $$nb"; \
-	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
+	  OMP_NUM_THREADS=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
 	  tools/clean_notebooks.sh "$$nb" || exit 1; done
 
 # Store every notebook (or NB=...) as nbdev_clean writes it, as tests/test_package.py requires.
