@@ -66,14 +66,18 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_gets_a_clear_error(name):
-    call, err, words = CASES[name]
+def check_error(name, call, err, words):
+    "call() raises err (a ValueError or TypeError), and its message holds each of words"
     with pytest.raises((ValueError, TypeError)) as e:
         call()
     assert e.type is err, f"{name}: expected {err.__name__}, got {e.type.__name__}: {e.value}"
     for w in words:
         assert w in str(e.value), f"{name}: {w!r} not in the message {str(e.value)!r}"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_gets_a_clear_error(name):
+    check_error(name, *CASES[name])
 
 
 def test_no_nan_from_an_all_padding_sequence():
@@ -111,12 +115,7 @@ ENTRY_CASES = {
 
 @pytest.mark.parametrize("name", list(ENTRY_CASES))
 def test_entry_point_errors_name_the_callers_argument(name):
-    call, err, words = ENTRY_CASES[name]
-    with pytest.raises((ValueError, TypeError)) as e:
-        call()
-    assert e.type is err, f"{name}: expected {err.__name__}, got {e.type.__name__}: {e.value}"
-    for w in words:
-        assert w in str(e.value), f"{name}: {w!r} not in the message {str(e.value)!r}"
+    check_error(name, *ENTRY_CASES[name])
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
@@ -192,12 +191,7 @@ DECODING_CASES = {
 
 @pytest.mark.parametrize("name", list(DECODING_CASES))
 def test_decoders_training_and_checkpoints_name_the_argument(name):
-    call, err, words = DECODING_CASES[name]
-    with pytest.raises((ValueError, TypeError)) as e:
-        call()
-    assert e.type is err, f"{name}: expected {err.__name__}, got {e.type.__name__}: {e.value}"
-    for w in words:
-        assert w in str(e.value), f"{name}: {w!r} not in the message {str(e.value)!r}"
+    check_error(name, *DECODING_CASES[name])
 
 
 def test_load_model_on_files_that_are_not_checkpoints(tmp_path):
