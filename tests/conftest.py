@@ -1,5 +1,5 @@
 "Shared fixtures: paths of the repository and of the built site."
-import os
+import functools, http.server, os, threading
 from pathlib import Path
 import pytest
 
@@ -51,3 +51,13 @@ def pad_mask(lengths, n):
 def all_close(diffs: dict, tol: float = 1e-5) -> bool:
     "Every difference `compare_modules` reports is below tol (a NaN is not)"
     return all(d < tol for d in diffs.values())
+
+
+def serve(directory):
+    "A quiet HTTP server on a free localhost port; returns (server, base url)"
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args): pass
+    handler = functools.partial(Quiet, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"

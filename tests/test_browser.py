@@ -3,10 +3,10 @@
 Each page must load with its title, its maths typeset by the local KaTeX (no raw TeX left visible), its plots
 decoded with a non-zero size, no console error, and no request leaving localhost. Screenshots of every page are
 saved in artifacts/screenshots/ (CI keeps them as artifacts)."""
-import functools, http.server, os, re, shutil, threading
+import os, re, shutil
 from urllib.parse import urlparse
 import pytest
-from conftest import ROOT, chapter_pages, all_pages
+from conftest import ROOT, chapter_pages, all_pages, serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
@@ -19,12 +19,8 @@ ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
 @pytest.fixture(scope="module")
 def server(docs):
     "Serve _docs/ on a free localhost port for the duration of the module."
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args): pass
-    handler = functools.partial(Quiet, directory=str(docs))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True); t.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd, url = serve(docs)
+    yield url
     httpd.shutdown()
 
 

@@ -7,13 +7,13 @@ one, at 1280 px and 390 px; choosing and pointing change what is shown, the numb
 shown are the tensor's, no request leaves localhost, no console error, nothing
 overflows. The last test opens the built site's plotting page. Screenshots go to
 artifacts/explorer/ (gitignored)."""
-import functools, http.server, json, re, shutil, threading
+import json, re, shutil
 from html.parser import HTMLParser
 from importlib import resources
 from urllib.parse import urlparse
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, serve
 from transformer_nb.plotting import attention_explorer
 
 CHROMIUM = "/usr/bin/chromium"
@@ -155,16 +155,6 @@ def maps():
     g = torch.Generator().manual_seed(1)
     long = torch.randn(2, 2, len(LONG), len(LONG), generator=g).mul(3).softmax(-1)
     return {**softmax_maps(), "long": long}
-
-
-def serve(directory):
-    "A quiet HTTP server on a free localhost port; returns (server, base url)"
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args): pass
-    handler = functools.partial(Quiet, directory=str(directory))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
 
 
 @pytest.fixture(scope="module")
