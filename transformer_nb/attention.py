@@ -8,8 +8,10 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .core import log_shapes, check_tensor, check_mask, check_dropout, check_nonempty
-from .core import dropout  # F.dropout, with a cheaper random mask on a CPU
+from .core import (
+    log_shapes, check_tensor, check_mask, check_dropout, check_nonempty)
+# F.dropout, with a cheaper random mask on a CPU
+from .core import dropout
 
 # %% auto #0
 __all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation', 'is_causal', 'fused_attention']
@@ -21,32 +23,50 @@ def scaled_dot_product_attention(
     v:Tensor,  # values (..., S, d_v)
     mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (..., T, S)
     dropout_p:float=0.0,  # dropout on the weights; pass 0.0 when not training
-)->tuple[Tensor, Tensor]:  # output (..., T, d_v) and weights (..., T, S), the weights before dropout
-    "softmax(QKᵀ/√d_k)V, where a query with no key allowed gets zero weights and a zero output"
+# output (..., T, d_v) and weights (..., T, S), the weights before dropout
+)->tuple[Tensor, Tensor]:
+    ("softmax(QKᵀ/√d_k)V, where a query with no key allowed gets zero weights and a "
+     "zero output")
     check_qkv(q, k, v); check_dropout(dropout_p, "dropout_p")
     log_shapes("attention", q=q, k=k, v=v, mask=mask)
     d_k = q.shape[-1]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)                       # (..., T, S)
+    # (..., T, S)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
         check_mask(mask, scores.shape)
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)   # finite in every dtype
-    weights = scores.softmax(dim=-1)                                        # (..., T, S), rows sum to 1
+        # finite in every dtype
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    # (..., T, S), rows sum to 1
+    weights = scores.softmax(dim=-1)
     if mask is not None:
-        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # rows with no key: all zero
-    dropped = dropout(weights, dropout_p)                                   # identity when dropout_p = 0
-    return dropped @ v, weights                                             # (..., T, d_v), (..., T, S)
+        # rows with no key: all zero
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    # identity when dropout_p = 0
+    dropped = dropout(weights, dropout_p)
+    # (..., T, d_v), (..., T, S)
+    return dropped @ v, weights
 
 # %% ../nbs/02_attention.ipynb #c007
 def check_qkv(q:Tensor, k:Tensor, v:Tensor):
-    "Check queries, keys and values: float tensors (..., T, d_k), (..., S, d_k), (..., S, d_v), with T, S >= 1"
+    ("Check queries, keys and values: float tensors (..., T, d_k), (..., S, d_k), "
+     "(..., S, d_v), with T, S >= 1")
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(t, name, floating=True)
-        if t.dim() < 2: raise ValueError(f"{name} must have shape (..., length, dim), got {tuple(t.shape)}")
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have shape (..., length, dim), got {tuple(t.shape)}"
+            )
         check_nonempty(t, name, dim=-2)
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}")
+        raise ValueError(
+            f"q and k must have the same last dimension d_k, got {q.shape[-1]} and "
+            f"{k.shape[-1]}"
+        )
     if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same number of positions S, got {k.shape[-2]} and {v.shape[-2]}")
+        raise ValueError(
+            f"k and v must have the same number of positions S, got {k.shape[-2]} and "
+            f"{v.shape[-2]}"
+        )
 
 # %% ../nbs/02_attention.ipynb #c020
 def softmax_saturation(
@@ -55,12 +75,17 @@ def softmax_saturation(
     n_queries:int=2000, n_keys:int=16,  # how many random queries and keys
     seed:int=0,  # random seed
 )->tuple[float, float]:  # (mean largest weight, mean gradient norm per query)
-    "How peaked softmax(q·k) is, and how much gradient reaches the scores, for random unit-variance q and k"
+    ("How peaked softmax(q·k) is, and how much gradient reaches the scores, for random "
+     "unit-variance q and k")
     g = torch.Generator().manual_seed(seed)
-    q, k = torch.randn(n_queries, d_k, generator=g), torch.randn(n_keys, d_k, generator=g)
+    q, k = (
+        torch.randn(n_queries, d_k, generator=g),
+        torch.randn(n_keys, d_k, generator=g),
+    )
     scores = (q @ k.T / (math.sqrt(d_k) if scale else 1.0)).requires_grad_()
     w = scores.softmax(-1)
-    upstream = torch.randn(n_queries, n_keys, generator=g)      # a random gradient arriving from above
+    # a random gradient arriving from above
+    upstream = torch.randn(n_queries, n_keys, generator=g)
     (w * upstream).sum().backward()
     return w.max(-1).values.mean().item(), scores.grad.norm(dim=-1).mean().item()
 
@@ -69,9 +94,14 @@ def is_causal(
     mask:Tensor|None,  # boolean, True = may attend
     T:int, S:int,  # query and key lengths
 )->bool:
-    "Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's kernels can skip the masked half"
-    if mask is None or T != S or tuple(mask.shape[-2:]) != (T, T) or any(n != 1 for n in mask.shape[:-2]): return False
-    return torch.equal(mask.reshape(T, T), torch.ones(T, T, dtype=torch.bool, device=mask.device).tril())
+    ("Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's "
+     "kernels can skip the masked half")
+    if mask is None or T != S or tuple(mask.shape[-2:]) != (T, T) or any(n != 1 for n in mask.shape[:-2]):
+        return False
+    return torch.equal(
+        mask.reshape(T, T),
+        torch.ones(T, T, dtype=torch.bool, device=mask.device).tril(),
+    )
 
 # %% ../nbs/02_attention.ipynb #a102
 def fused_attention(
@@ -83,9 +113,19 @@ def fused_attention(
 )->Tensor:  # (B, H, T, d_v), without the weights
     "softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels"
     T, S = q.shape[-2], k.shape[-2]
-    compiling = torch.compiler.is_compiling()                 # a compiler draws its own dropout mask,
-    if dropout_p > 0 and q.device.type == "cpu" and not compiling:   # else torch would fall back to bernoulli_:
-        return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]   # ours, whose dropout is cheaper
-    causal = not compiling and is_causal(mask, T, S)          # is_causal reads the mask's values: eager only
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal else mask, dropout_p=dropout_p,
-                                          is_causal=causal)
+    # a compiler draws its own dropout mask,
+    compiling = torch.compiler.is_compiling()
+    # else torch would fall back to bernoulli_:
+    if dropout_p > 0 and q.device.type == "cpu" and not compiling:
+        # ours, whose dropout is cheaper
+        return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
+    # is_causal reads the mask's values: eager only
+    causal = not compiling and is_causal(mask, T, S)
+    return F.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask=None if causal else mask,
+        dropout_p=dropout_p,
+        is_causal=causal,
+    )

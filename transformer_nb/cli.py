@@ -12,12 +12,16 @@ from . import __version__
 __all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'main']
 
 # %% ../nbs/14_cli.ipynb #c006
-_TASKS = ("copy", "reverse", "dates")   # data.TASKS, spelled out so that --help needs no torch
+# data.TASKS, spelled out so that --help needs no torch
+_TASKS = ("copy", "reverse", "dates")
 
 def _count(text:str)->int:
     "argparse type: an integer >= 1"
     try: n = int(text)
-    except ValueError: raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, got {text!r}"
+        ) from None
     if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
 
@@ -28,45 +32,101 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser()->argparse.ArgumentParser:
     "The argument parser of `transformer-nb`"
-    p = _Parser(prog="transformer-nb", description="Train and use the small Transformers of transformer_nb")
-    p.add_argument("--version", action="version", version=f"transformer-nb {__version__}")
+    p = _Parser(
+        prog="transformer-nb",
+        description="Train and use the small Transformers of transformer_nb",
+    )
+    p.add_argument(
+        "--version", action="version", version=f"transformer-nb {__version__}"
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    t = sub.add_parser("train", help="train a model on a task, save it with its attention plots")
-    t.add_argument("--task", choices=_TASKS, default="dates", help="the task (default: dates)")
-    t.add_argument("--steps", type=_count, default=None, help="optimiser steps (default: the task's TASK_SETTINGS)")
-    t.add_argument("--seed", type=int, default=0, help="seed of data, weights and batches (default: 0)")
-    t.add_argument("--n-train", type=_count, default=20_000, help="training pairs (default: 20000)")
-    t.add_argument("--out", default=".", help="folder for the checkpoint and plots (default: current folder)")
-    t.add_argument("--threads", type=_count, default=1, help="torch threads (default: 1, fastest for these models)")
+    t = sub.add_parser(
+        "train", help="train a model on a task, save it with its attention plots"
+    )
+    t.add_argument(
+        "--task", choices=_TASKS, default="dates", help="the task (default: dates)"
+    )
+    t.add_argument(
+        "--steps",
+        type=_count,
+        default=None,
+        help="optimiser steps (default: the task's TASK_SETTINGS)",
+    )
+    t.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of data, weights and batches (default: 0)",
+    )
+    t.add_argument(
+        "--n-train", type=_count, default=20_000, help="training pairs (default: 20000)"
+    )
+    t.add_argument(
+        "--out",
+        default=".",
+        help="folder for the checkpoint and plots (default: current folder)",
+    )
+    t.add_argument(
+        "--threads",
+        type=_count,
+        default=1,
+        help="torch threads (default: 1, fastest for these models)",
+    )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     d = sub.add_parser("decode", help="decode strings with a saved model")
-    d.add_argument("--checkpoint", required=True, help="a file written by `transformer-nb train`")
-    d.add_argument("--beam", type=_count, default=1, help="beam size; 1 is greedy decoding (default: 1)")
-    d.add_argument("--max-len", type=_count, default=None, help="most tokens to write (default: input length + 8)")
-    d.add_argument("--threads", type=_count, default=1, help="torch threads (default: 1)")
+    d.add_argument(
+        "--checkpoint", required=True, help="a file written by `transformer-nb train`"
+    )
+    d.add_argument(
+        "--beam",
+        type=_count,
+        default=1,
+        help="beam size; 1 is greedy decoding (default: 1)",
+    )
+    d.add_argument(
+        "--max-len",
+        type=_count,
+        default=None,
+        help="most tokens to write (default: input length + 8)",
+    )
+    d.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
     d.add_argument("texts", nargs="+", help="the strings to decode")
     return p
 
 # %% ../nbs/14_cli.ipynb #c007
 def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
-    "Cross, encoder and decoder self-attention of one example as PNG files; none if matplotlib is missing"
+    ("Cross, encoder and decoder self-attention of one example as PNG files; none if "
+     "matplotlib is missing")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("transformer-nb: matplotlib is not installed: no attention plots", file=sys.stderr)
+        print(
+            "transformer-nb: matplotlib is not installed: no attention plots",
+            file=sys.stderr,
+        )
         return []
     from transformer_nb.transformer import show_attention_grid
     from transformer_nb.training import attention_maps
     from transformer_nb.decoding import translate
-    output = translate(trained.model, trained.task.vocab, [example])[0]       # what the model writes
-    attn, src_l, in_l, _ = attention_maps(trained.model, trained.task.vocab, example, output)
+    # what the model writes
+    output = translate(trained.model, trained.task.vocab, [example])[0]
+    attn, src_l, in_l, _ = attention_maps(
+        trained.model, trained.task.vocab, example, output
+    )
     name = trained.task.name
     paths = []
     for kind, maps, q, k in (("cross", attn.cross, in_l, src_l), ("encoder", attn.encoder, src_l, src_l),
                              ("decoder", attn.decoder, in_l, in_l)):
-        fig = show_attention_grid(maps[:, 0], queries=q, keys=k, title=f"{name}: {kind} attention of {example!r}")
+        fig = show_attention_grid(
+            maps[:, 0],
+            queries=q,
+            keys=k,
+            title=f"{name}: {kind} attention of {example!r}",
+        )
         paths.append(out / f"{name}_{kind}_attention.png")
         fig.savefig(paths[-1], dpi=100); plt.close(fig)
     return paths
@@ -75,29 +135,54 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
 def cmd_train(args)->int:
     "Train, report accuracy, save the checkpoint and the attention plots"
     out = Path(args.out)
-    if out.exists() and not out.is_dir(): raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file, not a folder")
     import torch
     from transformer_nb.training import TASK_SETTINGS, train_task, save_model
     from transformer_nb.decoding import exact_match
     batch = TASK_SETTINGS[args.task]["batch_size"]
-    if args.n_train < batch: raise ValueError(f"--n-train {args.n_train} is less than one batch ({batch} pairs)")
+    if args.n_train < batch:
+        raise ValueError(
+            f"--n-train {args.n_train} is less than one batch ({batch} pairs)"
+        )
     torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     steps = args.steps or TASK_SETTINGS[args.task]["steps"]
-    print(f"training {args.task} for {steps} steps on {args.threads} thread(s)", file=sys.stderr)
-    t = train_task(args.task, steps=steps, seed=args.seed, n_train=args.n_train, progress=not args.quiet)
+    print(
+        f"training {args.task} for {steps} steps on {args.threads} thread(s)",
+        file=sys.stderr,
+    )
+    t = train_task(
+        args.task,
+        steps=steps,
+        seed=args.seed,
+        n_train=args.n_train,
+        progress=not args.quiet,
+    )
     acc = exact_match(t.model, t.task.vocab, t.task.valid)
-    print(f"{args.task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
-          f"trained in {t.history.seconds:.1f} s")
+    print(
+        f"{args.task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
+        f"trained in {t.history.seconds:.1f} s"
+    )
     path = out / f"{args.task}.pt"
-    save_model(path, t.model, t.config, t.task.vocab, task=args.task, steps=steps, seed=args.seed, accuracy=acc)
+    save_model(
+        path,
+        t.model,
+        t.config,
+        t.task.vocab,
+        task=args.task,
+        steps=steps,
+        seed=args.seed,
+        accuracy=acc,
+    )
     print(f"saved {path}")
     for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
     return 0
 
 def cmd_decode(args)->int:
     "Decode each text with a saved model, one `input<TAB>output` line each"
-    if not Path(args.checkpoint).exists(): raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
+    if not Path(args.checkpoint).exists():
+        raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
     import torch
     from transformer_nb.training import load_model
     from transformer_nb.decoding import translate, beam_translate
@@ -105,19 +190,28 @@ def cmd_decode(args)->int:
     model, vocab, meta = load_model(args.checkpoint)
     for text in args.texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
-        if unknown: print(f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} not in the model's "
-                          f"vocabulary, read as <unk>", file=sys.stderr)
+        if unknown:
+            print(
+                f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} "
+                "not in the model's "
+                f"vocabulary, read as <unk>",
+                file=sys.stderr,
+            )
     if args.beam == 1: outs = translate(model, vocab, args.texts, max_len=args.max_len)
-    else: outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
+    else:
+        outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
     for text, o in zip(args.texts, outs): print(f"{text}\t{o}")
     return 0
 
 # %% ../nbs/14_cli.ipynb #c009
 def main(argv:list[str]|None=None)->int:
-    "Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime error, 2 for a usage error"
-    args = build_parser().parse_args(argv)                  # usage errors exit here with status 2
+    ("Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime "
+     "error, 2 for a usage error")
+    # usage errors exit here with status 2
+    args = build_parser().parse_args(argv)
     try: return {"train": cmd_train, "decode": cmd_decode}[args.command](args)
-    except (ValueError, TypeError, OSError) as e:           # the user's files and inputs: one line, no traceback
+    # the user's files and inputs: one line, no traceback
+    except (ValueError, TypeError, OSError) as e:
         print(f"transformer-nb {args.command}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -23,7 +23,8 @@ def log_shapes(
     where:str,  # who is logging, e.g. "attention"
     **tensors:Tensor|None,  # the tensors to describe; None values are skipped
 ):
-    "Log the shape of each tensor at DEBUG level; one cheap check when the trace is off, silent while compiling"
+    ("Log the shape of each tensor at DEBUG level; one cheap check when the trace is "
+     "off, silent while compiling")
     if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG): return
     parts = [f"{k} {tuple(v.shape)}" for k, v in tensors.items() if v is not None]
     logger.debug("%s: %s", where, ", ".join(parts))
@@ -31,7 +32,8 @@ def log_shapes(
 # %% ../nbs/00_core.ipynb #c008
 @contextmanager
 def trace_shapes(
-    stream=None,  # where to write the trace; `sys.stdout` by default so that it shows in a notebook
+    # where to write the trace; `sys.stdout` by default so that it shows in a notebook
+    stream=None,
 ):
     "Inside this `with` block, print the shape of every tensor each module receives"
     handler = logging.StreamHandler(stream or sys.stdout)
@@ -64,7 +66,9 @@ def check_dropout(
 )->float:
     "Check that a dropout probability is a number in [0, 1)"
     if isinstance(p, bool) or not isinstance(p, (int, float)):
-        raise TypeError(f"{name} must be a float in [0, 1), got {type(p).__name__} {p!r}")
+        raise TypeError(
+            f"{name} must be a float in [0, 1), got {type(p).__name__} {p!r}"
+        )
     if not 0 <= p < 1:
         raise ValueError(f"{name} must be in [0, 1), got {p}")
     return float(p)
@@ -74,20 +78,26 @@ def check_tensor(
     x,  # the value to check
     name:str,  # the argument's name, used in the message
     ndim:int|tuple|None=None,  # allowed number(s) of dimensions
-    floating:bool|None=None,  # True: must be a floating dtype; False: must be an integer dtype
+    # True: must be a floating dtype; False: must be an integer dtype
+    floating:bool|None=None,
 )->Tensor:
-    "Check that `x` is a tensor with the expected number of dimensions and kind of dtype"
+    ("Check that `x` is a tensor with the expected number of dimensions and kind of "
+     "dtype")
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if ndim is not None:
         dims = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if x.dim() not in dims:
             need = " or ".join(str(d) for d in dims)
-            raise ValueError(f"{name} must have {need} dimensions, got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"{name} must have {need} dimensions, got shape {tuple(x.shape)}"
+            )
     if floating is True and not x.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
     if floating is False and (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool):
-        raise TypeError(f"{name} must hold integer token ids (torch.long), got {x.dtype}")
+        raise TypeError(
+            f"{name} must hold integer token ids (torch.long), got {x.dtype}"
+        )
     return x
 
 # %% ../nbs/00_core.ipynb #c015
@@ -99,7 +109,9 @@ def check_last_dim(
 )->Tensor:
     "Check that the last dimension of `x` is `size`"
     if x.dim() == 0 or x.shape[-1] != size:
-        raise ValueError(f"{name} must have last dimension {what}={size}, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must have last dimension {what}={size}, got shape {tuple(x.shape)}"
+        )
     return x
 
 # %% ../nbs/00_core.ipynb #c016
@@ -110,7 +122,9 @@ def check_nonempty(
 )->Tensor:
     "Check that a sequence has at least one position"
     if x.shape[dim] == 0:
-        raise ValueError(f"{name} must hold at least one position, got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"{name} must hold at least one position, got shape {tuple(x.shape)}"
+        )
     return x
 
 # %% ../nbs/00_core.ipynb #c017
@@ -120,20 +134,34 @@ def check_mask(
     name:str="mask",  # the argument's name, used in the message
     device:torch.device|None=None,  # the scores' device, which the mask must share
 )->Tensor|None:
-    "Check that a mask is boolean, broadcasts to the attention scores and lies on their device"
+    ("Check that a mask is boolean, broadcasts to the attention scores and lies on "
+     "their device")
     if mask is None: return None
     if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a boolean torch.Tensor (True = may attend), got {type(mask).__name__}")
+        raise TypeError(
+            f"{name} must be a boolean torch.Tensor (True = may attend), got "
+            f"{type(mask).__name__}"
+        )
     if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
-    try: ok = torch.broadcast_shapes(mask.shape, scores_shape) == torch.Size(scores_shape)
+        raise TypeError(
+            f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}"
+        )
+    try:
+        ok = torch.broadcast_shapes(mask.shape, scores_shape) == torch.Size(
+            scores_shape
+        )
     except RuntimeError: ok = False
     if not ok:
-        raise ValueError(f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention scores "
-                         f"of shape {tuple(scores_shape)}")
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention "
+            "scores "
+            f"of shape {tuple(scores_shape)}"
+        )
     if device is not None and mask.device != torch.device(device):
-        raise ValueError(f"{name} is on {mask.device}, but the attention scores are on {device}: "
-                         f"move it with {name}.to({str(device)!r})")
+        raise ValueError(
+            f"{name} is on {mask.device}, but the attention scores are on {device}: "
+            f"move it with {name}.to({str(device)!r})"
+        )
     return mask
 
 # %% ../nbs/00_core.ipynb #k001
@@ -142,11 +170,17 @@ def drop_mask(
     p:float,  # the probability of dropping an element
     device:torch.device|str|None=None,  # where to make the mask
 )->Tensor:  # boolean, True (drop) with probability p, independently per element
-    "A dropout mask from 32 random bits per element, drawn 64 at a time from torch's generator"
+    ("A dropout mask from 32 random bits per element, drawn 64 at a time from torch's "
+     "generator")
     n = math.prod(shape)
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device).random_(-2**63, None)  # full 64-bit range
-    bits = bits.view(torch.int32)[:n].view(shape)                      # each uniform on [-2^31, 2^31)
-    return bits < round(p * 2**32) - 2**31                            # P(below the threshold) = p
+    # full 64-bit range
+    bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device).random_(
+        -(2**63), None
+    )
+    # each uniform on [-2^31, 2^31)
+    bits = bits.view(torch.int32)[:n].view(shape)
+    # P(below the threshold) = p
+    return bits < round(p * 2**32) - 2**31
 
 # %% ../nbs/00_core.ipynb #k002
 def dropout(
@@ -154,44 +188,76 @@ def dropout(
     p:float=0.5,  # probability of dropping each element
     training:bool=True,  # False: return x unchanged
 )->Tensor:  # same shape as x
-    "F.dropout(x, p, training), with the mask of `drop_mask` on a CPU (torch's own elsewhere, where it is fast)"
+    ("F.dropout(x, p, training), with the mask of `drop_mask` on a CPU (torch's own "
+     "elsewhere, where it is fast)")
     if not training or p == 0.0: return x
-    if p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():   # a compiler makes its own mask
+    # a compiler makes its own mask
+    if p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p, training)
-    return (x * (1.0 / (1.0 - p))).masked_fill(drop_mask(x.shape, p, x.device), 0.0)   # backward keeps the bool mask
+    # backward keeps the bool mask
+    return (x * (1.0 / (1.0 - p))).masked_fill(drop_mask(x.shape, p, x.device), 0.0)
 
 class Dropout(nn.Dropout):
-    "`nn.Dropout` that draws its mask with `drop_mask` on a CPU; the modules of every chapter use it"
+    ("`nn.Dropout` that draws its mask with `drop_mask` on a CPU; the modules of every "
+     "chapter use it")
     def forward(self, x:Tensor)->Tensor: return dropout(x, self.p, self.training)
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(
     ours,  # ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
-    theirs,  # theirs(*inputs) -> the same: the reference, e.g. a torch.nn module with the same weights
-    *inputs,  # tensors (floating ones get gradients, compared too) or other arguments passed as they are
-    params=(),  # (name, ours, theirs): parameters, or tuples of parameters concatenated, whose gradients must agree
+    # theirs(*inputs) -> the same: the reference, e.g. a torch.nn module with the same
+    # weights
+    theirs,
+    # tensors (floating ones get gradients, compared too) or other arguments passed as
+    # they are
+    *inputs,
+    # (name, ours, theirs): parameters, or tuples of parameters concatenated, whose
+    # gradients must agree
+    params=(),
     seed:int=0,  # seed of the random gradient sent back through both outputs
-)->dict[str, float]:  # largest absolute difference: "output" (or "output i"), "grad input i", "grad <name>"
-    "Run two computations on the same inputs and the same upstream gradient; compare outputs and gradients"
+# largest absolute difference: "output" (or "output i"), "grad input i", "grad <name>"
+)->dict[str, float]:
+    ("Run two computations on the same inputs and the same upstream gradient; compare "
+     "outputs and gradients")
     def run(fn, side):
-        xs = [x.detach().clone().requires_grad_() if isinstance(x, Tensor) and x.is_floating_point() else x
-              for x in inputs]
+        xs = [
+            x.detach().clone().requires_grad_()
+            if isinstance(x, Tensor) and x.is_floating_point()
+            else x
+            for x in inputs
+        ]
         for _, *pair in params:
             for p in (pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)): p.grad = None
         out = fn(*xs)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         if not all(isinstance(o, Tensor) for o in outs):
-            raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor or a tuple of Tensors, "
-                            f"got {type(out).__name__}")
-        g = torch.Generator().manual_seed(seed)                     # the same upstream gradient for both
-        torch.autograd.backward(outs, [torch.randn(o.shape, generator=g).to(o) for o in outs])
-        names = ["output"] if len(outs) == 1 else [f"output {i}" for i in range(len(outs))]
+            raise TypeError(
+                f"{'theirs' if side else 'ours'} must return a Tensor or a tuple of "
+                "Tensors, "
+                f"got {type(out).__name__}"
+            )
+        # the same upstream gradient for both
+        g = torch.Generator().manual_seed(seed)
+        torch.autograd.backward(
+            outs, [torch.randn(o.shape, generator=g).to(o) for o in outs]
+        )
+        names = (
+            ["output"] if len(outs) == 1 else [f"output {i}" for i in range(len(outs))]
+        )
         res = {n: o.detach() for n, o in zip(names, outs)}
-        res |= {f"grad input {i}": x.grad for i, x in enumerate(xs) if isinstance(x, Tensor) and x.grad is not None}
+        res |= {
+            f"grad input {i}": x.grad
+            for i, x in enumerate(xs)
+            if isinstance(x, Tensor) and x.grad is not None
+        }
         for name, *pair in params:
             ps = pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)
-            res[f"grad {name}"] = torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
-                                             for p in ps])
+            res[f"grad {name}"] = torch.cat(
+                [
+                    p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
+                    for p in ps
+                ]
+            )
         return res
     a, b = run(ours, 0), run(theirs, 1)
     for k in a:

@@ -21,9 +21,12 @@ class Vocab:
     specials = ("<pad>", "<s>", "</s>", "<unk>")
     pad, bos, eos, unk = 0, 1, 2, 3
     def __init__(self,
-        chars:str|Sequence[str],  # the characters of the task; duplicates are dropped, the order is kept
+        # the characters of the task; duplicates are dropped, the order is kept
+        chars:str|Sequence[str],
     ):
-        self.itos = list(self.specials) + [c for c in dict.fromkeys(chars) if c not in self.specials]
+        self.itos = list(self.specials) + [
+            c for c in dict.fromkeys(chars) if c not in self.specials
+        ]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
     def __len__(self): return len(self.itos)
     def __repr__(self): return f"Vocab({len(self)} tokens: {''.join(self.itos[4:])!r} + {len(self.specials)} specials)"
@@ -42,7 +45,9 @@ class Vocab:
         for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
             if i == self.eos: break
             if i in (self.pad, self.bos): continue
-            out.append(self.itos[i] if 0 <= i < len(self.itos) else self.specials[self.unk])
+            out.append(
+                self.itos[i] if 0 <= i < len(self.itos) else self.specials[self.unk]
+            )
         return "".join(out)
 
 # %% ../nbs/09_data.ipynb #c010
@@ -53,50 +58,91 @@ def digit_pairs(
     min_len:int=1, max_len:int=12,  # lengths are drawn uniformly in [min_len, max_len]
 )->list[tuple[str, str]]:  # (source, target) strings
     "Random digit strings and their copies (or their reversals)"
-    check_int(n, "n"); check_int(min_len, "min_len"); check_int(max_len, "max_len", min_value=min_len)
+    check_int(n, "n")
+    check_int(min_len, "min_len")
+    check_int(max_len, "max_len", min_value=min_len)
     rng = random.Random(seed)
-    srcs = ["".join(rng.choices("0123456789", k=rng.randint(min_len, max_len))) for _ in range(n)]
+    srcs = [
+        "".join(rng.choices("0123456789", k=rng.randint(min_len, max_len)))
+        for _ in range(n)
+    ]
     return [(s, s[::-1] if reverse else s) for s in srcs]
 
 # %% ../nbs/09_data.ipynb #c013
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-          "November", "December"]
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+WEEKDAYS = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+]
 
 # %% ../nbs/09_data.ipynb #c014
 def _ordinal(d:int)->str:
     "1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st, 22nd, ..."
-    suffix = "th" if 10 <= d % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(d % 10, "th")
+    suffix = (
+        "th" if 10 <= d % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(d % 10, "th")
+    )
     return f"{d}{suffix}"
 
 # %% ../nbs/09_data.ipynb #c015
-DATE_FORMATS = {  # name -> how to write a date `d` (with `z`: zero-pad numbers to two digits)
-    "D Mon YYYY":         lambda d, z: f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}",
-    "Month D, YYYY":      lambda d, z: f"{MONTHS[d.month - 1]} {d.day}, {d.year}",
-    "M/D/YYYY":           lambda d, z: f"{d.month:02d}/{d.day:02d}/{d.year}" if z else f"{d.month}/{d.day}/{d.year}",
-    "Weekday, D Month YYYY": lambda d, z: f"{WEEKDAYS[d.weekday()]}, {d.day} {MONTHS[d.month - 1]} {d.year}",
-    "D.M.YYYY":           lambda d, z: f"{d.day:02d}.{d.month:02d}.{d.year}" if z else f"{d.day}.{d.month}.{d.year}",
-    "Mon D YYYY":         lambda d, z: f"{MONTHS[d.month - 1][:3]} {d.day} {d.year}",
-    "Dth Month YYYY":     lambda d, z: f"{_ordinal(d.day)} {MONTHS[d.month - 1]} {d.year}",
-    "Wkd D Mon YYYY":     lambda d, z: f"{WEEKDAYS[d.weekday()][:3]} {d.day} {MONTHS[d.month - 1][:3]} {d.year}",
-    "D-Mon-YYYY":         lambda d, z: f"{d.day:02d}-{MONTHS[d.month - 1][:3]}-{d.year}",
-    "d month yyyy":       lambda d, z: f"{d.day} {MONTHS[d.month - 1].lower()} {d.year}",
-    "Weekday, Month D, YYYY": lambda d, z: f"{WEEKDAYS[d.weekday()]}, {MONTHS[d.month - 1]} {d.day}, {d.year}",
-    "YYYY/MM/DD":         lambda d, z: f"{d.year}/{d.month:02d}/{d.day:02d}",
+# name -> how to write a date `d` (with `z`: zero-pad numbers to two digits)
+DATE_FORMATS = {
+    "D Mon YYYY": lambda d, z: f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}",
+    "Month D, YYYY": lambda d, z: f"{MONTHS[d.month - 1]} {d.day}, {d.year}",
+    "M/D/YYYY": lambda d, z: (
+        f"{d.month:02d}/{d.day:02d}/{d.year}" if z else f"{d.month}/{d.day}/{d.year}"
+    ),
+    "Weekday, D Month YYYY": lambda d, z: (
+        f"{WEEKDAYS[d.weekday()]}, {d.day} {MONTHS[d.month - 1]} {d.year}"
+    ),
+    "D.M.YYYY": lambda d, z: (
+        f"{d.day:02d}.{d.month:02d}.{d.year}" if z else f"{d.day}.{d.month}.{d.year}"
+    ),
+    "Mon D YYYY": lambda d, z: f"{MONTHS[d.month - 1][:3]} {d.day} {d.year}",
+    "Dth Month YYYY": lambda d, z: f"{_ordinal(d.day)} {MONTHS[d.month - 1]} {d.year}",
+    "Wkd D Mon YYYY": lambda d, z: (
+        f"{WEEKDAYS[d.weekday()][:3]} {d.day} {MONTHS[d.month - 1][:3]} {d.year}"
+    ),
+    "D-Mon-YYYY": lambda d, z: f"{d.day:02d}-{MONTHS[d.month - 1][:3]}-{d.year}",
+    "d month yyyy": lambda d, z: f"{d.day} {MONTHS[d.month - 1].lower()} {d.year}",
+    "Weekday, Month D, YYYY": lambda d, z: (
+        f"{WEEKDAYS[d.weekday()]}, {MONTHS[d.month - 1]} {d.day}, {d.year}"
+    ),
+    "YYYY/MM/DD": lambda d, z: f"{d.year}/{d.month:02d}/{d.day:02d}",
 }
 
 # %% ../nbs/09_data.ipynb #c016
 def date_pairs(
     n:int,  # number of pairs
     seed:int,  # the same seed gives the same pairs
-    first:datetime.date=datetime.date(1900, 1, 1), last:datetime.date=datetime.date(2099, 12, 31),  # range of days
+    # range of days
+    first:datetime.date=datetime.date(1900, 1, 1), last:datetime.date=datetime.date(2099, 12, 31),
     formats:Sequence[str]|None=None,  # names in `DATE_FORMATS`; all of them by default
 )->list[tuple[str, str]]:  # (human date, ISO date)
-    "Random dates written in random human formats, each with its ISO 8601 form YYYY-MM-DD"
+    ("Random dates written in random human formats, each with its ISO 8601 form "
+     "YYYY-MM-DD")
     check_int(n, "n")
     names = list(DATE_FORMATS) if formats is None else list(formats)
     for f in names:
-        if f not in DATE_FORMATS: raise ValueError(f"unknown date format {f!r}; known: {list(DATE_FORMATS)}")
+        if f not in DATE_FORMATS: raise ValueError(f"unknown date format {f!r}; "
+                                                   f"known: {list(DATE_FORMATS)}")
     rng = random.Random(seed)
     lo, hi = first.toordinal(), last.toordinal()
     out = []
@@ -108,7 +154,8 @@ def date_pairs(
 
 # %% ../nbs/09_data.ipynb #c021
 class Task(NamedTuple):
-    "A task: its name, the shared source/target vocabulary, training pairs and held-out validation pairs"
+    ("A task: its name, the shared source/target vocabulary, training pairs and "
+     "held-out validation pairs")
     name: str  # "copy", "reverse" or "dates"
     vocab: Vocab  # characters of sources and targets, with the special tokens
     train: list  # [(source, target)] strings
@@ -116,18 +163,26 @@ class Task(NamedTuple):
 
 # %% ../nbs/09_data.ipynb #c022
 TASKS = ("copy", "reverse", "dates")
-DATE_CHARS = "0123456789-/., " + "".join(sorted(set("".join(MONTHS + WEEKDAYS) + "".join(MONTHS).lower() + "stndrh")))
+DATE_CHARS = "0123456789-/., " + "".join(
+    sorted(set("".join(MONTHS + WEEKDAYS) + "".join(MONTHS).lower() + "stndrh"))
+)
 
 def make_task(
     name:str,  # "copy", "reverse" or "dates"
     n_train:int=20_000,  # training pairs, from `seed`
-    n_valid:int=1000,  # validation pairs drawn from `seed + 1` (fewer remain after dropping sources seen in training)
+    # validation pairs drawn from `seed + 1` (fewer remain after dropping sources seen
+    # in training)
+    n_valid:int=1000,
     seed:int=0,  # seed of the training set
 )->Task:
     "Generate a task's training and held-out validation pairs, split by seed"
     if name not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {name!r}")
     if name == "dates": gen, chars = date_pairs, DATE_CHARS
-    else: gen, chars = (lambda n, seed: digit_pairs(n, seed, reverse=name == "reverse")), "0123456789"
+    else:
+        gen, chars = (
+            (lambda n, seed: digit_pairs(n, seed, reverse=name == "reverse")),
+            "0123456789",
+        )
     train = gen(n_train, seed)
     seen = {s for s, _ in train}
     valid = [p for p in gen(n_valid, seed + 1) if p[0] not in seen]
@@ -139,8 +194,10 @@ class Batch(NamedTuple):
     src: Tensor  # (B, S) source ids, padded
     tgt_in: Tensor  # (B, T) <s> + target, padded: what the decoder reads
     tgt_out: Tensor  # (B, T) target + </s>, padded: what it must predict
-    src_mask: Tensor  # (B, 1, 1, S) source padding mask, for encoder self-attention and cross-attention
-    tgt_mask: Tensor  # (B, 1, T, T) target padding and causal mask, for decoder self-attention
+    # (B, 1, 1, S) source padding mask, for encoder self-attention and cross-attention
+    src_mask: Tensor
+    # (B, 1, T, T) target padding and causal mask, for decoder self-attention
+    tgt_mask: Tensor
     @property
     def ntokens(self)->int:
         "Number of target tokens to predict (not counting padding)"
@@ -153,13 +210,24 @@ def make_batch(
     device:torch.device|str|None=None,  # where to put the tensors
 )->Batch:
     "Encode, pad and mask a list of pairs"
-    if len(pairs) == 0: raise ValueError("pairs must hold at least one (source, target) pair, got none")
-    src = pad_batch([vocab.encode(s) for s, _ in pairs], vocab.pad)                    # (B, S)
-    tgt = pad_batch([vocab.encode(t, bos=True, eos=True) for _, t in pairs], vocab.pad)  # (B, T + 1)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]                                           # shift by one
-    tgt_in = tgt_in.masked_fill(tgt_in == vocab.eos, vocab.pad)   # a shorter target's </s> is not read: <pad>
+    if len(pairs) == 0:
+        raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    # (B, S)
+    src = pad_batch([vocab.encode(s) for s, _ in pairs], vocab.pad)
+    # (B, T + 1)
+    tgt = pad_batch([vocab.encode(t, bos=True, eos=True) for _, t in pairs], vocab.pad)
+    # shift by one
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    # a shorter target's </s> is not read: <pad>
+    tgt_in = tgt_in.masked_fill(tgt_in == vocab.eos, vocab.pad)
     src, tgt_in, tgt_out = (t.to(device) for t in (src, tgt_in, tgt_out))
-    return Batch(src, tgt_in, tgt_out, padding_mask(src, vocab.pad), target_mask(tgt_in, vocab.pad))
+    return Batch(
+        src,
+        tgt_in,
+        tgt_out,
+        padding_mask(src, vocab.pad),
+        target_mask(tgt_in, vocab.pad),
+    )
 
 # %% ../nbs/09_data.ipynb #c030
 def batch_stream(
@@ -172,9 +240,12 @@ def batch_stream(
     "Shuffled batches, reshuffled at every epoch, forever"
     check_int(batch_size, "batch_size")
     if len(pairs) < batch_size:
-        raise ValueError(f"batch_size {batch_size} exceeds the number of pairs {len(pairs)}")
+        raise ValueError(
+            f"batch_size {batch_size} exceeds the number of pairs {len(pairs)}"
+        )
     g = torch.Generator().manual_seed(seed)
     while True:
         order = torch.randperm(len(pairs), generator=g).tolist()
-        for i in range(0, len(order) - batch_size + 1, batch_size):   # drop the last, incomplete batch
+        # drop the last, incomplete batch
+        for i in range(0, len(order) - batch_size + 1, batch_size):
             yield make_batch([pairs[j] for j in order[i:i + batch_size]], vocab, device)

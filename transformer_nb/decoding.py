@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
-from .core import check_int, check_tensor, check_nonempty, check_mask, log_shapes
+from .core import (
+    check_int, check_tensor, check_nonempty, check_mask, log_shapes)
 from .attention import fused_attention
 from .multihead import MultiHeadAttention, split_heads, merge_heads
 from .masking import causal_mask, padding_mask, pad_batch
@@ -20,31 +21,47 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
 
 # %% ../nbs/11_decoding.ipynb #c006
 class KVCache:
-    "Keys and values of every decoder layer: self-attention's grow by one position per step, cross-attention's are fixed"
+    ("Keys and values of every decoder layer: self-attention's grow by one position "
+     "per step, cross-attention's are fixed")
     def __init__(self,
         model:Transformer,  # the model whose decoder is cached
         memory:Tensor,  # (B, S, d_model), the encoder's output
         memory_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
     ):
         H = model.num_heads
-        self.memory_mask, self.length = memory_mask, 0       # length: positions cached so far
-        self.self_k: list[Tensor|None] = [None] * len(model.decoder.layers)   # per layer (B, H, t, d_k)
+        # length: positions cached so far
+        self.memory_mask, self.length = memory_mask, 0
+        # per layer (B, H, t, d_k)
+        self.self_k: list[Tensor|None] = [None] * len(model.decoder.layers)
         self.self_v: list[Tensor|None] = [None] * len(model.decoder.layers)
-        # cross-attention keys and values: computed once per source, (B, H, S, d_k) per layer
-        self.cross_k = [split_heads(l.cross_attn.W_k(memory), H) for l in model.decoder.layers]
-        self.cross_v = [split_heads(l.cross_attn.W_v(memory), H) for l in model.decoder.layers]
+        # cross-attention keys and values: computed once per source, (B, H, S, d_k) per
+        # layer
+        self.cross_k = [
+            split_heads(l.cross_attn.W_k(memory), H) for l in model.decoder.layers
+        ]
+        self.cross_v = [
+            split_heads(l.cross_attn.W_v(memory), H) for l in model.decoder.layers
+        ]
     def append(self, i:int, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
-        "Add the new position's keys and values (B, H, 1, d_k) of layer i; return all of them (B, H, t + 1, d_k)"
+        ("Add the new position's keys and values (B, H, 1, d_k) of layer i; return all "
+         "of them (B, H, t + 1, d_k)")
         if self.self_k[i] is not None:
-            k, v = torch.cat([self.self_k[i], k], dim=2), torch.cat([self.self_v[i], v], dim=2)
+            k, v = (
+                torch.cat([self.self_k[i], k], dim=2),
+                torch.cat([self.self_v[i], v], dim=2),
+            )
         self.self_k[i], self.self_v[i] = k, v
         return k, v
     def reorder(self, index:Tensor):
-        "Keep the rows `index` of the batch, in that order (beam search reorders its hypotheses at every step)"
-        sel = lambda ts: [t.index_select(0, index) if t is not None else None for t in ts]
+        ("Keep the rows `index` of the batch, in that order (beam search reorders its "
+         "hypotheses at every step)")
+        sel = lambda ts: [
+            t.index_select(0, index) if t is not None else None for t in ts
+        ]
         self.self_k, self.self_v = sel(self.self_k), sel(self.self_v)
         self.cross_k, self.cross_v = sel(self.cross_k), sel(self.cross_v)
-        if self.memory_mask is not None: self.memory_mask = self.memory_mask.index_select(0, index)
+        if self.memory_mask is not None:
+            self.memory_mask = self.memory_mask.index_select(0, index)
 
 # %% ../nbs/11_decoding.ipynb #c008
 def _attend(
@@ -54,8 +71,10 @@ def _attend(
     mask:Tensor|None=None,  # broadcasts to (B, H, 1, S)
 )->Tensor:  # (B, 1, d_model)
     q = split_heads(mha.W_q(h), mha.num_heads)                         # (B, H, 1, d_k)
-    out = fused_attention(q, k, v, mask)                                      # (B, H, 1, d_k), torch's fused kernel
-    return mha.W_o(merge_heads(out))                                    # (B, 1, d_model)
+    # (B, H, 1, d_k), torch's fused kernel
+    out = fused_attention(q, k, v, mask)
+    # (B, 1, d_model)
+    return mha.W_o(merge_heads(out))
 
 # %% ../nbs/11_decoding.ipynb #c009
 @torch.no_grad()
@@ -66,15 +85,29 @@ def decode_step(
 )->Tensor:  # (B, V) logits for the next token
     "Run the decoder on one new position, reading and extending the key/value cache"
     log_shapes("decode_step", token=token)
-    x = model.tgt_embed(token[:, None], offset=cache.length)            # (B, 1, d_model)
+    # (B, 1, d_model)
+    x = model.tgt_embed(token[:, None], offset=cache.length)
     H = model.num_heads
     for i, layer in enumerate(model.decoder.layers):
-        def self_attend(h):                                             # h: (B, 1, d_model)
-            k, v = cache.append(i, split_heads(layer.self_attn.W_k(h), H), split_heads(layer.self_attn.W_v(h), H))
-            return _attend(layer.self_attn, h, k, v)                     # no mask: every cached position is the past
+        # h: (B, 1, d_model)
+        def self_attend(h):
+            k, v = cache.append(
+                i,
+                split_heads(layer.self_attn.W_k(h), H),
+                split_heads(layer.self_attn.W_v(h), H),
+            )
+            # no mask: every cached position is the past
+            return _attend(layer.self_attn, h, k, v)
         def cross_attend(h):
-            return _attend(layer.cross_attn, h, cache.cross_k[i], cache.cross_v[i], cache.memory_mask)
-        x = layer.sublayers[0](x, self_attend)                          # (B, 1, d_model)
+            return _attend(
+                layer.cross_attn,
+                h,
+                cache.cross_k[i],
+                cache.cross_v[i],
+                cache.memory_mask,
+            )
+        # (B, 1, d_model)
+        x = layer.sublayers[0](x, self_attend)
         x = layer.sublayers[1](x, cross_attend)
         x = layer.sublayers[2](x, layer.ffn)
     if model.decoder.norm is not None: x = model.decoder.norm(x)
@@ -83,34 +116,48 @@ def decode_step(
 
 # %% ../nbs/11_decoding.ipynb #c011b
 def _check_model(model)->nn.Module:
-    "The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not a `Trained`)"
+    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
+     "a `Trained`)")
     if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     return model
 
 def _check_tokens(model:nn.Module, none_ok:tuple=(), **tokens:int):
-    "Special token ids (bos=..., eos=...) must be ints below the size of the target vocabulary"
+    ("Special token ids (bos=..., eos=...) must be ints below the size of the target "
+     "vocabulary")
     V = model.output.out_features
     for name, t in tokens.items():
         if t is None and name in none_ok: continue
         check_int(t, name, min_value=0)
-        if t >= V: raise ValueError(f"{name} must be a token id below the target vocabulary size {V}, got {t}")
+        if t >= V:
+            raise ValueError(
+                f"{name} must be a token id below the target vocabulary size {V}, got "
+                f"{t}"
+            )
 
 def _check_source(src, src_mask=None, ndim:int=2):
-    "src: integer ids, (B, S) or (S,), with at least one position; src_mask: None or boolean (B, 1, 1, S), same device"
+    ("src: integer ids, (B, S) or (S,), with at least one position; src_mask: None or "
+     "boolean (B, 1, 1, S), same device")
     check_tensor(src, "src", ndim=ndim, floating=False); check_nonempty(src, "src")
     if src_mask is None: return
     check_mask(src_mask, (src.shape[0], 1, 1, src.shape[-1]), "src_mask")
     if src_mask.device != src.device:
-        raise ValueError(f"src_mask is on {src_mask.device} but src is on {src.device}: put them on one device")
+        raise ValueError(
+            f"src_mask is on {src_mask.device} but src is on {src.device}: put them "
+            "on one device"
+        )
 
 def _check_texts(texts)->list[str]:
     "A list (or other sequence) of non-empty strings; a bare string is a common slip"
     if isinstance(texts, str):
-        raise TypeError(f"texts must be a list of strings, got the string {texts!r}: wrap it in a list")
+        raise TypeError(
+            f"texts must be a list of strings, got the string {texts!r}: wrap it in a "
+            "list"
+        )
     texts = list(texts)
     for i, t in enumerate(texts):
-        if not isinstance(t, str): raise TypeError(f"texts[{i}] must be a string, got {type(t).__name__} {t!r}")
+        if not isinstance(t, str): raise TypeError(f"texts[{i}] must be a string, got "
+                                                   f"{type(t).__name__} {t!r}")
         if not t: raise ValueError(f"texts[{i}] is empty: there is nothing to decode")
     return texts
 
@@ -123,22 +170,29 @@ def greedy_search(
     max_len:int=32,  # most tokens to write (not counting <s>)
     use_cache:bool=True,  # False: run the decoder over the whole prefix at every step
     bos:int=Vocab.bos, pad:int=Vocab.pad,  # special token ids
-    eos:int|None=Vocab.eos,  # the end token; None: write max_len tokens, never stop early
-)->tuple[Tensor, Tensor]:  # ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
+    # the end token; None: write max_len tokens, never stop early
+    eos:int|None=Vocab.eos,
+# ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
+)->tuple[Tensor, Tensor]:
     "Greedy decoding, with or without the key/value cache"
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
     B = src.shape[0]
-    memory = model.encode(src, src_mask)                                # (B, S, d_model), once
+    # (B, S, d_model), once
+    memory = model.encode(src, src_mask)
     cache = KVCache(model, memory, src_mask) if use_cache else None
     ys = torch.full((B, 1), bos, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     all_logits = []
     for _ in range(max_len):
-        if use_cache: logits = decode_step(model, cache, ys[:, -1])   # (B, V): one new position
-        else:                                                           # the whole prefix again
-            logits = model.decode(ys, memory, causal_mask(ys.shape[1], src.device), src_mask)[:, -1]
+        # (B, V): one new position
+        if use_cache: logits = decode_step(model, cache, ys[:, -1])
+        # the whole prefix again
+        else:
+            logits = model.decode(
+                ys, memory, causal_mask(ys.shape[1], src.device), src_mask
+            )[:, -1]
         nxt = logits.argmax(-1).masked_fill(done, pad)                  # (B,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         all_logits.append(logits)
@@ -156,13 +210,17 @@ def translate(
     batch_size:int=512,  # sources decoded together
 )->list[str]:
     "Greedy-decode a list of strings, with the key/value cache"
-    texts = _check_texts(texts); _check_model(model); check_int(batch_size, "batch_size")
+    texts = _check_texts(texts)
+    _check_model(model)
+    check_int(batch_size, "batch_size")
     if max_len is not None: check_int(max_len, "max_len")
     out = []
     for i in range(0, len(texts), batch_size):
         chunk = texts[i:i + batch_size]
         src = pad_batch([vocab.encode(t) for t in chunk], vocab.pad)          # (B, S)
-        ids, _ = greedy_search(model, src, padding_mask(src, vocab.pad), max_len or src.shape[1] + 8)
+        ids, _ = greedy_search(
+            model, src, padding_mask(src, vocab.pad), max_len or src.shape[1] + 8
+        )
         out += [vocab.decode(row) for row in ids]
     return out
 
@@ -172,7 +230,8 @@ def exact_match(
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
 )->float:  # the fraction of targets reproduced exactly
     "Exact-match accuracy of greedy decoding: the whole output must equal the target"
-    if len(pairs) == 0: raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    if len(pairs) == 0:
+        raise ValueError("pairs must hold at least one (source, target) pair, got none")
     outs = translate(model, vocab, [s for s, _ in pairs])
     return sum(o == t for o, (_, t) in zip(outs, pairs)) / len(pairs)
 
@@ -180,7 +239,8 @@ def exact_match(
 class Hypothesis(NamedTuple):
     "One output of beam search"
     tokens: list  # token ids written, without <s> and </s>
-    logprob: float  # log P(tokens + </s> | source), or of the tokens alone if not finished
+    # log P(tokens + </s> | source), or of the tokens alone if not finished
+    logprob: float
     score: float  # logprob divided by the length penalty
     finished: bool  # True if it ended with </s>
 
@@ -201,44 +261,64 @@ def beam_search(
     alpha:float=0.6,  # length penalty α >= 0; 0: rank by log-probability only
     bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
 )->list[Hypothesis]:  # up to beam_size hypotheses, best score first
-    "Beam search over one source, with the key/value cache, a length penalty and finished hypotheses set aside"
+    ("Beam search over one source, with the key/value cache, a length penalty and "
+     "finished hypotheses set aside")
     _check_model(model); _check_source(src, ndim=1)
-    check_int(beam_size, "beam_size"); check_int(max_len, "max_len"); _check_tokens(model, bos=bos, eos=eos)
+    check_int(beam_size, "beam_size")
+    check_int(max_len, "max_len")
+    _check_tokens(model, bos=bos, eos=eos)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
         raise ValueError(f"alpha must be a number >= 0, got {alpha!r}")
     was_training = model.training; model.eval()
-    cache = KVCache(model, model.encode(src[None]))                     # one row; k rows after step 1
-    beams = [[]]                                                         # token lists of the live hypotheses
-    logprobs = torch.zeros(1, device=src.device)                        # (k,) their log-probabilities
-    last = torch.full((1,), bos, dtype=torch.long, device=src.device)   # (k,) their last tokens
+    # one row; k rows after step 1
+    cache = KVCache(model, model.encode(src[None]))
+    # token lists of the live hypotheses
+    beams = [[]]
+    # (k,) their log-probabilities
+    logprobs = torch.zeros(1, device=src.device)
+    # (k,) their last tokens
+    last = torch.full((1,), bos, dtype=torch.long, device=src.device)
     finished: list[Hypothesis] = []
     for step in range(1, max_len + 1):
         logp = decode_step(model, cache, last).log_softmax(-1)          # (k, V)
         V = logp.shape[-1]
-        cand = (logprobs[:, None] + logp).flatten()                     # (k * V,) total log-probability
-        top_lp, top_i = cand.topk(min(2 * beam_size, cand.numel()))     # enough to refill k after removing </s>
+        # (k * V,) total log-probability
+        cand = (logprobs[:, None] + logp).flatten()
+        # enough to refill k after removing </s>
+        top_lp, top_i = cand.topk(min(2 * beam_size, cand.numel()))
         rows, new_beams, new_lp, new_last = [], [], [], []
         for rank, (lp, i) in enumerate(zip(top_lp.tolist(), top_i.tolist())):
             row, tok = divmod(i, V)
-            if tok == eos:                                              # finished: leaves the beam ...
-                if rank < beam_size:                                    # ... if it is one of the k kept
-                    finished.append(Hypothesis(beams[row], lp, lp / length_penalty(step, alpha), True))
+            # finished: leaves the beam ...
+            if tok == eos:
+                # ... if it is one of the k kept
+                if rank < beam_size:
+                    finished.append(
+                        Hypothesis(
+                            beams[row], lp, lp / length_penalty(step, alpha), True
+                        )
+                    )
             else:
                 rows.append(row); new_beams.append(beams[row] + [tok]); new_lp.append(lp); new_last.append(tok)
             if len(new_beams) == beam_size: break
         if not new_beams: break
-        if step == max_len:                                             # out of room: unfinished ones count too
+        # out of room: unfinished ones count too
+        if step == max_len:
             finished += [Hypothesis(b, lp, lp / length_penalty(step, alpha), False)
                          for b, lp in zip(new_beams, new_lp)]
             break
         if len(finished) >= beam_size:
-            # the best score a live hypothesis can still reach: its log-probability can only fall, and the
-            # penalty (growing with length for alpha >= 0) divides it by at most length_penalty(max_len)
+            # the best score a live hypothesis can still reach: its log-probability can
+            # only fall, and the
+            # penalty (growing with length for alpha >= 0) divides it by at most
+            # length_penalty(max_len)
             reach = max(new_lp) / length_penalty(max_len, alpha)
-            if sorted(h.score for h in finished)[-beam_size] >= reach: break   # the k-th finished wins
+            # the k-th finished wins
+            if sorted(h.score for h in finished)[-beam_size] >= reach: break
         beams, logprobs = new_beams, torch.tensor(new_lp, device=src.device)
         last = torch.tensor(new_last, dtype=torch.long, device=src.device)
-        cache.reorder(torch.tensor(rows, device=src.device))             # each hypothesis takes its parent's cache
+        # each hypothesis takes its parent's cache
+        cache.reorder(torch.tensor(rows, device=src.device))
     model.train(was_training)
     return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]
 
@@ -252,12 +332,18 @@ def sequence_logprob(
     bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
 )->float:
     "log P(tokens [+ </s>] | src) under the model, by teacher forcing"
-    _check_model(model); _check_source(src, ndim=1); _check_tokens(model, bos=bos, eos=eos)
+    _check_model(model)
+    _check_source(src, ndim=1)
+    _check_tokens(model, bos=bos, eos=eos)
     out = list(tokens) + [eos] if finished else list(tokens)
-    if not out: return 0.0                                               # nothing written: probability one
+    # nothing written: probability one
+    if not out: return 0.0
     was_training = model.training; model.eval()
     tgt_in = torch.tensor([[bos] + out[:-1]], device=src.device)          # (1, T)
-    logp = model(src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)).log_softmax(-1)  # (1, T, V)
+    # (1, T, V)
+    logp = model(
+        src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)
+    ).log_softmax(-1)
     model.train(was_training)
     return float(logp[0, torch.arange(len(out)), torch.tensor(out)].sum())
 
@@ -276,5 +362,11 @@ def beam_translate(
     out = []
     for t in texts:
         src = torch.tensor(vocab.encode(t))
-        out.append(vocab.decode(beam_search(model, src, beam_size, max_len or len(src) + 8, alpha)[0].tokens))
+        out.append(
+            vocab.decode(
+                beam_search(model, src, beam_size, max_len or len(src) + 8, alpha)[
+                    0
+                ].tokens
+            )
+        )
     return out

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import torch
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty
-from .core import Dropout  # nn.Dropout, with a cheaper random mask on a CPU
+from .core import (
+    log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty)
+# nn.Dropout, with a cheaper random mask on a CPU
+from .core import Dropout
 
 # %% auto #0
 __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'SinusoidalPositions', 'LearnedPositions',
@@ -20,10 +22,14 @@ class TokenEmbedding(nn.Module):
     def __init__(self,
         vocab_size:int,  # V, number of distinct token ids
         d_model:int,  # width of each vector
-        padding_idx:int|None=None,  # a token id whose vector stays zero and gets no gradient
+        # a token id whose vector stays zero and gets no gradient
+        padding_idx:int|None=None,
     ):
         super().__init__()
-        self.vocab_size, self.d_model = check_int(vocab_size, "vocab_size"), check_int(d_model, "d_model")
+        self.vocab_size, self.d_model = (
+            check_int(vocab_size, "vocab_size"),
+            check_int(d_model, "d_model"),
+        )
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         nn.init.normal_(self.embed.weight, mean=0.0, std=d_model ** -0.5)
         if padding_idx is not None:
@@ -43,18 +49,25 @@ def check_token_ids(
     vocab_size:int,  # ids must lie in [0, vocab_size)
     name:str="ids",  # the argument's name, used in the message
 )->Tensor:
-    "Check that token ids are integers in [0, vocab_size), and that the sequence is not empty"
+    ("Check that token ids are integers in [0, vocab_size), and that the sequence is "
+     "not empty")
     check_tensor(ids, name, floating=False)
-    if ids.dtype not in (torch.long, torch.int32):             # the two dtypes nn.Embedding accepts
-        raise TypeError(f"{name} must hold token ids as torch.long or torch.int32, got {ids.dtype}")
+    # the two dtypes nn.Embedding accepts
+    if ids.dtype not in (torch.long, torch.int32):
+        raise TypeError(
+            f"{name} must hold token ids as torch.long or torch.int32, got {ids.dtype}"
+        )
     if ids.dim() == 0:
         raise ValueError(f"{name} must have a sequence dimension, got a scalar")
     check_nonempty(ids, name)
-    if ids.numel() and not torch.compiler.is_compiling():      # reads values: eager only (chapter Core)
+    # reads values: eager only (chapter Core)
+    if ids.numel() and not torch.compiler.is_compiling():
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi
-            raise ValueError(f"{name} must lie in [0, vocab_size={vocab_size}), got {bad}")
+            raise ValueError(
+                f"{name} must lie in [0, vocab_size={vocab_size}), got {bad}"
+            )
     return ids
 
 # %% ../nbs/01_embeddings.ipynb #c012
@@ -66,12 +79,18 @@ def sinusoidal_encoding(
     "The fixed sin/cos position table of section 3.5"
     check_int(max_len, "max_len"); check_int(d_model, "d_model")
     if d_model % 2:
-        raise ValueError(f"d_model must be even for sinusoidal positions (sin/cos pairs), got {d_model}")
+        raise ValueError(
+            "d_model must be even for sinusoidal positions (sin/cos pairs), got "
+            f"{d_model}"
+        )
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]             # (max_len, 1)
-    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)  # (d_model/2,)
+    # (d_model/2,)
+    omega = base ** (-torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
     pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2] = torch.sin(pos * omega)                                   # even dimensions: sine
-    pe[:, 1::2] = torch.cos(pos * omega)                                   # odd dimensions: cosine
+    # even dimensions: sine
+    pe[:, 0::2] = torch.sin(pos * omega)
+    # odd dimensions: cosine
+    pe[:, 1::2] = torch.cos(pos * omega)
     return pe
 
 # %% ../nbs/01_embeddings.ipynb #c024
@@ -83,8 +102,11 @@ class SinusoidalPositions(nn.Module):
     ):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
-        # a buffer: moves with .to(device), is not trained, and is not saved (it is recomputed)
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        # a buffer: moves with .to(device), is not trained, and is not saved (it is
+        # recomputed)
+        self.register_buffer(
+            "pe", sinusoidal_encoding(max_len, d_model), persistent=False
+        )
 
     def forward(self,
         x:Tensor,  # (B, T, d_model)
@@ -95,13 +117,18 @@ class SinusoidalPositions(nn.Module):
 
 # %% ../nbs/01_embeddings.ipynb #c025
 class LearnedPositions(nn.Module):
-    "Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a (B, T, d_model) input"
+    ("Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a "
+     "(B, T, d_model) input")
     def __init__(self,
         d_model:int,  # width of the vectors
-        max_len:int=512,  # longest sequence supported: a learned table cannot extrapolate
+        # longest sequence supported: a learned table cannot extrapolate
+        max_len:int=512,
     ):
         super().__init__()
-        self.d_model, self.max_len = check_int(d_model, "d_model"), check_int(max_len, "max_len")
+        self.d_model, self.max_len = (
+            check_int(d_model, "d_model"),
+            check_int(max_len, "max_len"),
+        )
         self.pos = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.pos.weight, mean=0.0, std=0.02)
 
@@ -121,12 +148,16 @@ def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0):
     check_nonempty(x, "x", dim=1)
     check_int(offset, "offset", min_value=0)
     if offset + x.shape[1] > max_len:
-        raise ValueError(f"sequence length {x.shape[1]} (from offset {offset}) exceeds max_len {max_len} "
-                         f"of the position table; build the model with a larger max_len")
+        raise ValueError(
+            f"sequence length {x.shape[1]} (from offset {offset}) exceeds max_len "
+            f"{max_len} "
+            f"of the position table; build the model with a larger max_len"
+        )
 
 # %% ../nbs/01_embeddings.ipynb #c030
 class Embeddings(nn.Module):
-    "Token embedding scaled by √d_model, plus positions, then dropout: the input of each stack"
+    ("Token embedding scaled by √d_model, plus positions, then dropout: the input of "
+     "each stack")
     def __init__(self,
         vocab_size:int,  # V, number of distinct token ids
         d_model:int,  # width of the vectors
@@ -138,9 +169,13 @@ class Embeddings(nn.Module):
         super().__init__()
         check_dropout(dropout)
         self.tokens = TokenEmbedding(vocab_size, d_model, padding_idx=padding_idx)
-        if positions == "sinusoidal": self.positions = SinusoidalPositions(d_model, max_len)
+        if positions == "sinusoidal":
+            self.positions = SinusoidalPositions(d_model, max_len)
         elif positions == "learned": self.positions = LearnedPositions(d_model, max_len)
-        else: raise ValueError(f'positions must be "sinusoidal" or "learned", got {positions!r}')
+        else:
+            raise ValueError(
+                f'positions must be "sinusoidal" or "learned", got {positions!r}'
+            )
         self.dropout = Dropout(dropout)
 
     def forward(self,

@@ -5,19 +5,23 @@
 # %% ../nbs/04_ffn.ipynb #c002
 from __future__ import annotations
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim
-from .core import Dropout  # nn.Dropout, with a cheaper random mask on a CPU
+from .core import (
+    log_shapes, check_int, check_dropout, check_tensor, check_last_dim)
+# nn.Dropout, with a cheaper random mask on a CPU
+from .core import Dropout
 
 # %% auto #0
 __all__ = ['PositionwiseFeedForward', 'check_activation']
 
 # %% ../nbs/04_ffn.ipynb #c006
 class PositionwiseFeedForward(nn.Module):
-    "linear2(dropout(activation(linear1(x)))), applied to each position on its own (section 3.3)"
+    ("linear2(dropout(activation(linear1(x)))), applied to each position on its own "
+     "(section 3.3)")
     def __init__(self,
         d_model:int,  # width of each position's vector, in and out
         d_ff:int=2048,  # number of hidden units; 2048 = 4 x 512 in the paper
-        dropout:float=0.1,  # dropout on the hidden units, as in `nn.TransformerEncoderLayer`
+        # dropout on the hidden units, as in `nn.TransformerEncoderLayer`
+        dropout:float=0.1,
         activation:str="relu",  # "relu" (the paper) or "gelu" (BERT, GPT)
     ):
         super().__init__()
@@ -43,7 +47,8 @@ _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 def check_activation(
     activation,  # the name of an activation function
 )->str:
-    "Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts: \"relu\" or \"gelu\""
+    ("Check that `activation` is one of the names `nn.TransformerEncoderLayer` "
+     "accepts: \"relu\" or \"gelu\"")
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise ValueError(f'activation should be "relu" or "gelu", got {activation!r}')
     return activation

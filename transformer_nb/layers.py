@@ -6,7 +6,8 @@
 from __future__ import annotations
 import torch
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_tensor, check_last_dim, check_nonempty
+from .core import (
+    log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
 from .multihead import MultiHeadAttention, mha_to_torch, mha_from_torch
 from .ffn import PositionwiseFeedForward
 from .norms import LayerNorm, SublayerConnection
@@ -18,37 +19,56 @@ __all__ = ['EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'encoder_layer_
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int)->Tensor:
     "x must be a float (B, T, d_model) tensor with T >= 1"
-    check_tensor(x, name, ndim=3, floating=True); check_last_dim(x, d_model, name); check_nonempty(x, name, dim=1)
+    check_tensor(x, name, ndim=3, floating=True)
+    check_last_dim(x, d_model, name)
+    check_nonempty(x, name, dim=1)
     return x
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(nn.Module):
-    "Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)"
+    ("Self-attention, then the position-wise FFN, each inside a residual connection "
+     "with a LayerNorm (section 3.1)")
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads of the self-attention; must divide d_model
         d_ff:int,  # hidden units of the feed-forward network
-        dropout:float=0.1,  # dropout on each sublayer's output, on the attention weights and inside the FFN
+        # dropout on each sublayer's output, on the attention weights and inside the FFN
+        dropout:float=0.1,
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
         super().__init__()
-        self.d_model, self.num_heads, self.norm_first = check_int(d_model, "d_model"), num_heads, norm_first
+        self.d_model, self.num_heads, self.norm_first = (
+            check_int(d_model, "d_model"),
+            num_heads,
+            norm_first,
+        )
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        # sublayers[0] wraps the attention, sublayers[1] the FFN; their norms are torch's norm1 and norm2
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(2))
+        self.ffn = PositionwiseFeedForward(
+            d_model, d_ff, dropout=dropout, activation=activation
+        )
+        # sublayers[0] wraps the attention, sublayers[1] the FFN; their norms are
+        # torch's norm1 and norm2
+        self.sublayers = nn.ModuleList(
+            SublayerConnection(d_model, dropout, norm_first) for _ in range(2)
+        )
 
     def forward(self,
         x:Tensor,  # (B, S, d_model), the source positions
-        src_mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, S, S), e.g. padding (B, 1, 1, S)
+        # boolean, True = may attend; broadcasts to (B, H, S, S), e.g. padding (B, 1, 1,
+        # S)
+        src_mask:Tensor|None=None,
         need_weights:bool=True,  # False: no weights, the fast path of the attention
-    )->tuple[Tensor, Tensor|None]:  # (B, S, d_model) and the self-attention weights (B, H, S, S), or None
+    # (B, S, d_model) and the self-attention weights (B, H, S, S), or None
+    )->tuple[Tensor, Tensor|None]:
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = {}
-        def attend(h):                                            # h: x, or norm(x) in pre-LN
-            out, weights["self"] = self.self_attn(h, h, h, mask=src_mask, need_weights=need_weights)
+        # h: x, or norm(x) in pre-LN
+        def attend(h):
+            out, weights["self"] = self.self_attn(
+                h, h, h, mask=src_mask, need_weights=need_weights
+            )
             return out
         x = self.sublayers[0](x, attend)                          # (B, S, d_model)
         x = self.sublayers[1](x, self.ffn)                        # (B, S, d_model)
@@ -56,40 +76,69 @@ class EncoderLayer(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(nn.Module):
-    "Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection"
+    ("Masked self-attention, cross-attention over the encoder output, then the FFN; "
+     "each in a residual connection")
     def __init__(self,
         d_model:int,  # width of the residual stream (and of the memory)
         num_heads:int,  # H, heads of both attentions; must divide d_model
         d_ff:int,  # hidden units of the feed-forward network
-        dropout:float=0.1,  # dropout on each sublayer's output, on the attention weights and inside the FFN
+        # dropout on each sublayer's output, on the attention weights and inside the FFN
+        dropout:float=0.1,
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
         super().__init__()
-        self.d_model, self.num_heads, self.norm_first = check_int(d_model, "d_model"), num_heads, norm_first
+        self.d_model, self.num_heads, self.norm_first = (
+            check_int(d_model, "d_model"),
+            num_heads,
+            norm_first,
+        )
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        # sublayers[0]: self-attention, [1]: cross-attention, [2]: FFN; torch's norm1, norm2, norm3
-        self.sublayers = nn.ModuleList(SublayerConnection(d_model, dropout, norm_first) for _ in range(3))
+        self.ffn = PositionwiseFeedForward(
+            d_model, d_ff, dropout=dropout, activation=activation
+        )
+        # sublayers[0]: self-attention, [1]: cross-attention, [2]: FFN; torch's norm1,
+        # norm2, norm3
+        self.sublayers = nn.ModuleList(
+            SublayerConnection(d_model, dropout, norm_first) for _ in range(3)
+        )
 
     def forward(self,
         y:Tensor,  # (B, T, d_model), the target positions
         memory:Tensor,  # (B, S, d_model), the encoder's output
-        tgt_mask:Tensor|None=None,  # for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), & padding
-        memory_mask:Tensor|None=None,  # for cross-attention, broadcasts to (B, H, T, S): source padding (B, 1, 1, S)
+        # for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), & padding
+        tgt_mask:Tensor|None=None,
+        # for cross-attention, broadcasts to (B, H, T, S): source padding (B, 1, 1, S)
+        memory_mask:Tensor|None=None,
         need_weights:bool=True,  # False: no weights, the fast path of both attentions
-    )->tuple[Tensor, Tensor|None, Tensor|None]:  # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
-        log_shapes("DecoderLayer", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
+    # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
+    )->tuple[Tensor, Tensor|None, Tensor|None]:
+        log_shapes(
+            "DecoderLayer",
+            y=y,
+            memory=memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+        )
         _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
         if y.shape[0] != memory.shape[0]:
-            raise ValueError(f"y and memory must have the same batch size B, got {y.shape[0]} and {memory.shape[0]}")
+            raise ValueError(
+                f"y and memory must have the same batch size B, got {y.shape[0]} and "
+                f"{memory.shape[0]}"
+            )
         weights = {}
-        def attend_self(h):                                        # h: y, or norm(y) in pre-LN
-            out, weights["self"] = self.self_attn(h, h, h, mask=tgt_mask, need_weights=need_weights)
+        # h: y, or norm(y) in pre-LN
+        def attend_self(h):
+            out, weights["self"] = self.self_attn(
+                h, h, h, mask=tgt_mask, need_weights=need_weights
+            )
             return out
-        def attend_memory(h):                                      # queries from the decoder, keys/values from memory
-            out, weights["cross"] = self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights)
+        # queries from the decoder, keys/values from memory
+        def attend_memory(h):
+            out, weights["cross"] = self.cross_attn(
+                h, memory, memory, mask=memory_mask, need_weights=need_weights
+            )
             return out
         y = self.sublayers[0](y, attend_self)                      # (B, T, d_model)
         y = self.sublayers[1](y, attend_memory)                    # (B, T, d_model)
@@ -100,7 +149,10 @@ class DecoderLayer(nn.Module):
 def _check_final_norm(final_norm, norm_first)->bool:
     if final_norm is None: return norm_first
     if not isinstance(final_norm, bool):
-        raise TypeError(f"final_norm must be a bool or None (None: only when norm_first), got {final_norm!r}")
+        raise TypeError(
+            "final_norm must be a bool or None (None: only when norm_first), got "
+            f"{final_norm!r}"
+        )
     return final_norm
 
 # %% ../nbs/06_layers.ipynb #c016
@@ -114,25 +166,34 @@ class Encoder(nn.Module):
         dropout:float=0.1,  # dropout inside each layer
         norm_first:bool=True,  # True: pre-LN; False: post-LN (the paper)
         activation:str="relu",  # "relu" or "gelu"
-        final_norm:bool|None=None,  # a LayerNorm after the last layer; None: only when norm_first
+        # a LayerNorm after the last layer; None: only when norm_first
+        final_norm:bool|None=None,
     ):
         super().__init__()
         check_int(num_layers, "num_layers")
         self.d_model, self.num_layers = d_model, num_layers
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
-                                    for _ in range(num_layers))
-        self.norm = LayerNorm(d_model) if _check_final_norm(final_norm, norm_first) else None
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+            for _ in range(num_layers)
+        )
+        self.norm = (
+            LayerNorm(d_model) if _check_final_norm(final_norm, norm_first) else None
+        )
 
     def forward(self,
         x:Tensor,  # (B, S, d_model), the embedded source
-        src_mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, S, S)
+        # boolean, True = may attend; broadcasts to (B, H, S, S)
+        src_mask:Tensor|None=None,
         return_attention:bool=False,  # also return each layer's self-attention weights
-    ):  # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S, S)
+    # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S,
+    # S)
+    ):
         log_shapes("Encoder", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = []
         for layer in self.layers:
-            x, w = layer(x, src_mask, return_attention)                             # (B, S, d_model), (B, H, S, S)
+            # (B, S, d_model), (B, H, S, S)
+            x, w = layer(x, src_mask, return_attention)
             weights.append(w)
         if self.norm is not None: x = self.norm(x)
         return (x, weights) if return_attention else x
@@ -148,29 +209,43 @@ class Decoder(nn.Module):
         dropout:float=0.1,  # dropout inside each layer
         norm_first:bool=True,  # True: pre-LN; False: post-LN (the paper)
         activation:str="relu",  # "relu" or "gelu"
-        final_norm:bool|None=None,  # a LayerNorm after the last layer; None: only when norm_first
+        # a LayerNorm after the last layer; None: only when norm_first
+        final_norm:bool|None=None,
     ):
         super().__init__()
         check_int(num_layers, "num_layers")
         self.d_model, self.num_layers = d_model, num_layers
-        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
-                                    for _ in range(num_layers))
-        self.norm = LayerNorm(d_model) if _check_final_norm(final_norm, norm_first) else None
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+            for _ in range(num_layers)
+        )
+        self.norm = (
+            LayerNorm(d_model) if _check_final_norm(final_norm, norm_first) else None
+        )
 
     def forward(self,
         y:Tensor,  # (B, T, d_model), the embedded target
         memory:Tensor,  # (B, S, d_model), the encoder's output
         tgt_mask:Tensor|None=None,  # broadcasts to (B, H, T, T)
         memory_mask:Tensor|None=None,  # broadcasts to (B, H, T, S)
-        return_attention:bool=False,  # also return each layer's self- and cross-attention weights
-    ):  # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T, T), cross (B, H, T, S)
-        log_shapes("Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
+        # also return each layer's self- and cross-attention weights
+        return_attention:bool=False,
+    # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T,
+    # T), cross (B, H, T, S)
+    ):
+        log_shapes(
+            "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
+        )
         _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
         if y.shape[0] != memory.shape[0]:
-            raise ValueError(f"y and memory must have the same batch size B, got {y.shape[0]} and {memory.shape[0]}")
+            raise ValueError(
+                f"y and memory must have the same batch size B, got {y.shape[0]} and "
+                f"{memory.shape[0]}"
+            )
         self_ws, cross_ws = [], []
         for layer in self.layers:
-            y, ws, wc = layer(y, memory, tgt_mask, memory_mask, return_attention)  # (B, T, d_model), (B, H, T, T), (B, H, T, S)
+            # (B, T, d_model), (B, H, T, T), (B, H, T, S)
+            y, ws, wc = layer(y, memory, tgt_mask, memory_mask, return_attention)
             self_ws.append(ws); cross_ws.append(wc)
         if self.norm is not None: y = self.norm(y)
         return (y, self_ws, cross_ws) if return_attention else y
@@ -181,8 +256,10 @@ def _copy_affine(src:nn.Module, dst:nn.Module, name:str):
     for p in ("weight", "bias"):
         a, b = getattr(src, p), getattr(dst, p)
         if (a is None) != (b is None) or (a is not None and a.shape != b.shape):
-            raise ValueError(f"{name}.{p} differs: {None if a is None else tuple(a.shape)} vs "
-                             f"{None if b is None else tuple(b.shape)}")
+            raise ValueError(
+                f"{name}.{p} differs: {None if a is None else tuple(a.shape)} vs "
+                f"{None if b is None else tuple(b.shape)}"
+            )
         if a is not None: b.copy_(a)
 
 # %% ../nbs/06_layers.ipynb #c024
@@ -193,38 +270,68 @@ def _torch_activation(f)->str|None:
     return None
 
 def _layer_pairs(ours, theirs, decoder:bool):
-    "Check that the two layers compute the same function; return (our module, their module, name) triples"
-    kind, cls = ("DecoderLayer", nn.TransformerDecoderLayer) if decoder else ("EncoderLayer", nn.TransformerEncoderLayer)
+    ("Check that the two layers compute the same function; return (our module, their "
+     "module, name) triples")
+    kind, cls = (
+        ("DecoderLayer", nn.TransformerDecoderLayer)
+        if decoder
+        else ("EncoderLayer", nn.TransformerEncoderLayer)
+    )
     if not isinstance(ours, DecoderLayer if decoder else EncoderLayer):
-        raise TypeError(f"ours must be {'a' if decoder else 'an'} {kind}, got {type(ours).__name__}")
+        raise TypeError(
+            f"ours must be {'a' if decoder else 'an'} {kind}, got {type(ours).__name__}"
+        )
     if not isinstance(theirs, cls):
-        raise TypeError(f"theirs must be an nn.Transformer{kind}, got {type(theirs).__name__}")
+        raise TypeError(
+            f"theirs must be an nn.Transformer{kind}, got {type(theirs).__name__}"
+        )
     if ours.norm_first != theirs.norm_first:
-        raise ValueError(f"norm_first differs: ours {ours.norm_first}, theirs {theirs.norm_first}")
+        raise ValueError(
+            f"norm_first differs: ours {ours.norm_first}, theirs {theirs.norm_first}"
+        )
     if ours.ffn.activation != _torch_activation(theirs.activation):
-        raise ValueError(f"activation differs: ours {ours.ffn.activation!r}, theirs {theirs.activation!r}")
+        raise ValueError(
+            f"activation differs: ours {ours.ffn.activation!r}, theirs "
+            f"{theirs.activation!r}"
+        )
     if ours.ffn.d_ff != theirs.linear1.out_features:
-        raise ValueError(f"d_ff differs: ours {ours.ffn.d_ff}, theirs dim_feedforward={theirs.linear1.out_features}")
+        raise ValueError(
+            f"d_ff differs: ours {ours.ffn.d_ff}, theirs "
+            f"dim_feedforward={theirs.linear1.out_features}"
+        )
     n = 3 if decoder else 2
     norms = [getattr(theirs, f"norm{i + 1}") for i in range(n)]
     for i, (s, tn) in enumerate(zip(ours.sublayers, norms)):
         if s.norm.eps != tn.eps:
-            raise ValueError(f"layer norm eps differs: ours {s.norm.eps}, theirs norm{i + 1}.eps={tn.eps}")
-    pairs = [(ours.ffn.linear1, theirs.linear1, "linear1"), (ours.ffn.linear2, theirs.linear2, "linear2")]
-    pairs += [(s.norm, tn, f"norm{i + 1}") for i, (s, tn) in enumerate(zip(ours.sublayers, norms))]
+            raise ValueError(
+                f"layer norm eps differs: ours {s.norm.eps}, theirs "
+                f"norm{i + 1}.eps={tn.eps}"
+            )
+    pairs = [
+        (ours.ffn.linear1, theirs.linear1, "linear1"),
+        (ours.ffn.linear2, theirs.linear2, "linear2"),
+    ]
+    pairs += [
+        (s.norm, tn, f"norm{i + 1}")
+        for i, (s, tn) in enumerate(zip(ours.sublayers, norms))
+    ]
     return pairs
 
 def _copy_layer(ours, theirs, decoder:bool, to_torch:bool):
     pairs = _layer_pairs(ours, theirs, decoder)
-    attn = [(ours.self_attn, theirs.self_attn)] + ([(ours.cross_attn, theirs.multihead_attn)] if decoder else [])
+    attn = [(ours.self_attn, theirs.self_attn)] + (
+        [(ours.cross_attn, theirs.multihead_attn)] if decoder else []
+    )
     with torch.no_grad():
         for a, b in attn: mha_to_torch(a, b) if to_torch else mha_from_torch(b, a)
-        for a, b, name in pairs: _copy_affine(a, b, name) if to_torch else _copy_affine(b, a, name)
+        for a, b, name in pairs:
+            _copy_affine(a, b, name) if to_torch else _copy_affine(b, a, name)
 
 # %% ../nbs/06_layers.ipynb #c025
 def encoder_layer_to_torch(
     ours:EncoderLayer,  # the source of the weights
-    theirs:nn.TransformerEncoderLayer,  # receives them; same sizes, norm_first and activation
+    # receives them; same sizes, norm_first and activation
+    theirs:nn.TransformerEncoderLayer,
 )->nn.TransformerEncoderLayer:  # `theirs`, with our weights
     "Copy the weights of our `EncoderLayer` into an `nn.TransformerEncoderLayer`"
     _copy_layer(ours, theirs, decoder=False, to_torch=True)
@@ -241,9 +348,11 @@ def encoder_layer_from_torch(
 # %% ../nbs/06_layers.ipynb #c026
 def decoder_layer_to_torch(
     ours:DecoderLayer,  # the source of the weights
-    theirs:nn.TransformerDecoderLayer,  # receives them; same sizes, norm_first and activation
+    # receives them; same sizes, norm_first and activation
+    theirs:nn.TransformerDecoderLayer,
 )->nn.TransformerDecoderLayer:  # `theirs`, with our weights
-    "Copy the weights of our `DecoderLayer` into an `nn.TransformerDecoderLayer` (cross_attn -> multihead_attn)"
+    ("Copy the weights of our `DecoderLayer` into an `nn.TransformerDecoderLayer` "
+     "(cross_attn -> multihead_attn)")
     _copy_layer(ours, theirs, decoder=True, to_torch=True)
     return theirs
 
@@ -251,6 +360,7 @@ def decoder_layer_from_torch(
     theirs:nn.TransformerDecoderLayer,  # the source of the weights
     ours:DecoderLayer,  # receives them; same sizes, norm_first and activation
 )->DecoderLayer:  # `ours`, with torch's weights
-    "Copy the weights of an `nn.TransformerDecoderLayer` into our `DecoderLayer` (multihead_attn -> cross_attn)"
+    ("Copy the weights of an `nn.TransformerDecoderLayer` into our `DecoderLayer` "
+     "(multihead_attn -> cross_attn)")
     _copy_layer(ours, theirs, decoder=True, to_torch=False)
     return ours

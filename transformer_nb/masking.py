@@ -14,16 +14,21 @@ __all__ = ['pad_batch', 'padding_mask', 'causal_mask', 'target_mask']
 
 # %% ../nbs/08_masking.ipynb #c006
 def pad_batch(
-    seqs:list,  # sequences of token ids: lists of ints or 1-D integer tensors, of any lengths >= 1
+    # sequences of token ids: lists of ints or 1-D integer tensors, of any lengths >= 1
+    seqs:list,
     pad_id:int,  # the id that fills the gaps
 )->Tensor:  # (B, L) long, L the longest length
     "Stack sequences of different lengths into one (B, L) batch, filling with `pad_id`"
     check_int(pad_id, "pad_id", min_value=0)
-    if not seqs: raise ValueError("seqs must hold at least one sequence, got an empty list")
+    if not seqs:
+        raise ValueError("seqs must hold at least one sequence, got an empty list")
     ts = [torch.as_tensor(s, dtype=torch.long) for s in seqs]
     for i, t in enumerate(ts):
         if t.dim() != 1 or t.numel() == 0:
-            raise ValueError(f"seqs[{i}] must be a non-empty 1-D sequence of token ids, got shape {tuple(t.shape)}")
+            raise ValueError(
+                f"seqs[{i}] must be a non-empty 1-D sequence of token ids, got shape "
+                f"{tuple(t.shape)}"
+            )
     return pad_sequence(ts, batch_first=True, padding_value=pad_id)
 
 # %% ../nbs/08_masking.ipynb #c009
@@ -31,7 +36,8 @@ def padding_mask(
     ids:Tensor,  # (B, S) token ids
     pad_id:int,  # the padding id
 )->Tensor:  # (B, 1, 1, S) bool, True = a real token (may be attended to)
-    "Mask of the real (non-padding) keys, shaped to broadcast against the scores (B, H, T, S)"
+    ("Mask of the real (non-padding) keys, shaped to broadcast against the scores (B, "
+     "H, T, S)")
     check_tensor(ids, "ids", ndim=2, floating=False); check_nonempty(ids, "ids")
     check_int(pad_id, "pad_id", min_value=0)
     return (ids != pad_id)[:, None, None, :]                       # (B, 1, 1, S)
@@ -43,12 +49,15 @@ def causal_mask(
 )->Tensor:  # (1, 1, T, T) bool, True on and below the diagonal
     "Mask that lets query position t attend to key positions 0 … t only"
     check_int(T, "T")
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]   # (1, 1, T, T)
+    # (1, 1, T, T)
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]
 
 # %% ../nbs/08_masking.ipynb #c015
 def target_mask(
     tgt:Tensor,  # (B, T) target token ids
     pad_id:int,  # the padding id
 )->Tensor:  # (B, 1, T, T) bool
-    "The decoder self-attention mask: a key may be attended to if it is real AND not in the future"
-    return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], device=tgt.device)   # (B, 1, T, T)
+    ("The decoder self-attention mask: a key may be attended to if it is real AND not "
+     "in the future")
+    # (B, 1, T, T)
+    return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], device=tgt.device)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty
+from .core import (
+    log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty)
 from .core import check_mask
 from .attention import scaled_dot_product_attention, fused_attention
 
@@ -19,44 +20,59 @@ __all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'to_torch_masks',
 def _check_divisible(d_model:int, num_heads:int):
     "torch's wording, then the values"
     if d_model % num_heads != 0:
-        raise ValueError(f"embed_dim must be divisible by num_heads, got d_model={d_model}, num_heads={num_heads}")
+        raise ValueError(
+            f"embed_dim must be divisible by num_heads, got d_model={d_model}, "
+            f"num_heads={num_heads}"
+        )
 
 # %% ../nbs/03_multihead.ipynb #c007
 def split_heads(
     x:Tensor,  # (B, T, d_model), e.g. the queries of all heads side by side
     num_heads:int,  # H, the number of heads; must divide d_model
 )->Tensor:  # (B, H, T, d_k) with d_k = d_model // H
-    "Cut the last dimension into `num_heads` slices of width d_k and put the heads before the positions"
+    ("Cut the last dimension into `num_heads` slices of width d_k and put the heads "
+     "before the positions")
     check_tensor(x, "x", ndim=3); check_int(num_heads, "num_heads")
     B, T, d_model = x.shape
     _check_divisible(d_model, num_heads)
-    return x.reshape(B, T, num_heads, d_model // num_heads).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
+    # (B, T, H, d_k) -> (B, H, T, d_k)
+    return x.reshape(B, T, num_heads, d_model // num_heads).transpose(1, 2)
 
 # %% ../nbs/03_multihead.ipynb #c008
 def merge_heads(
     x:Tensor,  # (B, H, T, d_k), e.g. the outputs of all heads
 )->Tensor:  # (B, T, H * d_k) = (B, T, d_model)
-    "The inverse of `split_heads`: put the heads' slices side by side again (the Concat of the paper)"
+    ("The inverse of `split_heads`: put the heads' slices side by side again (the "
+     "Concat of the paper)")
     check_tensor(x, "x", ndim=4)
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
 
 # %% ../nbs/03_multihead.ipynb #c016
 class MultiHeadAttention(nn.Module):
-    "Multi-head attention of section 3.2.2: project, split into heads, attend in parallel, merge, project"
+    ("Multi-head attention of section 3.2.2: project, split into heads, attend in "
+     "parallel, merge, project")
     def __init__(self,
         d_model:int,  # width of the inputs and the output
         num_heads:int,  # H, the number of heads; must divide d_model
         dropout:float=0.0,  # dropout on the attention weights while training
-        bias:bool=True,  # biases in the four projections (the paper has none; nn.MultiheadAttention has them)
+        # biases in the four projections (the paper has none; nn.MultiheadAttention has
+        # them)
+        bias:bool=True,
     ):
         super().__init__()
         check_int(d_model, "d_model"); check_int(num_heads, "num_heads")
         _check_divisible(d_model, num_heads)
-        if not isinstance(bias, bool): raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
-        self.d_model, self.num_heads, self.d_k = d_model, num_heads, d_model // num_heads
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
+        self.d_model, self.num_heads, self.d_k = (
+            d_model,
+            num_heads,
+            d_model // num_heads,
+        )
         self.dropout = check_dropout(dropout)
-        self.W_q = nn.Linear(d_model, d_model, bias=bias)  # the H matrices W_i^Q side by side
+        # the H matrices W_i^Q side by side
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, d_model, bias=bias)
         self.W_v = nn.Linear(d_model, d_model, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
@@ -66,8 +82,11 @@ class MultiHeadAttention(nn.Module):
         key:Tensor,  # (B, S, d_model), the positions looked at
         value:Tensor,  # (B, S, d_model), what they hand over
         mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-        need_weights:bool=True,  # False: skip the weights and take the fast path (chapter "Fast path"), same output
-    )->tuple[Tensor, Tensor|None]:  # output (B, T, d_model) and per-head weights (B, H, T, S) before dropout, or None
+        # False: skip the weights and take the fast path (chapter "Fast path"), same
+        # output
+        need_weights:bool=True,
+    # output (B, T, d_model) and per-head weights (B, H, T, S) before dropout, or None
+    )->tuple[Tensor, Tensor|None]:
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         self._check_inputs(query, key, value)
         B, T, _ = query.shape
@@ -80,64 +99,102 @@ class MultiHeadAttention(nn.Module):
         v = split_heads(self.W_v(value), self.num_heads)    # (B, H, S, d_k)
         # 2) attend in every head in parallel
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, d_k), (B, H, T, S)
+            # (B, H, T, d_k), (B, H, T, S)
+            q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0)
         # 3) concatenate the heads and mix them with W^O
-        return self.W_o(merge_heads(out)), weights          # (B, T, d_model), (B, H, T, S)
+        # (B, T, d_model), (B, H, T, S)
+        return self.W_o(merge_heads(out)), weights
 
     def _check_inputs(self, query, key, value):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(t, name, ndim=3, floating=True); check_last_dim(t, self.d_model, name)
             check_nonempty(t, name, dim=1)
             if t.dtype != self.W_q.weight.dtype:
-                raise TypeError(f"{name} has dtype {t.dtype}, but the weights have {self.W_q.weight.dtype}: "
-                                f"convert one to the other, e.g. module.to({t.dtype})")
+                raise TypeError(
+                    f"{name} has dtype {t.dtype}, but the weights have "
+                    f"{self.W_q.weight.dtype}: "
+                    f"convert one to the other, e.g. module.to({t.dtype})"
+                )
         if query.shape[0] != key.shape[0] or key.shape[0] != value.shape[0]:
-            raise ValueError(f"query, key and value must have the same batch size B, got "
-                             f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}")
+            raise ValueError(
+                f"query, key and value must have the same batch size B, got "
+                f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
+            )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"key and value must have the same length S, got {key.shape[1]} and {value.shape[1]}")
+            raise ValueError(
+                f"key and value must have the same length S, got {key.shape[1]} and "
+                f"{value.shape[1]}"
+            )
 
 # %% ../nbs/03_multihead.ipynb #c035
 def to_torch_masks(
-    mask:Tensor|None,  # ours: boolean, True = may attend, broadcasting to (B, H, T, S); 2 to 4 dimensions
+    # ours: boolean, True = may attend, broadcasting to (B, H, T, S); 2 to 4 dimensions
+    mask:Tensor|None,
     num_heads:int,  # H of the nn.MultiheadAttention that will receive the masks
-)->tuple[Tensor|None, Tensor|None]:  # (attn_mask, key_padding_mask), boolean with True = blocked, or None
-    "Our mask as the `(attn_mask, key_padding_mask)` pair that `nn.MultiheadAttention(batch_first=True)` expects"
+# (attn_mask, key_padding_mask), boolean with True = blocked, or None
+)->tuple[Tensor|None, Tensor|None]:
+    ("Our mask as the `(attn_mask, key_padding_mask)` pair that "
+     "`nn.MultiheadAttention(batch_first=True)` expects")
     check_int(num_heads, "num_heads")
     if mask is None: return None, None
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"mask must be a boolean torch.Tensor (True = may attend), got "
-                        f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}")
+        raise TypeError(
+            f"mask must be a boolean torch.Tensor (True = may attend), got "
+            f"{mask.dtype if isinstance(mask, Tensor) else type(mask).__name__}"
+        )
     if not 2 <= mask.dim() <= 4:
-        raise ValueError(f"mask must have 2, 3 or 4 dimensions (broadcasting to (B, H, T, S)), got shape {tuple(mask.shape)}")
-    m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))   # (b, h, t, S), as broadcasting reads it
+        raise ValueError(
+            "mask must have 2, 3 or 4 dimensions (broadcasting to (B, H, T, S)), got "
+            f"shape {tuple(mask.shape)}"
+        )
+    # (b, h, t, S), as broadcasting reads it
+    m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     b, h, t, S = m.shape
     if h not in (1, num_heads):
-        raise ValueError(f"mask's head dimension must be 1 or num_heads={num_heads}, got shape {tuple(mask.shape)}")
-    blocked = ~m                                                     # torch's convention: True = blocked
-    if h == 1 and t == 1: return None, blocked[:, 0, 0, :]          # padding: key_padding_mask (B, S)
-    if b == 1 and h == 1: return blocked[0, 0], None                 # one mask for all: attn_mask (T, S)
-    return blocked.expand(b, num_heads, t, S).reshape(b * num_heads, t, S), None  # attn_mask (B*H, T, S)
+        raise ValueError(
+            f"mask's head dimension must be 1 or num_heads={num_heads}, got shape "
+            f"{tuple(mask.shape)}"
+        )
+    # torch's convention: True = blocked
+    blocked = ~m
+    # padding: key_padding_mask (B, S)
+    if h == 1 and t == 1: return None, blocked[:, 0, 0, :]
+    # one mask for all: attn_mask (T, S)
+    if b == 1 and h == 1: return blocked[0, 0], None
+    # attn_mask (B*H, T, S)
+    return blocked.expand(b, num_heads, t, S).reshape(b * num_heads, t, S), None
 
 # %% ../nbs/03_multihead.ipynb #c038
 def _allowed(m:Tensor, name:str)->Tensor:
-    "A torch mask (boolean True = blocked, or float to add: 0 or -inf) as ours: True = may attend"
-    if not isinstance(m, Tensor): raise TypeError(f"{name} must be a torch.Tensor, got {type(m).__name__}")
+    ("A torch mask (boolean True = blocked, or float to add: 0 or -inf) as ours: True "
+     "= may attend")
+    if not isinstance(m, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(m).__name__}")
     if m.dtype == torch.bool: return ~m
     if m.is_floating_point():
         ok = (m == 0) | (m == float("-inf"))
         if not ok.all():
-            raise ValueError(f"{name} is a float mask with values other than 0 and -inf; such an additive mask "
-                             f"has no boolean equivalent")
+            raise ValueError(
+                f"{name} is a float mask with values other than 0 and -inf; such an "
+                "additive mask "
+                f"has no boolean equivalent"
+            )
         return m == 0
-    raise TypeError(f"{name} must be boolean (True = blocked) or float (0 or -inf), got {m.dtype}")
+    raise TypeError(
+        f"{name} must be boolean (True = blocked) or float (0 or -inf), got {m.dtype}"
+    )
 
 # %% ../nbs/03_multihead.ipynb #c039
 def from_torch_masks(
-    attn_mask:Tensor|None=None,  # torch's attn_mask: (T, S) or (B*num_heads, T, S), True (or -inf) = blocked
-    key_padding_mask:Tensor|None=None,  # torch's key_padding_mask: (B, S), True (or -inf) = a padded key
-    num_heads:int|None=None,  # needed only for a 3-D attn_mask, to separate B from the heads
-)->Tensor|None:  # ours: boolean, True = may attend, (1, 1, T, S), (B, 1, 1, S), (B, 1, T, S) or (B, H, T, S)
+    # torch's attn_mask: (T, S) or (B*num_heads, T, S), True (or -inf) = blocked
+    attn_mask:Tensor|None=None,
+    # torch's key_padding_mask: (B, S), True (or -inf) = a padded key
+    key_padding_mask:Tensor|None=None,
+    # needed only for a 3-D attn_mask, to separate B from the heads
+    num_heads:int|None=None,
+# ours: boolean, True = may attend, (1, 1, T, S), (B, 1, 1, S), (B, 1, T, S) or (B, H,
+# T, S)
+)->Tensor|None:
     "The masks of `nn.MultiheadAttention` as one of ours, broadcasting to (B, H, T, S)"
     mask = None
     if attn_mask is not None:
@@ -145,53 +202,89 @@ def from_torch_masks(
         if a.dim() == 2: mask = a[None, None]                            # (1, 1, T, S)
         elif a.dim() == 3:
             if num_heads is None:
-                raise ValueError("a 3-D attn_mask (B*num_heads, T, S) needs num_heads, to separate B from the heads")
+                raise ValueError(
+                    "a 3-D attn_mask (B*num_heads, T, S) needs num_heads, to separate "
+                    "B from the heads"
+                )
             check_int(num_heads, "num_heads")
             if a.shape[0] % num_heads:
-                raise ValueError(f"attn_mask's first dimension must be B*num_heads, got {a.shape[0]} "
-                                 f"for num_heads={num_heads}")
+                raise ValueError(
+                    "attn_mask's first dimension must be B*num_heads, got "
+                    f"{a.shape[0]} "
+                    f"for num_heads={num_heads}"
+                )
             mask = a.reshape(-1, num_heads, *a.shape[1:])                # (B, H, T, S)
         else:
-            raise ValueError(f"attn_mask must have shape (T, S) or (B*num_heads, T, S), got {tuple(a.shape)}")
+            raise ValueError(
+                "attn_mask must have shape (T, S) or (B*num_heads, T, S), got "
+                f"{tuple(a.shape)}"
+            )
     if key_padding_mask is not None:
         k = _allowed(key_padding_mask, "key_padding_mask")
-        if k.dim() != 2: raise ValueError(f"key_padding_mask must have shape (B, S), got {tuple(k.shape)}")
+        if k.dim() != 2:
+            raise ValueError(
+                f"key_padding_mask must have shape (B, S), got {tuple(k.shape)}"
+            )
         k = k[:, None, None, :]                                          # (B, 1, 1, S)
-        mask = k if mask is None else mask & k                           # blocked by either = blocked
+        # blocked by either = blocked
+        mask = k if mask is None else mask & k
     return mask
 
 # %% ../nbs/03_multihead.ipynb #c043
 def _check_pair(ours, theirs):
-    "Both modules exist, have the same sizes and the same biases, and torch's has no extras we lack"
+    ("Both modules exist, have the same sizes and the same biases, and torch's has no "
+     "extras we lack")
     if not isinstance(ours, MultiHeadAttention):
         raise TypeError(f"ours must be a MultiHeadAttention, got {type(ours).__name__}")
     if not isinstance(theirs, nn.MultiheadAttention):
-        raise TypeError(f"theirs must be an nn.MultiheadAttention, got {type(theirs).__name__}")
+        raise TypeError(
+            f"theirs must be an nn.MultiheadAttention, got {type(theirs).__name__}"
+        )
     if (ours.d_model, ours.num_heads) != (theirs.embed_dim, theirs.num_heads):
-        raise ValueError(f"sizes differ: ours has d_model={ours.d_model}, num_heads={ours.num_heads}, "
-                         f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}")
+        raise ValueError(
+            f"sizes differ: ours has d_model={ours.d_model}, "
+            f"num_heads={ours.num_heads}, "
+            f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
+        )
     if not theirs._qkv_same_embed_dim:
-        raise ValueError(f"theirs has kdim={theirs.kdim}, vdim={theirs.vdim} different from embed_dim="
-                         f"{theirs.embed_dim}; MultiHeadAttention has no counterpart")
+        raise ValueError(
+            f"theirs has kdim={theirs.kdim}, vdim={theirs.vdim} different from "
+            "embed_dim="
+            f"{theirs.embed_dim}; MultiHeadAttention has no counterpart"
+        )
     if theirs.bias_k is not None or theirs.add_zero_attn:
-        raise ValueError("theirs uses add_bias_kv or add_zero_attn; MultiHeadAttention has no counterpart")
+        raise ValueError(
+            "theirs uses add_bias_kv or add_zero_attn; MultiHeadAttention has no "
+            "counterpart"
+        )
     ours_b = [lin.bias is not None for lin in (ours.W_q, ours.W_k, ours.W_v, ours.W_o)]
-    theirs_b = [theirs.in_proj_bias is not None] * 3 + [theirs.out_proj.bias is not None]
+    theirs_b = [theirs.in_proj_bias is not None] * 3 + [
+        theirs.out_proj.bias is not None
+    ]
     if ours_b != theirs_b:
-        raise ValueError(f"biases differ: ours has biases in (W_q, W_k, W_v, W_o) = {ours_b}, theirs in "
-                         f"(in_proj x3, out_proj) = {theirs_b}; build both with the same bias=")
+        raise ValueError(
+            f"biases differ: ours has biases in (W_q, W_k, W_v, W_o) = {ours_b}, "
+            "theirs in "
+            f"(in_proj x3, out_proj) = {theirs_b}; build both with the same bias="
+        )
 
 # %% ../nbs/03_multihead.ipynb #c044
 def mha_to_torch(
     ours:MultiHeadAttention,  # the source of the weights
     theirs:nn.MultiheadAttention,  # receives them; same embed_dim, num_heads and bias
 )->nn.MultiheadAttention:  # `theirs`, with our weights
-    "Copy our W_q, W_k, W_v, W_o into an `nn.MultiheadAttention` (in_proj_weight/in_proj_bias and out_proj)"
+    ("Copy our W_q, W_k, W_v, W_o into an `nn.MultiheadAttention` "
+     "(in_proj_weight/in_proj_bias and out_proj)")
     _check_pair(ours, theirs)
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))  # (3 d_model, d_model)
+        # (3 d_model, d_model)
+        theirs.in_proj_weight.copy_(
+            torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight])
+        )
         if theirs.in_proj_bias is not None:
-            theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
+            theirs.in_proj_bias.copy_(
+                torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias])
+            )
         theirs.out_proj.weight.copy_(ours.W_o.weight)
         if theirs.out_proj.bias is not None: theirs.out_proj.bias.copy_(ours.W_o.bias)
     return theirs
@@ -217,13 +310,15 @@ def fused_projection(
     linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
 )->Tensor:  # (..., sum of their out_features): their outputs side by side
     "Apply several `nn.Linear` to the same input with one matrix multiply"
-    weight = torch.cat([l.weight for l in linears])                   # (sum d_out, d_in)
+    # (sum d_out, d_in)
+    weight = torch.cat([l.weight for l in linears])
     bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
     return F.linear(x, weight, bias)
 
 # %% ../nbs/03_multihead.ipynb #m102
 def fast_multihead(
-    mha,  # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
+    # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
+    mha,
     query:Tensor,  # (B, T, d_model)
     key:Tensor,  # (B, S, d_model)
     value:Tensor,  # (B, S, d_model)
@@ -231,12 +326,15 @@ def fast_multihead(
 )->Tensor:  # (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
     "Multi-head attention without the weights: fused projections and `fused_attention`"
     H, d_k = mha.num_heads, mha.d_k
-    heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)   # (B, L, n*d_model) -> n x (B, H, L, d_k)
+    # (B, L, n*d_model) -> n x (B, H, L, d_k)
+    heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)
     if query is key and key is value:                                 # self-attention
         q, k, v = heads(fused_projection(query, (mha.W_q, mha.W_k, mha.W_v)), 3)
     else:
         q, = heads(mha.W_q(query), 1)
-        if key is value: k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)   # cross-attention
+        # cross-attention
+        if key is value: k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)
         else: (k,), (v,) = heads(mha.W_k(key), 1), heads(mha.W_v(value), 1)
-    out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)   # (B, H, T, d_k)
+    # (B, H, T, d_k)
+    out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)
     return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)

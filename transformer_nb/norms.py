@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Callable
 import torch
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_dropout, check_tensor, check_last_dim
-from .core import Dropout  # nn.Dropout, with a cheaper random mask on a CPU
+from .core import (
+    log_shapes, check_int, check_dropout, check_tensor, check_last_dim)
+# nn.Dropout, with a cheaper random mask on a CPU
+from .core import Dropout
 import torch.nn.functional as F
 
 # %% auto #0
@@ -16,15 +18,22 @@ __all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'check_same_shape']
 
 # %% ../nbs/05_norms.ipynb #c007
 class LayerNorm(nn.Module):
-    "(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased variance, as nn.LayerNorm"
+    ("(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the "
+     "biased variance, as nn.LayerNorm")
     def __init__(self,
         d_model:int,  # size of the last dimension, the one normalised
-        eps:float=1e-5,  # added to the variance inside the square root; nn.LayerNorm's default
-        fused:bool=True,  # compute it with torch's one-kernel F.layer_norm (chapter "Fast path"); False: the lines below
+        # added to the variance inside the square root; nn.LayerNorm's default
+        eps:float=1e-5,
+        # compute it with torch's one-kernel F.layer_norm (chapter "Fast path"); False:
+        # the lines below
+        fused:bool=True,
     ):
         super().__init__()
         self.d_model, self.eps = check_int(d_model, "d_model"), check_eps(eps)
-        if not isinstance(fused, bool): raise TypeError(f"fused must be a bool, got {type(fused).__name__} {fused!r}")
+        if not isinstance(fused, bool):
+            raise TypeError(
+                f"fused must be a bool, got {type(fused).__name__} {fused!r}"
+            )
         self.fused = fused
         self.weight = nn.Parameter(torch.ones(d_model))   # gamma: scale
         self.bias = nn.Parameter(torch.zeros(d_model))    # beta: shift
@@ -34,10 +43,14 @@ class LayerNorm(nn.Module):
     )->Tensor:  # same shape as x
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("LayerNorm", x=x)
-        if self.fused: return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)   # the same, fused
+        # the same, fused
+        if self.fused:
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         mean = x.mean(dim=-1, keepdim=True)                        # (B, T, 1)
-        var = x.var(dim=-1, unbiased=False, keepdim=True)          # (B, T, 1), biased: divides by d_model
-        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias   # (B, T, d_model)
+        # (B, T, 1), biased: divides by d_model
+        var = x.var(dim=-1, unbiased=False, keepdim=True)
+        # (B, T, d_model)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
 # %% ../nbs/05_norms.ipynb #c008
 def check_eps(
@@ -46,48 +59,68 @@ def check_eps(
 )->float:
     "Check that `eps` is a positive number"
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"{name} must be a positive float, got {type(eps).__name__} {eps!r}")
+        raise TypeError(
+            f"{name} must be a positive float, got {type(eps).__name__} {eps!r}"
+        )
     if not eps > 0:
         raise ValueError(f"{name} must be > 0, got {eps}")
     return float(eps)
 
 # %% ../nbs/05_norms.ipynb #c022
 class SublayerConnection(nn.Module):
-    "Residual connection around a sublayer, with LayerNorm before it (pre-LN) or after the addition (post-LN)"
+    ("Residual connection around a sublayer, with LayerNorm before it (pre-LN) or "
+     "after the addition (post-LN)")
     def __init__(self,
         d_model:int,  # width of the residual stream
-        dropout:float=0.1,  # dropout on the sublayer's output, before the addition (section 5.4)
-        norm_first:bool=True,  # True: x + dropout(sublayer(norm(x))); False, the paper: norm(x + dropout(sublayer(x)))
+        # dropout on the sublayer's output, before the addition (section 5.4)
+        dropout:float=0.1,
+        # True: x + dropout(sublayer(norm(x))); False, the paper: norm(x +
+        # dropout(sublayer(x)))
+        norm_first:bool=True,
     ):
         super().__init__()
         check_int(d_model, "d_model"); check_dropout(dropout)
         if not isinstance(norm_first, bool):
-            raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "
-                            f"got {type(norm_first).__name__} {norm_first!r}")
+            raise TypeError(
+                f"norm_first must be a bool (True: pre-LN, False: post-LN), "
+                f"got {type(norm_first).__name__} {norm_first!r}"
+            )
         self.d_model, self.norm_first = d_model, norm_first
         self.norm = LayerNorm(d_model)
         self.dropout = Dropout(dropout)
 
     def forward(self,
         x:Tensor,  # (B, T, d_model), the residual stream
-        sublayer:Callable[[Tensor], Tensor],  # maps (B, T, d_model) to (B, T, d_model), e.g. attention or the FFN
+        # maps (B, T, d_model) to (B, T, d_model), e.g. attention or the FFN
+        sublayer:Callable[[Tensor], Tensor],
     )->Tensor:  # (B, T, d_model)
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         if not callable(sublayer):
-            raise TypeError(f"sublayer must be callable, (B, T, d_model) -> (B, T, d_model), got {type(sublayer).__name__}")
+            raise TypeError(
+                "sublayer must be callable, (B, T, d_model) -> (B, T, d_model), got "
+                f"{type(sublayer).__name__}"
+            )
         log_shapes("SublayerConnection", x=x)
         if self.norm_first:
-            return x + self.dropout(check_same_shape(sublayer(self.norm(x)), x))   # pre-LN: identity path kept
-        return self.norm(x + self.dropout(check_same_shape(sublayer(x), x)))      # post-LN: the paper
+            # pre-LN: identity path kept
+            return x + self.dropout(check_same_shape(sublayer(self.norm(x)), x))
+        # post-LN: the paper
+        return self.norm(x + self.dropout(check_same_shape(sublayer(x), x)))
 
 # %% ../nbs/05_norms.ipynb #c023
 def check_same_shape(
     out,  # what the sublayer returned
     x:Tensor,  # the sublayer's input
 )->Tensor:
-    "Check that a sublayer returned a tensor of its input's shape, so that the residual sum cannot broadcast"
+    ("Check that a sublayer returned a tensor of its input's shape, so that the "
+     "residual sum cannot broadcast")
     if not isinstance(out, Tensor):
-        raise TypeError(f"sublayer must return a torch.Tensor, got {type(out).__name__}")
+        raise TypeError(
+            f"sublayer must return a torch.Tensor, got {type(out).__name__}"
+        )
     if out.shape != x.shape:
-        raise ValueError(f"sublayer must return the shape of its input {tuple(x.shape)}, got {tuple(out.shape)}")
+        raise ValueError(
+            f"sublayer must return the shape of its input {tuple(x.shape)}, got "
+            f"{tuple(out.shape)}"
+        )
     return out

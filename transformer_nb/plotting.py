@@ -20,18 +20,22 @@ def _as_numpy(x):
 
 # %% ../nbs/00a_plotting.ipynb #q001
 def pyplot():
-    "matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if it is missing"
+    ("matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if it is "
+     "missing")
     try:
         import matplotlib.pyplot as plt
     except ImportError as e:
-        raise ImportError("the plotting helpers need matplotlib: "
-                          "pip install \"transformer_nb[plot]\" (or pip install matplotlib)") from e
+        raise ImportError(
+            "the plotting helpers need matplotlib: "
+            "pip install \"transformer_nb[plot]\" (or pip install matplotlib)"
+        ) from e
     return plt
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
     matrices,  # (rows, cols, Q, K) tensor, or (Q, K) / (n, Q, K) which become one row
-    row_titles:Sequence[str]|None=None,  # a title on the left of each row, e.g. "layer 0"
+    # a title on the left of each row, e.g. "layer 0"
+    row_titles:Sequence[str]|None=None,
     col_titles:Sequence[str]|None=None,  # a title above each column, e.g. "head 0"
     xlabel:str="keys",  # label of the x axis (columns of each matrix)
     ylabel:str="queries",  # label of the y axis (rows of each matrix)
@@ -39,29 +43,51 @@ def show_heatmaps(
     yticks:Sequence[str]|None=None,  # a label per row, e.g. the query tokens
     title:str|None=None,  # a title over the whole figure
     cmap:str="viridis",  # matplotlib colour map
-    vmin:float|None=None, vmax:float|None=None,  # colour range; the data's own range by default
-    cell_size:float=2.2,  # size in inches of each panel (shrunk if the grid would be wider than `max_width`)
-    max_width:float=6.6,  # widest figure in inches: at 100 dpi, the width of a page's text, so labels keep their size
+    # colour range; the data's own range by default
+    vmin:float|None=None, vmax:float|None=None,
+    # size in inches of each panel (shrunk if the grid would be wider than `max_width`)
+    cell_size:float=2.2,
+    # widest figure in inches: at 100 dpi, the width of a page's text, so labels keep
+    # their size
+    max_width:float=6.6,
     colorbar:bool=True,  # draw one colour bar for the whole grid
 ):
-    "A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x keys) matrices"
+    ("A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x "
+     "keys) matrices")
     plt = pyplot()
     m = _as_numpy(matrices)
     if m.ndim == 2: m = m[None, None]
     elif m.ndim == 3: m = m[None]
     if m.ndim != 4:
-        raise ValueError(f"matrices must have 2, 3 or 4 dimensions, got shape {tuple(m.shape)}")
+        raise ValueError(
+            f"matrices must have 2, 3 or 4 dimensions, got shape {tuple(m.shape)}"
+        )
     nr, nc, q, k = m.shape
     if vmin is None: vmin = float(m.min())
     if vmax is None: vmax = float(m.max())
     extra = 0.8 if colorbar else 0
-    cell_size = min(cell_size, (max_width - extra) / nc)                  # many heads: smaller panels, same font
-    fig, axes = plt.subplots(nr, nc, figsize=(cell_size * nc + extra, cell_size * nr + 0.4),
-                             squeeze=False, sharex=True, sharey=True, layout="constrained")
+    # many heads: smaller panels, same font
+    cell_size = min(cell_size, (max_width - extra) / nc)
+    fig, axes = plt.subplots(
+        nr,
+        nc,
+        figsize=(cell_size * nc + extra, cell_size * nr + 0.4),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        layout="constrained",
+    )
     for i in range(nr):
         for j in range(nc):
             ax = axes[i, j]
-            im = ax.imshow(m[i, j], cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+            im = ax.imshow(
+                m[i, j],
+                cmap=cmap,
+                vmin=vmin,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+            )
             if xticks is not None:
                 ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=8)
             if yticks is not None:
@@ -81,22 +107,35 @@ def show_attention(
     queries:Sequence[str]|None=None,  # a label per query (row), e.g. the target tokens
     keys:Sequence[str]|None=None,  # a label per key (column), e.g. the source tokens
     title:str|None=None,  # a title over the figure
-    head_titles:Sequence[str]|None=None,  # a title per head; "head 0", "head 1", ... by default
+    # a title per head; "head 0", "head 1", ... by default
+    head_titles:Sequence[str]|None=None,
     **kwargs,  # passed on to `show_heatmaps`
 ):
-    "Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows are queries, columns are keys"
+    ("Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows "
+     "are queries, columns are keys")
     if not isinstance(weights, Tensor):
         raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
     if weights.dim() not in (2, 3):
-        raise ValueError(f"weights must have shape (T, S) or (H, T, S), got {tuple(weights.shape)}")
+        raise ValueError(
+            f"weights must have shape (T, S) or (H, T, S), got {tuple(weights.shape)}"
+        )
     w = weights if weights.dim() == 3 else weights[None]
     H, T, S = w.shape
     for labels, n, what in ((queries, T, "queries"), (keys, S, "keys")):
         if labels is not None and len(labels) != n:
-            raise ValueError(f"{what} has {len(labels)} labels, but the weights have {n} {what}")
+            raise ValueError(
+                f"{what} has {len(labels)} labels, but the weights have {n} {what}"
+            )
     if head_titles is None and H > 1: head_titles = [f"head {h}" for h in range(H)]
     kwargs.setdefault("vmin", 0.0)
-    return show_heatmaps(w[None], col_titles=head_titles, xticks=keys, yticks=queries, title=title, **kwargs)
+    return show_heatmaps(
+        w[None],
+        col_titles=head_titles,
+        xticks=keys,
+        yticks=queries,
+        title=title,
+        **kwargs,
+    )
 
 # %% ../nbs/00a_plotting.ipynb #c012
 def show_curves(

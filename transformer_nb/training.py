@@ -24,19 +24,24 @@ def smoothed_targets(
     target:Tensor,  # (N,) true token ids
     num_classes:int,  # V, the vocabulary size
     eps:float=0.1,  # ε, the probability mass spread over all V tokens
-    ignore_index:int|None=None,  # rows whose target is this id (padding) get an all-zero distribution
+    # rows whose target is this id (padding) get an all-zero distribution
+    ignore_index:int|None=None,
 )->Tensor:  # (N, V), each non-ignored row sums to one
-    "The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on every other"
+    ("The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on "
+     "every other")
     check_tensor(target, "target", ndim=1, floating=False)
     if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
     q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
-    q.scatter_(1, target[:, None].clamp(0, num_classes - 1), 1 - eps + eps / num_classes)
+    q.scatter_(
+        1, target[:, None].clamp(0, num_classes - 1), 1 - eps + eps / num_classes
+    )
     if ignore_index is not None: q[target == ignore_index] = 0.0
     return q
 
 # %% ../nbs/10_training.ipynb #c007
 class LabelSmoothingLoss(nn.Module):
-    "Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding"
+    ("Cross-entropy against label-smoothed targets, averaged over the tokens that are "
+     "not padding")
     def __init__(self,
         eps:float=0.1,  # ε of section 5.4
         ignore_index:int=Vocab.pad,  # target id that contributes nothing (padding)
@@ -52,9 +57,11 @@ class LabelSmoothingLoss(nn.Module):
         logp = logits.reshape(-1, V).log_softmax(dim=-1)                 # (N, V)
         target = target.reshape(-1)                                      # (N,)
         keep = target != self.ignore_index                               # (N,)
-        # -Σ_k q(k) log p(k) with q = (1-ε) one-hot + ε/V: a weighted sum of two familiar terms
+        # -Σ_k q(k) log p(k) with q = (1-ε) one-hot + ε/V: a weighted sum of two
+        # familiar terms
         nll = -logp.gather(1, target.clamp(0, V - 1)[:, None])[:, 0]    # (N,) -log p(y)
-        uniform = -logp.mean(dim=-1)                                     # (N,) -(1/V) Σ_k log p(k)
+        # (N,) -(1/V) Σ_k log p(k)
+        uniform = -logp.mean(dim=-1)
         loss = (1 - self.eps) * nll + self.eps * uniform                 # (N,)
         return loss[keep].sum() / keep.sum().clamp(min=1)
 
@@ -63,7 +70,8 @@ def smoothing_floor(
     vocab_size:int,  # V
     eps:float=0.1,  # ε
 )->float:  # the entropy of q, in nats
-    "The smallest possible label-smoothed loss per token, reached when the model predicts q exactly"
+    ("The smallest possible label-smoothed loss per token, reached when the model "
+     "predicts q exactly")
     hi, lo = 1 - eps + eps / vocab_size, eps / vocab_size
     return -(hi * math.log(hi) + (vocab_size - 1) * lo * math.log(lo))
 
@@ -85,32 +93,48 @@ def make_optimizer(
     warmup:int=4000,  # warm-up steps
     factor:float=1.0,  # scale of the schedule
 )->tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    "Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of equation 3"
+    ("Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of "
+     "equation 3")
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: noam_lr(i + 1, d_model, warmup, factor))  # i counts from 0
+    # i counts from 0
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda i: noam_lr(i + 1, d_model, warmup, factor)
+    )
     return opt, sched
 
 # %% ../nbs/10_training.ipynb #c022
 class ProgressBar:
-    "A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the way when not in a terminal"
+    ("A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the "
+     "way when not in a terminal")
     def __init__(self,
         total:int,  # number of steps
-        file=None,  # where to write; sys.stderr by default, like other progress bars, away from the results
+        # where to write; sys.stderr by default, like other progress bars, away from the
+        # results
+        file=None,
         width:int=20,  # characters of the bar
         enabled:bool=True,  # False: write nothing
     ):
-        self.total, self.file, self.width, self.enabled = total, file or sys.stderr, width, enabled
+        self.total, self.file, self.width, self.enabled = (
+            total,
+            file or sys.stderr,
+            width,
+            enabled,
+        )
         self.tty = hasattr(self.file, "isatty") and self.file.isatty()
         self.last_tenth, self.t0 = 0, time.perf_counter()
     def update(self, i:int, **metrics):
-        "Show step `i` of `total` and the metrics (floats are shown with 3 significant digits)"
+        ("Show step `i` of `total` and the metrics (floats are shown with 3 "
+         "significant digits)")
         if not self.enabled: return
         tenth = 10 * i // self.total
         if not self.tty and (tenth == self.last_tenth and i != self.total): return
         self.last_tenth = tenth
         filled = self.width * i // self.total
         bar = "#" * filled + "." * (self.width - filled)
-        info = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+        info = "  ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in metrics.items()
+        )
         line = f"[{bar}] {i}/{self.total}  {info}  {time.perf_counter() - self.t0:.1f}s"
         self.file.write(("\r" + line) if self.tty else (line + "\n"))
         if self.tty and i == self.total: self.file.write("\n")
@@ -123,7 +147,11 @@ class CheckpointAverage:
     @torch.no_grad()
     def add(self, model:nn.Module):
         "Add the model's current weights as one more checkpoint"
-        state = {k: v.detach().clone().double() for k, v in model.state_dict().items() if v.is_floating_point()}
+        state = {
+            k: v.detach().clone().double()
+            for k, v in model.state_dict().items()
+            if v.is_floating_point()
+        }
         if self.sums is None: self.sums = state
         else:
             for k, v in state.items(): self.sums[k] += v
@@ -131,7 +159,8 @@ class CheckpointAverage:
     @torch.no_grad()
     def apply(self, model:nn.Module)->nn.Module:
         "Load the average of the checkpoints into the model"
-        if not self.count: raise ValueError("no checkpoint to average: call add() first")
+        if not self.count:
+            raise ValueError("no checkpoint to average: call add() first")
         for k, v in model.state_dict().items():
             if k in self.sums: v.copy_(self.sums[k] / self.count)
         return model
@@ -150,8 +179,11 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
     if not isinstance(model, nn.Module) or not hasattr(model, "d_model"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     if not isinstance(batches, Iterable):
-        raise TypeError(f"batches must be an iterable of Batch (a batch_stream, a list, a DataLoader), "
-                        f"got {type(batches).__name__}")
+        raise TypeError(
+            "batches must be an iterable of Batch (a batch_stream, a list, a "
+            "DataLoader), "
+            f"got {type(batches).__name__}"
+        )
     check_int(steps, "steps"); check_int(warmup, "warmup")
     check_int(average, "average"); check_int(average_every, "average_every")
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
@@ -161,34 +193,52 @@ def _epochs(
     batches:Iterable,  # an iterator, or a re-iterable such as a list or a DataLoader
     steps:int,  # how many batches are needed, for the message
 )->Iterator:
-    "The batches of an endless iterator; a re-iterable (list, DataLoader) is restarted at the end of each epoch"
-    one_shot = iter(batches) is batches                              # a generator or iterator: cannot restart
+    ("The batches of an endless iterator; a re-iterable (list, DataLoader) is "
+     "restarted at the end of each epoch")
+    # a generator or iterator: cannot restart
+    one_shot = iter(batches) is batches
     n = 0
     while True:
         seen = 0
         for b in batches:
             if not hasattr(b, "tgt_out"):
-                raise TypeError(f"batches must yield Batch objects (see make_batch), got {type(b).__name__}")
+                raise TypeError(
+                    "batches must yield Batch objects (see make_batch), got "
+                    f"{type(b).__name__}"
+                )
             seen += 1; n += 1
             yield b
-        if seen == 0: raise ValueError(f"batches ran out after {n} of {steps} steps" if n else "batches is empty")
+        if seen == 0:
+            raise ValueError(
+                f"batches ran out after {n} of {steps} steps"
+                if n
+                else "batches is empty"
+            )
         if one_shot:
-            raise ValueError(f"batches ran out after {n} of {steps} steps: pass an endless iterator such as "
-                             f"batch_stream(...), or a list or DataLoader, which train restarts at each epoch")
+            raise ValueError(
+                f"batches ran out after {n} of {steps} steps: pass an endless "
+                "iterator such as "
+                "batch_stream(...), or a list or DataLoader, which train restarts at "
+                "each epoch"
+            )
 
 # %% ../nbs/10_training.ipynb #c029
 def train(
     model:Transformer,  # the model to train (in place)
-    batches:Iterable[Batch],  # an endless iterator (`batch_stream`), or a list or DataLoader of batches, restarted each epoch
+    # an endless iterator (`batch_stream`), or a list or DataLoader of batches,
+    # restarted each epoch
+    batches:Iterable[Batch],
     steps:int,  # number of optimiser steps
     warmup:int=400,  # warm-up steps of the schedule
     factor:float=1.0,  # scale of the schedule
     smoothing:float=0.1,  # ε of label smoothing
-    average:int=5,  # at the end, load the average of this many checkpoints; 1: keep the last weights
+    # at the end, load the average of this many checkpoints; 1: keep the last weights
+    average:int=5,
     average_every:int=50,  # steps between the averaged checkpoints
     progress:bool=True,  # show a progress bar (on stderr)
 )->History:
-    "Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints"
+    ("Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average "
+     "the last checkpoints")
     _check_train_args(model, batches, steps, warmup, factor, average, average_every)
     opt, sched = make_optimizer(model, model.d_model, warmup, factor)
     loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad)
@@ -197,14 +247,22 @@ def train(
     losses, lrs, tokens, t0 = [], [], 0, time.perf_counter()
     model.train()
     for step, b in zip(range(1, steps + 1), _epochs(batches, steps)):
-        logits = model(b.src, b.tgt_in, src_mask=b.src_mask, tgt_mask=b.tgt_mask, memory_mask=b.src_mask)  # (B, T, V)
+        # (B, T, V)
+        logits = model(
+            b.src,
+            b.tgt_in,
+            src_mask=b.src_mask,
+            tgt_mask=b.tgt_mask,
+            memory_mask=b.src_mask,
+        )
         loss = loss_fn(logits, b.tgt_out)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         lrs.append(opt.param_groups[0]["lr"])
         opt.step(); sched.step()
         losses.append(loss.item()); tokens += b.ntokens
-        if (steps - step) % average_every == 0 and steps - step < average * average_every: avg.add(model)
+        if (steps - step) % average_every == 0 and steps - step < average * average_every:
+            avg.add(model)
         bar.update(step, loss=sum(losses[-50:]) / len(losses[-50:]),
                    tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
     if avg.count > 1: avg.apply(model)
@@ -214,8 +272,10 @@ def train(
 # %% ../nbs/10_training.ipynb #c033
 class Accuracy(NamedTuple):
     "Teacher-forced accuracy of a model on (source, target) pairs"
-    tokens: float  # share of target tokens (</s> included) whose most likely prediction is right
-    sequences: float  # share of targets right at every position: the exact match of greedy decoding
+    # share of target tokens (</s> included) whose most likely prediction is right
+    tokens: float
+    # share of targets right at every position: the exact match of greedy decoding
+    sequences: float
 
 @torch.no_grad()
 def teacher_forced_accuracy(
@@ -224,15 +284,19 @@ def teacher_forced_accuracy(
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
     batch_size:int=512,  # pairs run together
 )->Accuracy:
-    "Token and whole-target accuracy of the model's most likely next token, given the true prefix"
+    ("Token and whole-target accuracy of the model's most likely next token, given the "
+     "true prefix")
     check_int(batch_size, "batch_size")
-    if len(pairs) == 0: raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    if len(pairs) == 0:
+        raise ValueError("pairs must hold at least one (source, target) pair, got none")
     was_training = model.training; model.eval()
     right_tokens = n_tokens = right_seqs = 0
     for i in range(0, len(pairs), batch_size):
         b = make_batch(pairs[i:i + batch_size], vocab)
-        pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)   # (B, T)
-        real = b.tgt_out != vocab.pad                                                  # (B, T) not padding
+        # (B, T)
+        pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)
+        # (B, T) not padding
+        real = b.tgt_out != vocab.pad
         ok = (pred == b.tgt_out) | ~real
         right_tokens += int((ok & real).sum()); n_tokens += int(real.sum())
         right_seqs += int(ok.all(dim=-1).sum())
@@ -249,50 +313,92 @@ def save_model(
     vocab:Vocab,  # its vocabulary
     **meta,  # anything else worth keeping: task name, accuracy, steps...
 ):
-    "Save a model with its configuration and vocabulary, after checking that the configuration rebuilds the model"
-    if not isinstance(model, nn.Module): raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    if not isinstance(config, dict): raise TypeError(f"config must be a dict, got {type(config).__name__}")
-    if not isinstance(vocab, Vocab): raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    ("Save a model with its configuration and vocabulary, after checking that the "
+     "configuration rebuilds the model")
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
     state = model.state_dict()
-    with torch.device("meta"): rebuilt = Transformer(**config).state_dict()   # shapes only, no memory
-    wrong = [k for k in state.keys() | rebuilt.keys()
-             if k not in state or k not in rebuilt or state[k].shape != rebuilt[k].shape]
+    # shapes only, no memory
+    with torch.device("meta"): rebuilt = Transformer(**config).state_dict()
+    wrong = [
+        k
+        for k in state.keys() | rebuilt.keys()
+        if k not in state or k not in rebuilt or state[k].shape != rebuilt[k].shape
+    ]
     if wrong:
         k = sorted(wrong)[0]
         got = tuple(state[k].shape) if k in state else "missing"
         need = tuple(rebuilt[k].shape) if k in rebuilt else "missing"
-        raise ValueError(f"config does not match the model: {len(wrong)} weights differ, e.g. {k} "
-                         f"is {got} in the model and {need} in Transformer(**config)")
+        raise ValueError(
+            f"config does not match the model: {len(wrong)} weights differ, e.g. {k} "
+            f"is {got} in the model and {need} in Transformer(**config)"
+        )
     if len(vocab) != config.get("tgt_vocab"):
-        raise ValueError(f"vocab has {len(vocab)} tokens but config['tgt_vocab'] is {config.get('tgt_vocab')}")
-    torch.save({"format": CHECKPOINT_FORMAT, "config": dict(config), "vocab": "".join(vocab.itos[4:]),
-                "state_dict": state, "meta": meta}, path)
+        raise ValueError(
+            f"vocab has {len(vocab)} tokens but config['tgt_vocab'] is "
+            f"{config.get('tgt_vocab')}"
+        )
+    torch.save(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "config": dict(config),
+            "vocab": "".join(vocab.itos[4:]),
+            "state_dict": state,
+            "meta": meta,
+        },
+        path,
+    )
 
 def load_model(
     path,  # file written by `save_model`
     map_location="cpu",  # where to put the weights
-)->tuple[Transformer, Vocab, dict]:  # the model in eval mode, its vocabulary, the metadata
+# the model in eval mode, its vocabulary, the metadata
+)->tuple[Transformer, Vocab, dict]:
     "Rebuild a model saved by `save_model`"
-    if Path(path).is_dir(): raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
     try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError: raise
-    except Exception as e:                                   # not a torch file at all: pickle, zip, EOF errors...
-        raise ValueError(f"{path} is not a transformer_nb checkpoint (torch.load failed: "
-                         f"{type(e).__name__})") from None
+    # not a torch file at all: pickle, zip, EOF errors...
+    except Exception as e:
+        raise ValueError(
+            f"{path} is not a transformer_nb checkpoint (torch.load failed: "
+            f"{type(e).__name__})"
+        ) from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a transformer_nb checkpoint (no 'format': '{CHECKPOINT_FORMAT}')")
+        raise ValueError(
+            f"{path} is not a transformer_nb checkpoint (no 'format': "
+            f"'{CHECKPOINT_FORMAT}')"
+        )
     model = Transformer(**ckpt["config"])
     try: model.load_state_dict(ckpt["state_dict"])
     except RuntimeError as e:
-        first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
-        raise ValueError(f"{path} was saved by another version of transformer_nb whose weights do not fit this "
-                         f"Transformer ({first}); retrain it with this version") from None
+        first = (
+            str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
+        )
+        raise ValueError(
+            f"{path} was saved by another version of transformer_nb whose weights do "
+            "not fit this "
+            f"Transformer ({first}); retrain it with this version"
+        ) from None
     return model.eval(), Vocab(ckpt["vocab"]), ckpt["meta"]
 
 # %% ../nbs/10_training.ipynb #c040
-MODEL_CONFIG = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=64, dropout=0.0,
-                    max_len=64)
-TASK_SETTINGS = {  # optimiser steps of batch_size pairs; warm-up and factor of the schedule
+MODEL_CONFIG = dict(
+    d_model=32,
+    num_heads=4,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    d_ff=64,
+    dropout=0.0,
+    max_len=64,
+)
+# optimiser steps of batch_size pairs; warm-up and factor of the schedule
+TASK_SETTINGS = {
     "copy": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
     "reverse": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
     "dates": dict(steps=500, batch_size=64, warmup=100, factor=0.5),
@@ -313,7 +419,8 @@ def train_task(
     progress:bool=True,  # show a progress bar (on stderr)
     n_train:int=20_000,  # training pairs
     n_valid:int=1000,  # validation pairs (before removing those seen in training)
-    average:int=5,  # checkpoints averaged at the end (50 steps apart); 1: keep the last weights
+    # checkpoints averaged at the end (50 steps apart); 1: keep the last weights
+    average:int=5,
     **model_config,  # overrides of MODEL_CONFIG, e.g. d_model=32
 )->Trained:
     "Make a task, build a model from MODEL_CONFIG and train it with TASK_SETTINGS"
@@ -321,11 +428,22 @@ def train_task(
     task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
     s = TASK_SETTINGS[name]
     steps = steps or s["steps"]
-    config = dict(src_vocab=len(task.vocab), tgt_vocab=len(task.vocab), **{**MODEL_CONFIG, **model_config})
+    config = dict(
+        src_vocab=len(task.vocab),
+        tgt_vocab=len(task.vocab),
+        **{**MODEL_CONFIG, **model_config},
+    )
     torch.manual_seed(seed)
     model = Transformer(**config)
-    hist = train(model, batch_stream(task.train, task.vocab, s["batch_size"], seed=seed), steps=steps,
-                 warmup=min(s["warmup"], steps), factor=s["factor"], average=average, progress=progress)
+    hist = train(
+        model,
+        batch_stream(task.train, task.vocab, s["batch_size"], seed=seed),
+        steps=steps,
+        warmup=min(s["warmup"], steps),
+        factor=s["factor"],
+        average=average,
+        progress=progress,
+    )
     return Trained(model, config, task, hist)
 
 # %% ../nbs/10_training.ipynb #c055
@@ -345,12 +463,17 @@ def attention_maps(
     model:Transformer,  # a trained model
     vocab:Vocab,  # its vocabulary
     src_text:str,  # one source string
-    tgt_text:str,  # its target, read with teacher forcing (or the model's own output, see `decoding.translate`)
+    # its target, read with teacher forcing (or the model's own output, see
+    # `decoding.translate`)
+    tgt_text:str,
 ):  # (Attention with B = 1, source labels, decoder-input labels, decoder-output labels)
-    "Every attention map of one example, with the character labels of its queries and keys"
+    ("Every attention map of one example, with the character labels of its queries and "
+     "keys")
     b = make_batch([(src_text, tgt_text)], vocab)
     was_training = model.training; model.eval()
-    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)
+    _, attn = model(
+        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True
+    )
     model.train(was_training)
     labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
     return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
@@ -360,13 +483,19 @@ def attention_maps(
 def alignment_weight(
     model:Transformer,  # a trained model
     vocab:Vocab,  # its vocabulary
-    pairs:Sequence[tuple[str, str]],  # (source, target) examples, run with teacher forcing
-    align,  # align(source, target) -> [(query position, key position)]: where each query should look
+    # (source, target) examples, run with teacher forcing
+    pairs:Sequence[tuple[str, str]],
+    # align(source, target) -> [(query position, key position)]: where each query should
+    # look
+    align,
 )->Tensor:  # (layers, H): mean cross-attention weight on the expected key
-    "How much each cross-attention head attends where an alignment says it should, averaged over examples"
+    ("How much each cross-attention head attends where an alignment says it should, "
+     "averaged over examples")
     b = make_batch(pairs, vocab)
     model.eval()
-    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)
+    _, attn = model(
+        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True
+    )
     total, n = 0, 0
     for i, (s, t) in enumerate(pairs):
         for q, k in align(s, t):
@@ -375,11 +504,17 @@ def alignment_weight(
     return total / n
 
 # %% ../nbs/10_training.ipynb #c088b
-_MOVED = {"greedy_decode": "greedy_search", "translate": "translate", "exact_match": "exact_match"}
+_MOVED = {
+    "greedy_decode": "greedy_search",
+    "translate": "translate",
+    "exact_match": "exact_match",
+}
 
 def __getattr__(name):
     "Names that moved to the decoding chapter get a message saying where"
     if name in _MOVED:
-        raise ImportError(f"transformer_nb.training.{name} moved: decoding is chapter 11, use "
-                          f"transformer_nb.decoding.{_MOVED[name]}")
+        raise ImportError(
+            f"transformer_nb.training.{name} moved: decoding is chapter 11, use "
+            f"transformer_nb.decoding.{_MOVED[name]}"
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

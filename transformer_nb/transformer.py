@@ -8,10 +8,17 @@ from dataclasses import dataclass, asdict, fields, MISSING
 from typing import Mapping, NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
-from .core import log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask
+from .core import (
+    log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask)
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
-from .layers import (Encoder, Decoder, encoder_layer_to_torch, encoder_layer_from_torch,
-                                   decoder_layer_to_torch, decoder_layer_from_torch)
+from transformer_nb.layers import (
+    Encoder,
+    Decoder,
+    encoder_layer_to_torch,
+    encoder_layer_from_torch,
+    decoder_layer_to_torch,
+    decoder_layer_from_torch,
+)
 from .plotting import show_heatmaps
 
 # %% auto #0
@@ -20,14 +27,16 @@ __all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid
 
 # %% ../nbs/07_transformer.ipynb #c007
 class Attention(NamedTuple):
-    "Every attention map of one forward pass, each stacked over layers: (layers, B, H, queries, keys)"
+    ("Every attention map of one forward pass, each stacked over layers: (layers, B, "
+     "H, queries, keys)")
     encoder: Tensor  # encoder self-attention (N_enc, B, H, S, S)
     decoder: Tensor  # decoder (masked) self-attention (N_dec, B, H, T, T)
     cross: Tensor  # decoder cross-attention over the memory (N_dec, B, H, T, S)
 
 # %% ../nbs/07_transformer.ipynb #c008
 class Transformer(nn.Module):
-    "The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits"
+    ("The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and "
+     "output projection to logits")
     def __init__(self,
         src_vocab:int,  # source vocabulary size
         tgt_vocab:int,  # target vocabulary size, V, the number of logits per position
@@ -36,11 +45,15 @@ class Transformer(nn.Module):
         num_encoder_layers:int=6,  # N of the encoder
         num_decoder_layers:int=6,  # N of the decoder
         d_ff:int=2048,  # hidden units of every FFN
-        dropout:float=0.1,  # P_drop: on embeddings + positions, sublayer outputs, attention weights, inside FFNs
+        # P_drop: on embeddings + positions, sublayer outputs, attention weights, inside
+        # FFNs
+        dropout:float=0.1,
         max_len:int=5000,  # longest sequence the position table covers
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         positions:str="sinusoidal",  # "sinusoidal" (the paper) or "learned"
-        share_embeddings:bool=False,  # tie target embedding and output projection (and the source embedding, if src_vocab == tgt_vocab)
+        # tie target embedding and output projection (and the source embedding, if
+        # src_vocab == tgt_vocab)
+        share_embeddings:bool=False,
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
         super().__init__()
@@ -49,50 +62,98 @@ class Transformer(nn.Module):
                         ("num_decoder_layers", num_decoder_layers), ("max_len", max_len)): check_int(v, name)
         check_dropout(dropout)
         if not isinstance(norm_first, bool):
-            raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), got {norm_first!r}")
+            raise TypeError(
+                "norm_first must be a bool (True: pre-LN, False: post-LN), got "
+                f"{norm_first!r}"
+            )
         if not isinstance(share_embeddings, bool):
-            raise TypeError(f"share_embeddings must be a bool, got {share_embeddings!r}")
+            raise TypeError(
+                f"share_embeddings must be a bool, got {share_embeddings!r}"
+            )
         self.d_model, self.num_heads, self.norm_first = d_model, num_heads, norm_first
         self.src_embed = Embeddings(src_vocab, d_model, max_len, dropout, positions)
         self.tgt_embed = Embeddings(tgt_vocab, d_model, max_len, dropout, positions)
-        self.encoder = Encoder(d_model, num_heads, d_ff, num_encoder_layers, dropout, norm_first, activation)
-        self.decoder = Decoder(d_model, num_heads, d_ff, num_decoder_layers, dropout, norm_first, activation)
-        self.output = nn.Linear(d_model, tgt_vocab)                # logits: (B, T, d_model) -> (B, T, V)
+        self.encoder = Encoder(
+            d_model,
+            num_heads,
+            d_ff,
+            num_encoder_layers,
+            dropout,
+            norm_first,
+            activation,
+        )
+        self.decoder = Decoder(
+            d_model,
+            num_heads,
+            d_ff,
+            num_decoder_layers,
+            dropout,
+            norm_first,
+            activation,
+        )
+        # logits: (B, T, d_model) -> (B, T, V)
+        self.output = nn.Linear(d_model, tgt_vocab)
         self._reset_parameters()
-        if share_embeddings:                                        # section 3.4: one matrix, three uses
-            self.output.weight = self.tgt_embed.tokens.embed.weight          # (V, d_model), the same Parameter
-            if src_vocab == tgt_vocab: self.src_embed.tokens.embed.weight = self.tgt_embed.tokens.embed.weight
+        # section 3.4: one matrix, three uses
+        if share_embeddings:
+            # (V, d_model), the same Parameter
+            self.output.weight = self.tgt_embed.tokens.embed.weight
+            if src_vocab == tgt_vocab:
+                self.src_embed.tokens.embed.weight = self.tgt_embed.tokens.embed.weight
 
     def _reset_parameters(self):
-        "Xavier-uniform for every matrix, as the paper's implementations (tensor2tensor) and nn.Transformer do"
+        ("Xavier-uniform for every matrix, as the paper's implementations "
+         "(tensor2tensor) and nn.Transformer do")
         for p in self.parameters():
             if p.dim() > 1: nn.init.xavier_uniform_(p)
 
     def encode(self,
         src:Tensor,  # (B, S) source token ids
-        src_mask:Tensor|None=None,  # boolean, True = may attend; e.g. padding (B, 1, 1, S)
-        return_attention:bool=False,  # also return the list of per-layer self-attention weights
+        # boolean, True = may attend; e.g. padding (B, 1, 1, S)
+        src_mask:Tensor|None=None,
+        # also return the list of per-layer self-attention weights
+        return_attention:bool=False,
     ):  # memory (B, S, d_model)
         "Embed the source and run the encoder"
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
-        return self.encoder(self.src_embed(src), src_mask, return_attention=return_attention)
+        return self.encoder(
+            self.src_embed(src), src_mask, return_attention=return_attention
+        )
 
     def decode(self,
-        tgt:Tensor,  # (B, T) target token ids (shifted right: they start with the start-of-sequence token)
+        # (B, T) target token ids (shifted right: they start with the start-of-sequence
+        # token)
+        tgt:Tensor,
         memory:Tensor,  # (B, S, d_model), from `encode`
-        tgt_mask:Tensor|None=None,  # e.g. causal (1, 1, T, T), combined with target padding (B, 1, T, T)
-        memory_mask:Tensor|None=None,  # source padding (B, 1, 1, S); None lets cross-attention see padded source keys
-        return_attention:bool=False,  # also return the per-layer self- and cross-attention weights
+        # e.g. causal (1, 1, T, T), combined with target padding (B, 1, T, T)
+        tgt_mask:Tensor|None=None,
+        # source padding (B, 1, 1, S); None lets cross-attention see padded source keys
+        memory_mask:Tensor|None=None,
+        # also return the per-layer self- and cross-attention weights
+        return_attention:bool=False,
     ):  # logits (B, T, V)
-        "Embed the target, run the decoder over the memory, project to target-vocabulary logits"
-        log_shapes("Transformer.decode", tgt=tgt, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
+        ("Embed the target, run the decoder over the memory, project to "
+         "target-vocabulary logits")
+        log_shapes(
+            "Transformer.decode",
+            tgt=tgt,
+            memory=memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+        )
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         self._check_memory(memory, tgt)
         self._check_mask(tgt_mask, "tgt_mask", tgt, tgt.shape[1], tgt.shape[1])
         self._check_mask(memory_mask, "memory_mask", tgt, tgt.shape[1], memory.shape[1])
-        out = self.decoder(self.tgt_embed(tgt), memory, tgt_mask, memory_mask, return_attention=return_attention)
+        out = self.decoder(
+            self.tgt_embed(tgt),
+            memory,
+            tgt_mask,
+            memory_mask,
+            return_attention=return_attention,
+        )
         if not return_attention: return self.output(out)          # (B, T, V)
         y, self_ws, cross_ws = out
         return self.output(y), self_ws, cross_ws
@@ -100,26 +161,41 @@ class Transformer(nn.Module):
     def forward(self,
         src:Tensor,  # (B, S) source token ids
         tgt:Tensor,  # (B, T) target token ids, shifted right
-        src_mask:Tensor|None=None,  # encoder self-attention mask, broadcasts to (B, H, S, S)
-        tgt_mask:Tensor|None=None,  # decoder self-attention mask, broadcasts to (B, H, T, T)
-        memory_mask:Tensor|None=None,  # cross-attention mask (B, H, T, S); None lets it see padded source keys: pass src_mask
-        return_attention:bool=False,  # also return an `Attention` with every attention map
+        # encoder self-attention mask, broadcasts to (B, H, S, S)
+        src_mask:Tensor|None=None,
+        # decoder self-attention mask, broadcasts to (B, H, T, T)
+        tgt_mask:Tensor|None=None,
+        # cross-attention mask (B, H, T, S); None lets it see padded source keys: pass
+        # src_mask
+        memory_mask:Tensor|None=None,
+        # also return an `Attention` with every attention map
+        return_attention:bool=False,
     ):  # logits (B, T, V); with return_attention, (logits, Attention)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         if src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"src and tgt must have the same batch size B, got {src.shape[0]} and {tgt.shape[0]}")
+            raise ValueError(
+                f"src and tgt must have the same batch size B, got {src.shape[0]} and "
+                f"{tgt.shape[0]}"
+            )
         if not return_attention:
             return self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask)
         memory, enc_ws = self.encode(src, src_mask, return_attention=True)
-        logits, self_ws, cross_ws = self.decode(tgt, memory, tgt_mask, memory_mask, return_attention=True)
-        return logits, Attention(torch.stack(enc_ws), torch.stack(self_ws), torch.stack(cross_ws))
+        logits, self_ws, cross_ws = self.decode(
+            tgt, memory, tgt_mask, memory_mask, return_attention=True
+        )
+        return logits, Attention(
+            torch.stack(enc_ws), torch.stack(self_ws), torch.stack(cross_ws)
+        )
 
     # the checks of the public entry points, naming the argument the caller passed
     def _check_ids(self, ids, name, vocab_size):
         check_tensor(ids, name, ndim=2, floating=False); check_token_ids(ids, vocab_size, name)
         if ids.device != self.output.weight.device:
-            raise ValueError(f"{name} is on {ids.device}, but the model is on {self.output.weight.device}")
+            raise ValueError(
+                f"{name} is on {ids.device}, but the model is on "
+                f"{self.output.weight.device}"
+            )
 
     def _check_mask(self, mask, name, ids, T, S):
         check_mask(mask, (ids.shape[0], self.num_heads, T, S), name, device=ids.device)
@@ -128,18 +204,27 @@ class Transformer(nn.Module):
         check_tensor(memory, "memory", ndim=3, floating=True); check_last_dim(memory, self.d_model, "memory")
         w = self.output.weight
         if memory.dtype != w.dtype:
-            raise TypeError(f"memory has dtype {memory.dtype}, but the model has {w.dtype}: pass the output of "
-                            f"this model's encode")
+            raise TypeError(
+                f"memory has dtype {memory.dtype}, but the model has {w.dtype}: pass "
+                "the output of "
+                f"this model's encode"
+            )
         if memory.device != w.device:
-            raise ValueError(f"memory is on {memory.device}, but the model is on {w.device}")
+            raise ValueError(
+                f"memory is on {memory.device}, but the model is on {w.device}"
+            )
         if memory.shape[0] != tgt.shape[0]:
-            raise ValueError(f"tgt and memory must have the same batch size B, got {tgt.shape[0]} and "
-                             f"{memory.shape[0]}")
+            raise ValueError(
+                f"tgt and memory must have the same batch size B, got {tgt.shape[0]} "
+                "and "
+                f"{memory.shape[0]}"
+            )
 
 # %% ../nbs/07_transformer.ipynb #cf01
 @dataclass(frozen=True)
 class TransformerConfig:
-    "The arguments of `Transformer`, by the same names: `Transformer.from_config(config)`, `model.config`"
+    ("The arguments of `Transformer`, by the same names: "
+     "`Transformer.from_config(config)`, `model.config`")
     src_vocab:int  # source vocabulary size
     tgt_vocab:int  # target vocabulary size
     d_model:int=512  # width of the residual stream
@@ -156,93 +241,151 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, d:Mapping)->"TransformerConfig":
-        "The configuration a dict describes, such as `asdict(config)` or a checkpoint's; unknown or missing keys fail"
+        ("The configuration a dict describes, such as `asdict(config)` or a "
+         "checkpoint's; unknown or missing keys fail")
         if isinstance(d, cls): return d
         if not isinstance(d, Mapping):
-            raise TypeError(f"config must be a TransformerConfig or a dict, got {type(d).__name__}")
+            raise TypeError(
+                f"config must be a TransformerConfig or a dict, got {type(d).__name__}"
+            )
         names = [f.name for f in fields(cls)]
         unknown = sorted(set(d) - set(names))
-        if unknown: raise ValueError(f"unknown Transformer config keys {unknown}; the keys are {names}")
-        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in d]
-        if missing: raise ValueError(f"Transformer config misses the required keys {missing}")
+        if unknown:
+            raise ValueError(
+                f"unknown Transformer config keys {unknown}; the keys are {names}"
+            )
+        missing = [
+            f.name for f in fields(cls) if f.default is MISSING and f.name not in d
+        ]
+        if missing:
+            raise ValueError(f"Transformer config misses the required keys {missing}")
         return cls(**d)
 
 # %% ../nbs/07_transformer.ipynb #cf02
 def _from_config(cls, config:"TransformerConfig|Mapping")->"Transformer":
-    "The Transformer that `config` describes: a `TransformerConfig`, or a dict such as `asdict(config)`"
+    ("The Transformer that `config` describes: a `TransformerConfig`, or a dict such "
+     "as `asdict(config)`")
     return cls(**asdict(TransformerConfig.from_dict(config)))
 
 def _config(self)->TransformerConfig:
     "The configuration of this model, read from its modules"
     layer, emb = self.encoder.layers[0], self.src_embed
     return TransformerConfig(
-        src_vocab=emb.tokens.vocab_size, tgt_vocab=self.tgt_embed.tokens.vocab_size, d_model=self.d_model,
-        num_heads=self.num_heads, num_encoder_layers=len(self.encoder.layers),
-        num_decoder_layers=len(self.decoder.layers), d_ff=layer.ffn.d_ff, dropout=emb.dropout.p,
-        max_len=emb.positions.max_len, norm_first=self.norm_first,
-        positions="learned" if isinstance(emb.positions, LearnedPositions) else "sinusoidal",
-        share_embeddings=self.output.weight is self.tgt_embed.tokens.embed.weight, activation=layer.ffn.activation)
+        src_vocab=emb.tokens.vocab_size,
+        tgt_vocab=self.tgt_embed.tokens.vocab_size,
+        d_model=self.d_model,
+        num_heads=self.num_heads,
+        num_encoder_layers=len(self.encoder.layers),
+        num_decoder_layers=len(self.decoder.layers),
+        d_ff=layer.ffn.d_ff,
+        dropout=emb.dropout.p,
+        max_len=emb.positions.max_len,
+        norm_first=self.norm_first,
+        positions="learned"
+        if isinstance(emb.positions, LearnedPositions)
+        else "sinusoidal",
+        share_embeddings=self.output.weight is self.tgt_embed.tokens.embed.weight,
+        activation=layer.ffn.activation,
+    )
 
 Transformer.from_config = classmethod(_from_config)
 Transformer.config = property(_config)
 
 # %% ../nbs/07_transformer.ipynb #c020
 def show_attention_grid(
-    maps:Tensor,  # (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:, 0]`
+    # (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:, 0]`
+    maps:Tensor,
     queries:Sequence[str]|None=None,  # a label per query (row)
     keys:Sequence[str]|None=None,  # a label per key (column)
     title:str|None=None,  # a title over the figure
     **kwargs,  # passed on to `show_heatmaps`
 ):
-    "A layer x head grid of attention heatmaps with token labels: rows of panels are layers, columns are heads"
+    ("A layer x head grid of attention heatmaps with token labels: rows of panels are "
+     "layers, columns are heads")
     check_tensor(maps, "maps", ndim=4)
     L, H, T, S = maps.shape
     for labels, n, what in ((queries, T, "queries"), (keys, S, "keys")):
         if labels is not None and len(labels) != n:
-            raise ValueError(f"{what} has {len(labels)} labels, but the maps have {n} {what}")
+            raise ValueError(
+                f"{what} has {len(labels)} labels, but the maps have {n} {what}"
+            )
     kwargs.setdefault("vmin", 0.0); kwargs.setdefault("cell_size", 1.6)
-    return show_heatmaps(maps, row_titles=[f"layer {l}" for l in range(L)], col_titles=[f"head {h}" for h in range(H)],
-                         xticks=keys, yticks=queries, title=title, **kwargs)
+    return show_heatmaps(
+        maps,
+        row_titles=[f"layer {l}" for l in range(L)],
+        col_titles=[f"head {h}" for h in range(H)],
+        xticks=keys,
+        yticks=queries,
+        title=title,
+        **kwargs,
+    )
 
 # %% ../nbs/07_transformer.ipynb #c028
 def _check_stacks(ours, theirs):
-    if not isinstance(ours, Transformer): raise TypeError(f"ours must be a Transformer, got {type(ours).__name__}")
+    if not isinstance(ours, Transformer): raise TypeError("ours must be a "
+                                                          "Transformer, got "
+                                                          f"{type(ours).__name__}")
     if not isinstance(theirs, nn.Transformer):
-        raise TypeError(f"theirs must be an nn.Transformer, got {type(theirs).__name__}")
+        raise TypeError(
+            f"theirs must be an nn.Transformer, got {type(theirs).__name__}"
+        )
     for name in ("encoder", "decoder"):
         a, b = getattr(ours, name), getattr(theirs, name)
         if len(a.layers) != len(b.layers):
-            raise ValueError(f"number of {name} layers differs: ours {len(a.layers)}, theirs {len(b.layers)}")
+            raise ValueError(
+                f"number of {name} layers differs: ours {len(a.layers)}, theirs "
+                f"{len(b.layers)}"
+            )
         if (a.norm is None) != (b.norm is None):
-            raise ValueError(f"{name} final norm differs: ours {'has one' if a.norm is not None else 'has none'}, "
-                             f"theirs {'has one' if b.norm is not None else 'has none'}. nn.Transformer adds one even "
-                             f"with norm_first=False: set theirs.{name}.norm = None, or build ours with final_norm=True")
+            raise ValueError(
+                f"{name} final norm differs: ours "
+                f"{'has one' if a.norm is not None else 'has none'}, "
+                f"theirs {'has one' if b.norm is not None else 'has none'}. "
+                "nn.Transformer adds one even "
+                f"with norm_first=False: set theirs.{name}.norm = None, or build ours "
+                "with final_norm=True"
+            )
     return [(getattr(ours, n), getattr(theirs, n), n) for n in ("encoder", "decoder")]
 
 def _copy_stacks(ours, theirs, to_torch:bool):
     for a, b, name in _check_stacks(ours, theirs):
-        copy_layer = {("encoder", True): encoder_layer_to_torch, ("encoder", False): encoder_layer_from_torch,
-                      ("decoder", True): decoder_layer_to_torch, ("decoder", False): decoder_layer_from_torch}[name, to_torch]
-        for la, lb in zip(a.layers, b.layers): copy_layer(la, lb) if to_torch else copy_layer(lb, la)
+        copy_layer = {
+            ("encoder", True): encoder_layer_to_torch,
+            ("encoder", False): encoder_layer_from_torch,
+            ("decoder", True): decoder_layer_to_torch,
+            ("decoder", False): decoder_layer_from_torch,
+        }[name, to_torch]
+        for la, lb in zip(a.layers, b.layers):
+            copy_layer(la, lb) if to_torch else copy_layer(lb, la)
         if a.norm is not None:
             if a.norm.eps != b.norm.eps:
-                raise ValueError(f"{name} final norm eps differs: ours {a.norm.eps}, theirs {b.norm.eps}")
+                raise ValueError(
+                    f"{name} final norm eps differs: ours {a.norm.eps}, theirs "
+                    f"{b.norm.eps}"
+                )
             src, dst = (a.norm, b.norm) if to_torch else (b.norm, a.norm)
             with torch.no_grad(): dst.weight.copy_(src.weight); dst.bias.copy_(src.bias)
 
 # %% ../nbs/07_transformer.ipynb #c029
 def to_torch_transformer(
-    ours:Transformer,  # the source of the weights (its encoder and decoder; embeddings and output have no counterpart)
-    theirs:nn.Transformer,  # receives them; same sizes, layers, norm placement and final norms
+    # the source of the weights (its encoder and decoder; embeddings and output have no
+    # counterpart)
+    ours:Transformer,
+    # receives them; same sizes, layers, norm placement and final norms
+    theirs:nn.Transformer,
 )->nn.Transformer:  # `theirs`, with our weights
-    "Copy the encoder and decoder stacks of our `Transformer` into an `nn.Transformer`, layer by layer"
+    ("Copy the encoder and decoder stacks of our `Transformer` into an "
+     "`nn.Transformer`, layer by layer")
     _copy_stacks(ours, theirs, to_torch=True)
     return theirs
 
 def from_torch_transformer(
     theirs:nn.Transformer,  # the source of the weights
-    ours:Transformer,  # receives them in its encoder and decoder; embeddings and output are left as they are
+    # receives them in its encoder and decoder; embeddings and output are left as they
+    # are
+    ours:Transformer,
 )->Transformer:  # `ours`, with torch's stack weights
-    "Copy the weights of an `nn.Transformer` into the encoder and decoder of our `Transformer`"
+    ("Copy the weights of an `nn.Transformer` into the encoder and decoder of our "
+     "`Transformer`")
     _copy_stacks(ours, theirs, to_torch=False)
     return ours

@@ -8,8 +8,15 @@ import ctypes, json, platform, re, subprocess, sys, time
 from pathlib import Path
 import torch
 from ..decoding import greedy_search
-from .measure import (IMPLEMENTATIONS, small_config, base_config, build, random_batch,
-                                        training_step, interleaved)
+from transformer_nb.book.measure import (
+    IMPLEMENTATIONS,
+    small_config,
+    base_config,
+    build,
+    random_batch,
+    training_step,
+    interleaved,
+)
 from ..plotting import pyplot
 
 # %% auto #0
@@ -21,20 +28,25 @@ __all__ = ['peak_memory', 'saved_for_backward', 'release_freed_memory', 'step_fl
 def _rss()->tuple[int, int]:
     "Resident and peak resident bytes of this process (Linux)"
     s = Path("/proc/self/status").read_text()
-    return tuple(int(re.search(rf"{k}:\s+(\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmHWM"))
+    return tuple(
+        int(re.search(rf"{k}:\s+(\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmHWM")
+    )
 
 def peak_memory(step)->float|None:
-    "MB by which one call of `step` raises the peak resident memory (Linux), or the CUDA peak; None elsewhere"
+    ("MB by which one call of `step` raises the peak resident memory (Linux), or the "
+     "CUDA peak; None elsewhere")
     if torch.cuda.is_available() and next(step.module.parameters()).is_cuda:
         torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated(); step()
         return (torch.cuda.max_memory_allocated() - base) / 2**20
     if not Path("/proc/self/clear_refs").exists(): return None
-    Path("/proc/self/clear_refs").write_text("5")                     # reset the peak to the current size
+    # reset the peak to the current size
+    Path("/proc/self/clear_refs").write_text("5")
     base, _ = _rss(); step(); _, peak = _rss()
     return (peak - base) / 2**20
 
 def saved_for_backward(step)->float:
-    "MB of tensors autograd keeps from the forward pass for the backward pass, in one call of `step`"
+    ("MB of tensors autograd keeps from the forward pass for the backward pass, in one "
+     "call of `step`")
     storages = {}
     def pack(t):
         s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
@@ -42,51 +54,71 @@ def saved_for_backward(step)->float:
     return sum(storages.values()) / 2**20
 
 def release_freed_memory():
-    "Make glibc return every freed block of 64 kB or more to the system, so that resident memory tracks tensors"
-    # This makes every large allocation a fresh mapping of zeroed pages, which slows a training step about twofold:
+    ("Make glibc return every freed block of 64 kB or more to the system, so that "
+     "resident memory tracks tensors")
+    # This makes every large allocation a fresh mapping of zeroed pages, which slows a
+    # training step about twofold:
     # the benchmark measures memory in a separate process.
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6")
-            libc.mallopt(-3, 65536)                                   # M_MMAP_THRESHOLD: fixed at 64 kB
-            libc.malloc_trim(0)                                       # and what is free now goes back
+            # M_MMAP_THRESHOLD: fixed at 64 kB
+            libc.mallopt(-3, 65536)
+            # and what is free now goes back
+            libc.malloc_trim(0)
         except (OSError, AttributeError): pass
 
 # %% ../../nbs/13_benchmark.ipynb #c012
 def step_flops(step)->int:
-    "Floating-point operations of the matrix multiplies (attention included) in one call of `step`"
+    ("Floating-point operations of the matrix multiplies (attention included) in one "
+     "call of `step`")
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter: step()
     return counter.get_total_flops()
 
 def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
-    "The best float32 FLOP/s of square matrix multiplies on this machine, with torch's current threads"
+    ("The best float32 FLOP/s of square matrix multiplies on this machine, with "
+     "torch's current threads")
     best = 0.0
     for n in sizes:
         a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-        t = interleaved({"mm": lambda: a @ b}, reps=reps, warmup=1, device=device)["mm"]["median"]
+        t = interleaved({"mm": lambda: a @ b}, reps=reps, warmup=1, device=device)[
+            "mm"
+        ]["median"]
         best = max(best, 2 * n**3 / t)
     return best
 
 # %% ../../nbs/13_benchmark.ipynb #c014
 def bench_training(config:dict, reps:int=7, impls=IMPLEMENTATIONS)->dict:
-    "Training-step time and tokens/s of the implementations `impls`, and the step's FLOPs"
+    ("Training-step time and tokens/s of the implementations `impls`, and the step's "
+     "FLOPs")
     steps = {k: training_step(k, **config) for k in impls}
     t = interleaved(steps, reps)
     out = {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"]) for k in steps}
-    if "readable" in steps: out["flops"] = step_flops(steps["readable"])   # explicit products: every FLOP counted
+    # explicit products: every FLOP counted
+    if "readable" in steps: out["flops"] = step_flops(steps["readable"])
     return out
 
 def bench_memory(
     configs:dict,  # name -> configuration
 )->dict:  # name -> implementation -> {"peak_mb", "saved_mb"}
-    "Peak memory of a training step (MB above the memory before it) and MB saved for backward, per implementation"
-    # In a fresh process, where glibc returns freed blocks from the start (see `release_freed_memory`): here, blocks
-    # freed by earlier measurements would be reused without showing in the resident size.
-    code = ("import json, sys; from transformer_nb.book.benchmark import _memory_child; "
-            "print(json.dumps(_memory_child(json.loads(sys.argv[1]))))")
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(configs)], capture_output=True, text=True)
-    if done.returncode: raise RuntimeError(f"the memory measurement failed:\n{done.stderr[-2000:]}")
+    ("Peak memory of a training step (MB above the memory before it) and MB saved for "
+     "backward, per implementation")
+    # In a fresh process, where glibc returns freed blocks from the start (see
+    # `release_freed_memory`): here, blocks
+    # freed by earlier measurements would be reused without showing in the resident
+    # size.
+    code = (
+        "import json, sys; from transformer_nb.book.benchmark import _memory_child; "
+        "print(json.dumps(_memory_child(json.loads(sys.argv[1]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(configs)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"the memory measurement failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])
 
 def _memory_child(configs:dict)->dict:
@@ -95,8 +127,11 @@ def _memory_child(configs:dict)->dict:
     for name, config in configs.items():
         out[name] = {}
         for k in IMPLEMENTATIONS:
-            step = training_step(k, **config); step(); step()           # Adam's state exists
-            out[name][k] = dict(peak_mb=peak_memory(step), saved_mb=saved_for_backward(step))
+            # Adam's state exists
+            step = training_step(k, **config); step(); step()
+            out[name][k] = dict(
+                peak_mb=peak_memory(step), saved_mb=saved_for_backward(step)
+            )
             del step
     return out
 
@@ -106,33 +141,65 @@ def bench_forward(config:dict, reps:int=5)->dict:
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
     for m, _ in impls.values(): m.eval()
-    t = interleaved({k: (lambda f=f: f(src, tgt, None, tgt_mask)) for k, (m, f) in impls.items()}, reps, warmup=1)
+    t = interleaved(
+        {k: (lambda f=f: f(src, tgt, None, tgt_mask)) for k, (m, f) in impls.items()},
+        reps,
+        warmup=1,
+    )
     return {k: dict(v, tokens_per_s=tgt.numel() / v["median"]) for k, v in t.items()}
 
 def bench_decoding(config:dict, new_tokens:int=64, batch_size:int=8, reps:int=5)->dict:
-    "Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value cache (the fast model)"
+    ("Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value "
+     "cache (the fast model)")
     model = build(config)["fast"][0].eval()
     src = random_batch({**config, "batch_size": batch_size})[0]
-    run = lambda cache: greedy_search(model, src, None, new_tokens, use_cache=cache, eos=None)
-    t = interleaved({"cached": lambda: run(True), "uncached": lambda: run(False)}, reps, warmup=1)
-    return {k: dict(v, tokens_per_s=batch_size * new_tokens / v["median"]) for k, v in t.items()}
+    run = lambda cache: greedy_search(
+        model, src, None, new_tokens, use_cache=cache, eos=None
+    )
+    t = interleaved(
+        {"cached": lambda: run(True), "uncached": lambda: run(False)}, reps, warmup=1
+    )
+    return {
+        k: dict(v, tokens_per_s=batch_size * new_tokens / v["median"])
+        for k, v in t.items()
+    }
 
 # %% ../../nbs/13_benchmark.ipynb #c015
 def run_benchmark(
     seq_lens=(32, 128),  # training lengths of the small configuration
     dropouts=(0.1, 0.0),  # training dropouts: the paper's, and none
     reps:int=7,  # timed rounds per measurement
-    quick:bool=False,  # tiny sizes and few rounds: checks that everything runs, measures nothing
-    compiled:bool=False,  # also train the fast path through torch.compile (about a minute of compiling per size)
+    # tiny sizes and few rounds: checks that everything runs, measures nothing
+    quick:bool=False,
+    # also train the fast path through torch.compile (about a minute of compiling per
+    # size)
+    compiled:bool=False,
     log=print,  # where progress goes
 )->dict:
-    "Every measurement of this chapter; a dict that `save_results` writes and `show_benchmark` draws"
+    ("Every measurement of this chapter; a dict that `save_results` writes and "
+     "`show_benchmark` draws")
     torch.manual_seed(0)
-    res = dict(torch=torch.__version__, threads=torch.get_num_threads(), machine=platform.machine(),
-               processor=_processor(), python=platform.python_version(), date=time.strftime("%Y-%m-%d"),
-               reps=reps, train={}, quick=quick)
-    small = ((lambda T, p=0.1: small_config(T, batch_size=4, vocab=50, dropout=p) | dict(d_model=32, d_ff=64))
-             if quick else (lambda T, p=0.1: small_config(T, dropout=p)))
+    res = dict(
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        machine=platform.machine(),
+        processor=_processor(),
+        python=platform.python_version(),
+        date=time.strftime("%Y-%m-%d"),
+        reps=reps,
+        train={},
+        quick=quick,
+    )
+    small = (
+        (
+            lambda T, p=0.1: (
+                small_config(T, batch_size=4, vocab=50, dropout=p)
+                | dict(d_model=32, d_ff=64)
+            )
+        )
+        if quick
+        else (lambda T, p=0.1: small_config(T, dropout=p))
+    )
     runs = [(T, p) for p in dropouts for T in seq_lens]
     for T, p in runs:
         log(f"training, small configuration, length {T}, dropout {p} ...")
@@ -140,15 +207,25 @@ def run_benchmark(
     log("matrix-multiply peak ...")
     res["matmul_peak"] = matmul_peak((64, 128) if quick else (512, 1024, 2048))
     log("forward, base configuration ...")
-    base = (base_config(8, 2, 100) | dict(num_encoder_layers=1, num_decoder_layers=1)) if quick else base_config()
+    base = (
+        (base_config(8, 2, 100) | dict(num_encoder_layers=1, num_decoder_layers=1))
+        if quick
+        else base_config()
+    )
     res["forward_base"] = bench_forward(base, max(3, reps - 2))
     log("greedy decoding ...")
-    res["decoding"] = bench_decoding(small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2))
-    if compiled:                                                      # apart: compiled code's threads linger and
-        res["compiled"] = {}                                          # would slow whatever runs next
+    res["decoding"] = bench_decoding(
+        small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2)
+    )
+    # apart: compiled code's threads linger and
+    if compiled:
+        # would slow whatever runs next
+        res["compiled"] = {}
         for T, p in runs:
             log(f"torch.compile, length {T}, dropout {p} ...")
-            res["compiled"][f"T={T}, dropout {p}"] = bench_training(small(T, p), reps, ("fast", "compiled"))
+            res["compiled"][f"T={T}, dropout {p}"] = bench_training(
+                small(T, p), reps, ("fast", "compiled")
+            )
     log("memory ...")
     memory = bench_memory({f"T={T}, dropout {p}": small(T, p) for T, p in runs})
     for key, per_impl in memory.items():
@@ -164,22 +241,40 @@ def _processor()->str:
 
 # %% ../../nbs/13_benchmark.ipynb #c017
 def summary(res:dict)->dict[str, float]:
-    "The ratios of a benchmark result: speed-ups, memory ratios and the fast path's share of the matmul peak"
+    ("The ratios of a benchmark result: speed-ups, memory ratios and the fast path's "
+     "share of the matmul peak")
     out = {}
     for key, r in res["train"].items():
-        out[f"train {key}: fast / torch tokens/s"] = r["fast"]["tokens_per_s"] / r["torch"]["tokens_per_s"]
-        out[f"train {key}: fast / readable tokens/s"] = r["fast"]["tokens_per_s"] / r["readable"]["tokens_per_s"]
-        if r["fast"].get("peak_mb") and r["torch"].get("peak_mb"):      # None where it cannot be measured
-            out[f"train {key}: fast / torch peak memory"] = r["fast"]["peak_mb"] / r["torch"]["peak_mb"]
-        out[f"train {key}: fast share of matmul peak"] = r["flops"] / r["fast"]["median"] / res["matmul_peak"]
+        out[f"train {key}: fast / torch tokens/s"] = (
+            r["fast"]["tokens_per_s"] / r["torch"]["tokens_per_s"]
+        )
+        out[f"train {key}: fast / readable tokens/s"] = (
+            r["fast"]["tokens_per_s"] / r["readable"]["tokens_per_s"]
+        )
+        # None where it cannot be measured
+        if r["fast"].get("peak_mb") and r["torch"].get("peak_mb"):
+            out[f"train {key}: fast / torch peak memory"] = (
+                r["fast"]["peak_mb"] / r["torch"]["peak_mb"]
+            )
+        out[f"train {key}: fast share of matmul peak"] = (
+            r["flops"] / r["fast"]["median"] / res["matmul_peak"]
+        )
 
     f = res["forward_base"]
-    out["forward base: fast / torch tokens/s"] = f["fast"]["tokens_per_s"] / f["torch"]["tokens_per_s"]
-    out["forward base: fast / readable tokens/s"] = f["fast"]["tokens_per_s"] / f["readable"]["tokens_per_s"]
+    out["forward base: fast / torch tokens/s"] = (
+        f["fast"]["tokens_per_s"] / f["torch"]["tokens_per_s"]
+    )
+    out["forward base: fast / readable tokens/s"] = (
+        f["fast"]["tokens_per_s"] / f["readable"]["tokens_per_s"]
+    )
     d = res["decoding"]
-    out["decoding: cached / uncached tokens/s"] = d["cached"]["tokens_per_s"] / d["uncached"]["tokens_per_s"]
+    out["decoding: cached / uncached tokens/s"] = (
+        d["cached"]["tokens_per_s"] / d["uncached"]["tokens_per_s"]
+    )
     for key, r in res.get("compiled", {}).items():
-        out[f"train {key}: compiled / fast tokens/s"] = r["compiled"]["tokens_per_s"] / r["fast"]["tokens_per_s"]
+        out[f"train {key}: compiled / fast tokens/s"] = (
+            r["compiled"]["tokens_per_s"] / r["fast"]["tokens_per_s"]
+        )
     return out
 
 def save_results(res:dict, path)->Path:
@@ -193,44 +288,94 @@ def load_results(path)->dict:
     return json.loads(Path(path).read_text())
 
 # %% ../../nbs/13_benchmark.ipynb #c019
-_COLORS = {"readable": "#9aa5b1", "fast": "#2f6fb0", "torch": "#d08c2e", "cached": "#2f6fb0", "uncached": "#9aa5b1"}
+_COLORS = {
+    "readable": "#9aa5b1",
+    "fast": "#2f6fb0",
+    "torch": "#d08c2e",
+    "cached": "#2f6fb0",
+    "uncached": "#9aa5b1",
+}
 
 def _bars(ax, groups:dict, key:str, scale:float=1.0):
-    "Grouped bars of groups[group][impl][key], with min-max whiskers where the entries have them"
+    ("Grouped bars of groups[group][impl][key], with min-max whiskers where the "
+     "entries have them")
     names = list(next(iter(groups.values())))
     width = 0.8 / len(names)
     for j, name in enumerate(names):
         xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(groups))]
         vals = [g[name][key] * scale for g in groups.values()]
         err = None
-        if key == "tokens_per_s":                                     # whiskers from the fastest and slowest rounds
+        # whiskers from the fastest and slowest rounds
+        if key == "tokens_per_s":
             n = [g[name][key] * g[name]["median"] for g in groups.values()]
-            err = [[v - t / g[name]["max"] * scale for v, t, g in zip(vals, n, groups.values())],
-                   [t / g[name]["min"] * scale - v for v, t, g in zip(vals, n, groups.values())]]
-        ax.bar(xs, vals, width, yerr=err, capsize=3, label=name, color=_COLORS.get(name))
-        for x, v in zip(xs, vals):                                    # the value at the foot of the bar, clear of whiskers
-            ax.text(x, v * 0.03, f"{v:,.0f}", ha="center", va="bottom", rotation=90, fontsize=8, color="white")
+            err = [
+                [
+                    v - t / g[name]["max"] * scale
+                    for v, t, g in zip(vals, n, groups.values())
+                ],
+                [
+                    t / g[name]["min"] * scale - v
+                    for v, t, g in zip(vals, n, groups.values())
+                ],
+            ]
+        ax.bar(
+            xs, vals, width, yerr=err, capsize=3, label=name, color=_COLORS.get(name)
+        )
+        # the value at the foot of the bar, clear of whiskers
+        for x, v in zip(xs, vals):
+            ax.text(
+                x,
+                v * 0.03,
+                f"{v:,.0f}",
+                ha="center",
+                va="bottom",
+                rotation=90,
+                fontsize=8,
+                color="white",
+            )
     ax.set_xticks(range(len(groups)), list(groups))
-    ax.legend(fontsize=8, frameon=False, ncols=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    ax.legend(
+        fontsize=8,
+        frameon=False,
+        ncols=len(names),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+    )
 
 def show_benchmark(
     res:dict,  # from run_benchmark or load_results
     title:str|None=None,  # over the figure; by default the machine and torch version
 ):
-    "Four panels: training tokens/s, peak training memory, base-model forward tokens/s, decoding tokens/s"
+    ("Four panels: training tokens/s, peak training memory, base-model forward "
+     "tokens/s, decoding tokens/s")
     plt = pyplot()
     fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))
-    train = {key.replace(", dropout ", "\ndrop "): {k: r[k] for k in IMPLEMENTATIONS} for key, r in res["train"].items()}
-    _bars(axs[0, 0], train, "tokens_per_s"); axs[0, 0].set_title("training step: target tokens / s", pad=22)
+    train = {
+        key.replace(", dropout ", "\ndrop "): {k: r[k] for k in IMPLEMENTATIONS}
+        for key, r in res["train"].items()
+    }
+    _bars(axs[0, 0], train, "tokens_per_s")
+    axs[0, 0].set_title("training step: target tokens / s", pad=22)
     if all(r[k].get("peak_mb") for r in res["train"].values() for k in IMPLEMENTATIONS):
-        _bars(axs[0, 1], train, "peak_mb"); axs[0, 1].set_title("training step: peak memory (MB)", pad=22)
+        _bars(axs[0, 1], train, "peak_mb"); axs[0, 1].set_title("training step: peak "
+                                                                "memory (MB)", pad=22)
     else:
-        _bars(axs[0, 1], train, "saved_mb"); axs[0, 1].set_title("training step: saved for backward (MB)", pad=22)
+        _bars(axs[0, 1], train, "saved_mb"); axs[0, 1].set_title("training step: "
+                                                                 "saved for backward "
+                                                                 "(MB)", pad=22)
     _bars(axs[1, 0], {"base model, forward": res["forward_base"]}, "tokens_per_s")
     axs[1, 0].set_title("base model, forward (eval): tokens / s", pad=22)
-    _bars(axs[1, 1], {"greedy, 64 new tokens, batch 8": res["decoding"]}, "tokens_per_s")
+    _bars(
+        axs[1, 1], {"greedy, 64 new tokens, batch 8": res["decoding"]}, "tokens_per_s"
+    )
     axs[1, 1].set_title("greedy decoding: tokens / s", pad=22)
-    for ax in axs.flat: ax.spines[["top", "right"]].set_visible(False); ax.margins(y=0.15)
-    fig.suptitle(title or f"{res['processor']}, {res['threads']} threads, torch {res['torch']} ({res['date']})", fontsize=10)
+    for ax in axs.flat:
+        ax.spines[["top", "right"]].set_visible(False); ax.margins(y=0.15)
+    fig.suptitle(
+        title
+        or f"{res['processor']}, {res['threads']} threads, torch {res['torch']} "
+           f"({res['date']})",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig

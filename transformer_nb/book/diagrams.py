@@ -42,7 +42,8 @@ class _Box:
 
 # %% ../../nbs/00b_diagrams.ipynb #c008
 class _Sketch:
-    "A blank canvas measured in units of `inch` inches, drawn bottom to top, with boxes, circles, arrows and text"
+    ("A blank canvas measured in units of `inch` inches, drawn bottom to top, with "
+     "boxes, circles, arrows and text")
     LINE = "#333333"
     NOTE = "#555555"
 
@@ -56,32 +57,84 @@ class _Sketch:
     def box(self, cx, cy, text, kind, w=2.6, h=0.46, detail=None, fontsize=8, dashed=None):
         from matplotlib.patches import FancyBboxPatch
         dashed = kind == "dropout" if dashed is None else dashed
-        self.ax.add_patch(FancyBboxPatch((cx - w / 2, cy - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.08",
-                                         fc=COLORS[kind], ec=self.LINE, lw=0.9, ls="--" if dashed else "-", zorder=2))
+        self.ax.add_patch(
+            FancyBboxPatch(
+                (cx - w / 2, cy - h / 2),
+                w,
+                h,
+                boxstyle="round,pad=0,rounding_size=0.08",
+                fc=COLORS[kind],
+                ec=self.LINE,
+                lw=0.9,
+                ls="--" if dashed else "-",
+                zorder=2,
+            )
+        )
         if detail is None:
-            self.ax.text(cx, cy, text, ha="center", va="center", fontsize=fontsize, zorder=3)
+            self.ax.text(
+                cx, cy, text, ha="center", va="center", fontsize=fontsize, zorder=3
+            )
         else:
-            self.ax.text(cx, cy + h * 0.18, text, ha="center", va="center", fontsize=fontsize, zorder=3)
-            self.ax.text(cx, cy - h * 0.24, detail, ha="center", va="center", fontsize=fontsize - 1.5,
-                         color=self.NOTE, zorder=3)
+            self.ax.text(
+                cx,
+                cy + h * 0.18,
+                text,
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                zorder=3,
+            )
+            self.ax.text(
+                cx,
+                cy - h * 0.24,
+                detail,
+                ha="center",
+                va="center",
+                fontsize=fontsize - 1.5,
+                color=self.NOTE,
+                zorder=3,
+            )
         return _Box(cx, cy, w, h)
 
     def plus(self, cx, cy, r=0.15):
         from matplotlib.patches import Circle
-        self.ax.add_patch(Circle((cx, cy), r, fc="white", ec=self.LINE, lw=0.9, zorder=2))
+        self.ax.add_patch(
+            Circle((cx, cy), r, fc="white", ec=self.LINE, lw=0.9, zorder=2)
+        )
         self.ax.text(cx, cy, "+", ha="center", va="center", fontsize=9, zorder=3)
         return _Box(cx, cy, 2 * r, 2 * r)
 
     def line(self, *points, color=None, lw=1.0, ls="-"):
         xs, ys = zip(*points)
-        self.ax.plot(xs, ys, color=color or self.LINE, lw=lw, ls=ls, zorder=1, solid_capstyle="butt")
+        self.ax.plot(
+            xs,
+            ys,
+            color=color or self.LINE,
+            lw=lw,
+            ls=ls,
+            zorder=1,
+            solid_capstyle="butt",
+        )
 
     def arrow(self, *points, label=None, side="right", color=None, where=0.5):
-        "A poly-line through `points` with a head at the end; `label` written beside the last segment"
+        ("A poly-line through `points` with a head at the end; `label` written beside "
+         "the last segment")
         color = color or self.LINE
         if len(points) > 2: self.line(*points[:-1], color=color)
-        self.ax.annotate("", xy=points[-1], xytext=points[-2], zorder=1,
-                         arrowprops=dict(arrowstyle="-|>", color=color, lw=1.0, shrinkA=0, shrinkB=0, mutation_scale=9))
+        self.ax.annotate(
+            "",
+            xy=points[-1],
+            xytext=points[-2],
+            zorder=1,
+            arrowprops=dict(
+                arrowstyle="-|>",
+                color=color,
+                lw=1.0,
+                shrinkA=0,
+                shrinkB=0,
+                mutation_scale=9,
+            ),
+        )
         if label:
             (x0, y0), (x1, y1) = points[-2], points[-1]
             mx, my = x0 + (x1 - x0) * where, y0 + (y1 - y0) * where
@@ -92,8 +145,18 @@ class _Sketch:
                 self.note(mx, my + 0.13, label, ha="center", va="bottom")
 
     def note(self, x, y, text, ha="left", va="center", fontsize=7, mono=True, **kw):
-        self.ax.text(x, y, text, ha=ha, va=va, fontsize=fontsize, color=self.NOTE, zorder=3,
-                     family="monospace" if mono else None, **kw)
+        self.ax.text(
+            x,
+            y,
+            text,
+            ha=ha,
+            va=va,
+            fontsize=fontsize,
+            color=self.NOTE,
+            zorder=3,
+            family="monospace" if mono else None,
+            **kw,
+        )
 
     def dot(self, x, y):
         self.ax.plot([x], [y], "o", color=self.LINE, ms=3, zorder=3)
@@ -101,32 +164,81 @@ class _Sketch:
     def frame(self, x0, y0, x1, y1, label=None, repeat=None, repeat_side="left"):
         "A shaded rounded frame around a repeated layer, with `N ×` beside it"
         from matplotlib.patches import FancyBboxPatch
-        self.ax.add_patch(FancyBboxPatch((x0, y0), x1 - x0, y1 - y0, boxstyle="round,pad=0,rounding_size=0.15",
-                                         fc="#f6f6f6", ec="#999999", lw=0.9, zorder=0))
-        if label: self.ax.text(x0 + 0.12, y1 - 0.12, label, ha="left", va="top", fontsize=7, style="italic",
-                               color=self.NOTE, zorder=3)
+        self.ax.add_patch(
+            FancyBboxPatch(
+                (x0, y0),
+                x1 - x0,
+                y1 - y0,
+                boxstyle="round,pad=0,rounding_size=0.15",
+                fc="#f6f6f6",
+                ec="#999999",
+                lw=0.9,
+                zorder=0,
+            )
+        )
+        if label:
+            self.ax.text(
+                x0 + 0.12,
+                y1 - 0.12,
+                label,
+                ha="left",
+                va="top",
+                fontsize=7,
+                style="italic",
+                color=self.NOTE,
+                zorder=3,
+            )
         if repeat:
             x = x0 - 0.12 if repeat_side == "left" else x1 + 0.12
-            self.ax.text(x, (y0 + y1) / 2, repeat, ha="right" if repeat_side == "left" else "left", va="center",
-                         fontsize=10, zorder=3)
+            self.ax.text(
+                x,
+                (y0 + y1) / 2,
+                repeat,
+                ha="right" if repeat_side == "left" else "left",
+                va="center",
+                fontsize=10,
+                zorder=3,
+            )
 
     def finish(self, top, title, subtitle=None):
-        "Fit the canvas to the drawing (which ends at height `top`) and write the title above it"
+        ("Fit the canvas to the drawing (which ends at height `top`) and write the "
+         "title above it")
         h = top + (1.05 if subtitle else 0.7)
         self.ax.set_xlim(0, self.width); self.ax.set_ylim(0, h)
         self.fig.set_size_inches(self.width * self.inch, h * self.inch)
-        self.ax.text(self.width / 2, h - 0.33, title, ha="center", va="center", fontsize=11, fontweight="bold")
-        if subtitle: self.ax.text(self.width / 2, h - 0.72, subtitle, ha="center", va="center", fontsize=8,
-                                  color=self.NOTE, family="monospace")
+        self.ax.text(
+            self.width / 2,
+            h - 0.33,
+            title,
+            ha="center",
+            va="center",
+            fontsize=11,
+            fontweight="bold",
+        )
+        if subtitle:
+            self.ax.text(
+                self.width / 2,
+                h - 0.72,
+                subtitle,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color=self.NOTE,
+                family="monospace",
+            )
         return self.fig
 
 # %% ../../nbs/00b_diagrams.ipynb #c009
 def diagram_texts(
     fig,  # a figure returned by one of the `draw_` functions
-)->list[str]:  # every string written on it, from the bottom to the top, then from left to right
-    "The text of a diagram, in reading order from the bottom up: what the tests of the diagrams check"
+# every string written on it, from the bottom to the top, then from left to right
+)->list[str]:
+    ("The text of a diagram, in reading order from the bottom up: what the tests of "
+     "the diagrams check")
     items = [t for ax in fig.axes for t in ax.texts if t.get_text()]
-    items.sort(key=lambda t: (round(float(t.get_position()[1]), 3), float(t.get_position()[0])))
+    items.sort(
+        key=lambda t: (round(float(t.get_position()[1]), 3), float(t.get_position()[0]))
+    )
     return [t.get_text() for t in items]
 
 # %% ../../nbs/00b_diagrams.ipynb #c011
@@ -148,7 +260,15 @@ def _residual_stack(sk, cx, y, w, sublayers, norm_first=True, dropout=True):
         sub = sk.box(cx, y + GAP + 0.3, title, kind, w=w, h=0.6, detail=detail)
         sk.arrow((cx, y), (cx, sub.bottom)); y = sub.top
         if dropout:
-            d = sk.box(cx, y + GAP * 0.8 + 0.18, "Dropout", "dropout", w=w * 0.5, h=0.36, fontsize=7.5)
+            d = sk.box(
+                cx,
+                y + GAP * 0.8 + 0.18,
+                "Dropout",
+                "dropout",
+                w=w * 0.5,
+                h=0.36,
+                fontsize=7.5,
+            )
             sk.arrow((cx, y), (cx, d.bottom)); y = d.top
         p = sk.plus(cx, y + GAP * 0.8 + 0.15)
         sk.arrow((cx, y), (cx, p.bottom))
@@ -171,7 +291,8 @@ def _sublayers(kind:str):
 
 # %% ../../nbs/00b_diagrams.ipynb #c014
 def draw_architecture(
-    norm_first:bool=True,  # pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
+    # pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
+    norm_first:bool=True,
 ):  # a matplotlib Figure
     "The encoder-decoder Transformer, as built in this project"
     sk, ex, dx, w = _Sketch(), 2.55, 7.2, 2.9
@@ -179,26 +300,40 @@ def draw_architecture(
     tgt = sk.box(dx, 0.4, "target tokens (shifted right)", "io", w=2.9, h=0.4)
     tops = []
     for cx, tok, L, side in ((ex, src, "S", "left"), (dx, tgt, "T", "right")):
-        emb = sk.box(cx, tok.top + 0.55 + 0.3, "Embedding × √d_model", "embed", w=w, h=0.6, detail="table (V, d_model)")
+        emb = sk.box(
+            cx,
+            tok.top + 0.55 + 0.3,
+            "Embedding × √d_model",
+            "embed",
+            w=w,
+            h=0.6,
+            detail="table (V, d_model)",
+        )
         sk.arrow((cx, tok.top), (cx, emb.bottom), label=f"(B, {L})")
         p = sk.plus(cx, emb.top + GAP + 0.15)
         sk.arrow((cx, emb.top), (cx, p.bottom))
         px = 0.75 if side == "left" else 9.25
         pos = sk.box(px, p.cy, "positions", "embed", w=1.2, h=0.4, fontsize=7.5)
-        sk.arrow((pos.right, p.cy), (p.left, p.cy)) if side == "left" else sk.arrow((pos.left, p.cy), (p.right, p.cy))
+        sk.arrow((pos.right, p.cy), (p.left, p.cy)) if side == "left" else sk.arrow(
+            (pos.left, p.cy), (p.right, p.cy)
+        )
         tops.append((p.top, L))
     y0 = tops[0][0] + 0.6
     for (ptop, L), cx in zip(tops, (ex, dx)):
         sk.arrow((cx, ptop), (cx, y0), label=f"(B, {L}, d_model)")
     stacks = {}
     for kind, cx in (("encoder", ex), ("decoder", dx)):
-        top, subs = _residual_stack(sk, cx, y0, w, _sublayers(kind), norm_first, dropout=False)
+        top, subs = _residual_stack(
+            sk, cx, y0, w, _sublayers(kind), norm_first, dropout=False
+        )
         x0, x1 = cx - w / 2 - 0.2, cx + w / 2 + 0.5
         sk.frame(x0, y0, x1, top + 0.4, label=f"{kind} layer", repeat="N ×",
                  repeat_side="left" if kind == "encoder" else "right")
         y = top + 0.4
         if norm_first:
-            ln = sk.box(cx, y + GAP + 0.21, "final LayerNorm", "norm", w=w * 0.7, h=0.42)
+            ln = sk.box(
+                cx, y + GAP + 0.21, "final LayerNorm", "norm", w=w * 0.7, h=0.42
+            )
             sk.line((cx, top), (cx, y)); sk.arrow((cx, y), (cx, ln.bottom)); y = ln.top
         else:
             sk.line((cx, top), (cx, y))
@@ -208,42 +343,89 @@ def draw_architecture(
     cross = stacks["decoder"][1][1]
     xc, ym = 5.05, etop + 0.3
     sk.line((ex, etop), (ex, ym), (xc, ym), (xc, cross.cy))
-    sk.note((ex + xc) / 2, ym + 0.13, "memory (B, S, d_model)", ha="center", va="bottom")
+    sk.note(
+        (ex + xc) / 2, ym + 0.13, "memory (B, S, d_model)", ha="center", va="bottom"
+    )
     sk.arrow((xc, cross.cy), (cross.left, cross.cy), label="K, V")
     y = stacks["decoder"][0]
-    lin = sk.box(dx, y + 0.55 + 0.21, "Linear  d_model → V", "linear", w=w * 0.8, h=0.42)
+    lin = sk.box(
+        dx, y + 0.55 + 0.21, "Linear  d_model → V", "linear", w=w * 0.8, h=0.42
+    )
     sk.arrow((dx, y), (dx, lin.bottom), label="(B, T, d_model)")
-    sm = sk.box(dx, lin.top + 0.55 + 0.21, "Softmax over V", "softmax", w=w * 0.8, h=0.42)
+    sm = sk.box(
+        dx, lin.top + 0.55 + 0.21, "Softmax over V", "softmax", w=w * 0.8, h=0.42
+    )
     sk.arrow((dx, lin.top), (dx, sm.bottom), label="logits (B, T, V)")
     out = sk.box(dx, sm.top + 0.55 + 0.2, "next-token probabilities", "io", w=w, h=0.4)
     sk.arrow((dx, sm.top), (dx, out.bottom), label="(B, T, V)")
     if norm_first:
-        title, sub = "Transformer, pre-LN (our default)", "LayerNorm before each sublayer and at the end of each stack"
+        title, sub = (
+            "Transformer, pre-LN (our default)",
+            "LayerNorm before each sublayer and at the end of each stack",
+        )
     else:
-        title, sub = "Transformer, post-LN (the paper's Figure 1)", "LayerNorm after each residual addition"
+        title, sub = (
+            "Transformer, post-LN (the paper's Figure 1)",
+            "LayerNorm after each residual addition",
+        )
     return sk.finish(out.top, title, sub + "; dropout not drawn")
 
 # %% ../../nbs/00b_diagrams.ipynb #c020
 def draw_embeddings():
-    "Token ids to the vectors the first layer reads: lookup, × √d_model, + positions, dropout"
+    ("Token ids to the vectors the first layer reads: lookup, × √d_model, + positions, "
+     "dropout")
     sk, lx, rx = _Sketch(), 3.0, 7.3
-    ids = sk.box(lx, 0.45, "token ids", "io", w=2.8, h=0.55, detail="e.g. [[5, 7, 7, 42], ...]")
-    look = sk.box(lx, ids.top + 0.55 + 0.3, "Lookup E[ids]", "embed", w=3.0, h=0.6, detail="E: (V, d_model), learned")
+    ids = sk.box(
+        lx, 0.45, "token ids", "io", w=2.8, h=0.55, detail="e.g. [[5, 7, 7, 42], ...]"
+    )
+    look = sk.box(
+        lx,
+        ids.top + 0.55 + 0.3,
+        "Lookup E[ids]",
+        "embed",
+        w=3.0,
+        h=0.6,
+        detail="E: (V, d_model), learned",
+    )
     sk.arrow((lx, ids.top), (lx, look.bottom), label="(B, T)")
     sc = sk.box(lx, look.top + 0.55 + 0.21, "× √d_model", "embed", w=1.8, h=0.42)
     sk.arrow((lx, look.top), (lx, sc.bottom), label="(B, T, d_model)")
-    pos = sk.box(rx, ids.cy, "positions 0, 1, …, T−1", "io", w=3.1, h=0.55, detail="+ offset when decoding step by step")
-    tab = sk.box(rx, look.cy, "Position table P[:T]", "embed", w=3.5, h=0.6, detail="(max_len, d_model): sinusoidal or learned")
+    pos = sk.box(
+        rx,
+        ids.cy,
+        "positions 0, 1, …, T−1",
+        "io",
+        w=3.1,
+        h=0.55,
+        detail="+ offset when decoding step by step",
+    )
+    tab = sk.box(
+        rx,
+        look.cy,
+        "Position table P[:T]",
+        "embed",
+        w=3.5,
+        h=0.6,
+        detail="(max_len, d_model): sinusoidal or learned",
+    )
     sk.arrow((rx, pos.top), (rx, tab.bottom), label="(T,)")
     p = sk.plus(lx, sc.top + 0.45 + 0.15)
     sk.arrow((lx, sc.top), (lx, p.bottom))
     sk.arrow((rx, tab.top), (rx, p.cy), (p.right, p.cy))
-    sk.note((p.right + rx) / 2, p.cy + 0.13, "(T, d_model), broadcast over B", ha="center", va="bottom")
+    sk.note(
+        (p.right + rx) / 2,
+        p.cy + 0.13,
+        "(T, d_model), broadcast over B",
+        ha="center",
+        va="bottom",
+    )
     d = sk.box(lx, p.top + GAP + 0.2, "Dropout", "dropout", w=1.6, h=0.4)
     sk.arrow((lx, p.top), (lx, d.bottom))
     out = sk.box(lx, d.top + 0.55 + 0.2, "input of the first layer", "io", w=2.6, h=0.4)
     sk.arrow((lx, d.top), (lx, out.bottom), label="(B, T, d_model)")
-    return sk.finish(out.top, "Embeddings and positions", "h = Dropout(E[ids] · √d_model + P[:T])")
+    return sk.finish(
+        out.top, "Embeddings and positions", "h = Dropout(E[ids] · √d_model + P[:T])"
+    )
 
 # %% ../../nbs/00b_diagrams.ipynb #c023
 def draw_attention():
@@ -255,37 +437,59 @@ def draw_attention():
     mm = sk.box(cx, q.top + 0.6 + 0.21, "MatMul  Q Kᵀ", "linear", w=w, h=0.42)
     sk.arrow((2.8, q.top), (2.8, mm.bottom))
     sk.arrow((4.8, k.top), (4.8, mm.bottom), label="Kᵀ (d_k, S)")
-    steps = [("Scale  × 1/√d_k", None, "attention", "scores (T, S)"),
-             ("Mask (optional)", "fill finfo.min where mask is False", "mask", "(T, S)"),
-             ("Softmax over keys", "each row sums to 1", "softmax", "(T, S)"),
-             ("Dropout (training only)", None, "dropout", "weights (T, S), returned")]
+    steps = [
+        ("Scale  × 1/√d_k", None, "attention", "scores (T, S)"),
+        ("Mask (optional)", "fill finfo.min where mask is False", "mask", "(T, S)"),
+        ("Softmax over keys", "each row sums to 1", "softmax", "(T, S)"),
+        ("Dropout (training only)", None, "dropout", "weights (T, S), returned"),
+    ]
     prev, boxes = mm, []
     for title, detail, kind, label in steps:
         h = 0.6 if detail else 0.42
         b = sk.box(cx, prev.top + 0.55 + h / 2, title, kind, w=w, h=h, detail=detail)
         sk.arrow((cx, prev.top), (cx, b.bottom), label=label)
         prev = b; boxes.append(b)
-    mm2 = sk.box(cx, prev.top + 0.55 + 0.21, "MatMul  weights · V", "linear", w=w, h=0.42)
+    mm2 = sk.box(
+        cx, prev.top + 0.55 + 0.21, "MatMul  weights · V", "linear", w=w, h=0.42
+    )
     sk.arrow((cx, prev.top), (cx, mm2.bottom), label="(T, S)")
     sk.arrow((7.0, v.top), (7.0, mm2.cy), (mm2.right, mm2.cy))
     out = sk.box(cx, mm2.top + 0.55 + 0.2, "output", "io", w=1.7, h=0.4)
     sk.arrow((cx, mm2.top), (cx, out.bottom), label="(T, d_v)")
     mask = boxes[1]
-    mb = sk.box(1.15, mask.cy - 0.9, "mask (T, S), bool", "io", w=2.0, h=0.55, detail="True = may attend")
+    mb = sk.box(
+        1.15,
+        mask.cy - 0.9,
+        "mask (T, S), bool",
+        "io",
+        w=2.0,
+        h=0.55,
+        detail="True = may attend",
+    )
     sk.arrow((mb.cx, mb.top), (mb.cx, mask.cy), (mask.left, mask.cy))
-    sk.note(mask.left - 0.15, boxes[2].cy, "a row with no True key\ngets zero weights\nand a zero output", ha="right",
-            mono=False)
-    return sk.finish(out.top, "Scaled dot-product attention",
-                     "softmax(Q Kᵀ / √d_k) V; leading dims (B, H) broadcast: scores (B, H, T, S)")
+    sk.note(
+        mask.left - 0.15,
+        boxes[2].cy,
+        "a row with no True key\ngets zero weights\nand a zero output",
+        ha="right",
+        mono=False,
+    )
+    return sk.finish(
+        out.top,
+        "Scaled dot-product attention",
+        "softmax(Q Kᵀ / √d_k) V; leading dims (B, H) broadcast: scores (B, H, T, S)",
+    )
 
 # %% ../../nbs/00b_diagrams.ipynb #c026
-HEAD_COLORS = ("#fbd3a0", "#f6b26b", "#fde6c4", "#e9a15a")  # shades of the attention colour, one per head
+# shades of the attention colour, one per head
+HEAD_COLORS = ("#fbd3a0", "#f6b26b", "#fde6c4", "#e9a15a")
 
 # %% ../../nbs/00b_diagrams.ipynb #c027
 def draw_multihead(
     num_heads:int=4,  # H, the number of heads drawn
 ):  # a matplotlib Figure
-    "Multi-head attention: project, split d_model into heads, attend per head, merge, project"
+    ("Multi-head attention: project, split d_model into heads, attend per head, merge, "
+     "project")
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
     H, sk, xs = num_heads, _Sketch(), (2.0, 5.0, 8.0)
@@ -295,7 +499,15 @@ def draw_multihead(
         i = sk.box(x, 0.4, f"{name}  (B, {L}, d_model)", "io", w=2.5, h=0.4)
         lin = sk.box(x, i.top + GAP + 0.21, f"Linear W_{s}", "linear", w=2.2, h=0.42)
         sk.arrow((x, i.top), (x, lin.bottom))
-        vw = sk.box(x, lin.top + 0.55 + 0.3, f".view(B, {L}, H, d_k)", "shape", w=2.5, h=0.6, detail=".transpose(1, 2)")
+        vw = sk.box(
+            x,
+            lin.top + 0.55 + 0.3,
+            f".view(B, {L}, H, d_k)",
+            "shape",
+            w=2.5,
+            h=0.6,
+            detail=".transpose(1, 2)",
+        )
         sk.arrow((x, lin.top), (x, vw.bottom), label=f"(B, {L}, d_model)")
         tops.append((vw.top, L))
     y = tops[0][0] + 0.6
@@ -304,14 +516,37 @@ def draw_multihead(
     for j in reversed(range(n)):   # cards behind cards: one per head
         sk.box(5.0 + j * d, y + ah / 2 + j * d, "", "attention", w=7.0, h=ah)
     att = _Box(5.0, y + ah / 2, 7.0, ah)
-    sk.ax.text(5.0, att.cy + 0.12, f"Scaled dot-product attention, H = {H} heads in parallel", ha="center",
-               va="center", fontsize=8, zorder=3)
-    sk.ax.text(5.0, att.cy - 0.16, "weights (B, H, T, S)", ha="center", va="center", fontsize=6.5,
-               color=sk.NOTE, zorder=3)
+    sk.ax.text(
+        5.0,
+        att.cy + 0.12,
+        f"Scaled dot-product attention, H = {H} heads in parallel",
+        ha="center",
+        va="center",
+        fontsize=8,
+        zorder=3,
+    )
+    sk.ax.text(
+        5.0,
+        att.cy - 0.16,
+        "weights (B, H, T, S)",
+        ha="center",
+        va="center",
+        fontsize=6.5,
+        color=sk.NOTE,
+        zorder=3,
+    )
     for x, (vt, L) in zip(xs, tops):
         sk.arrow((x, vt), (x, att.bottom), label=f"(B, H, {L}, d_k)")
     top = att.top + (n - 1) * d
-    mg = sk.box(5.0, top + 0.55 + 0.3, ".transpose(1, 2)", "shape", w=2.6, h=0.6, detail=".reshape(B, T, d_model)")
+    mg = sk.box(
+        5.0,
+        top + 0.55 + 0.3,
+        ".transpose(1, 2)",
+        "shape",
+        w=2.6,
+        h=0.6,
+        detail=".reshape(B, T, d_model)",
+    )
     sk.arrow((5.0, top), (5.0, mg.bottom), label="(B, H, T, d_k)")
     wo = sk.box(5.0, mg.top + 0.55 + 0.21, "Linear W_o", "linear", w=2.2, h=0.42)
     sk.arrow((5.0, mg.top), (5.0, wo.bottom), label="(B, T, d_model)")
@@ -321,13 +556,47 @@ def draw_multihead(
     from matplotlib.patches import Rectangle
     x0, bw, by = 6.9, 2.8, mg.cy - 0.05
     for j in range(H):
-        sk.ax.add_patch(Rectangle((x0 + j * bw / H, by), bw / H, 0.3, fc=HEAD_COLORS[j % 4], ec=sk.LINE, lw=0.6,
-                                  zorder=2))
-        if H <= 8: sk.ax.text(x0 + (j + 0.5) * bw / H, by + 0.15, f"h{j}", ha="center", va="center", fontsize=6.5,
-                              zorder=3)
-    sk.note(x0 + bw / 2, by + 0.38, f"d_model = H × d_k = {H} × d_k", ha="center", va="bottom")
-    sk.note(x0 + bw / 2, by - 0.08, "one vector, sliced per head", ha="center", va="top", mono=False)
-    return sk.finish(out.top, "Multi-head attention", "d_k = d_model // num_heads; every head attends on its own slice")
+        sk.ax.add_patch(
+            Rectangle(
+                (x0 + j * bw / H, by),
+                bw / H,
+                0.3,
+                fc=HEAD_COLORS[j % 4],
+                ec=sk.LINE,
+                lw=0.6,
+                zorder=2,
+            )
+        )
+        if H <= 8:
+            sk.ax.text(
+                x0 + (j + 0.5) * bw / H,
+                by + 0.15,
+                f"h{j}",
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                zorder=3,
+            )
+    sk.note(
+        x0 + bw / 2,
+        by + 0.38,
+        f"d_model = H × d_k = {H} × d_k",
+        ha="center",
+        va="bottom",
+    )
+    sk.note(
+        x0 + bw / 2,
+        by - 0.08,
+        "one vector, sliced per head",
+        ha="center",
+        va="top",
+        mono=False,
+    )
+    return sk.finish(
+        out.top,
+        "Multi-head attention",
+        "d_k = d_model // num_heads; every head attends on its own slice",
+    )
 
 # %% ../../nbs/00b_diagrams.ipynb #c030
 def draw_layer(
@@ -335,7 +604,8 @@ def draw_layer(
     norm_first:bool=True,  # pre-LN (our default) or post-LN (the paper)
 ):  # a matplotlib Figure
     "One encoder or decoder layer: where LayerNorm, dropout and the residual sit"
-    if kind not in ("encoder", "decoder"): raise ValueError(f'kind must be "encoder" or "decoder", got {kind!r}')
+    if kind not in ("encoder", "decoder"):
+        raise ValueError(f'kind must be "encoder" or "decoder", got {kind!r}')
     sk, cx, w = _Sketch(), 5.0, 3.4
     T = "T" if kind == "decoder" else "S"
     x = sk.box(cx, 0.45, f"x  (B, {T}, d_model)", "io", w=2.6, h=0.4)
@@ -344,14 +614,30 @@ def draw_layer(
     out = sk.box(cx, y + 0.5 + 0.2, f"out  (B, {T}, d_model)", "io", w=2.6, h=0.4)
     sk.arrow((cx, y), (cx, out.bottom))
     if kind == "encoder":
-        sk.arrow((0.9, subs[0].cy), (subs[0].left, subs[0].cy), label="src_mask (B, 1, 1, S)")
+        sk.arrow(
+            (0.9, subs[0].cy), (subs[0].left, subs[0].cy), label="src_mask (B, 1, 1, S)"
+        )
     else:
-        sk.arrow((0.9, subs[0].cy), (subs[0].left, subs[0].cy), label="tgt_mask (B, 1, T, T)")
-        sk.arrow((0.9, subs[1].cy - 0.12), (subs[1].left, subs[1].cy - 0.12), label="memory (B, S, d_model)")
+        sk.arrow(
+            (0.9, subs[0].cy), (subs[0].left, subs[0].cy), label="tgt_mask (B, 1, T, T)"
+        )
+        sk.arrow(
+            (0.9, subs[1].cy - 0.12),
+            (subs[1].left, subs[1].cy - 0.12),
+            label="memory (B, S, d_model)",
+        )
         sk.note(0.9, subs[1].cy - 0.3, "src_mask (B, 1, 1, S)", va="top")
     name = f"{'Pre' if norm_first else 'Post'}-LN {kind} layer"
-    formula = ("x + Dropout(Sublayer(LayerNorm(x)))" if norm_first else "LayerNorm(x + Dropout(Sublayer(x)))")
-    return sk.finish(out.top, name + (" (our default)" if norm_first else " (the paper)"), f"each sublayer: {formula}")
+    formula = (
+        "x + Dropout(Sublayer(LayerNorm(x)))"
+        if norm_first
+        else "LayerNorm(x + Dropout(Sublayer(x)))"
+    )
+    return sk.finish(
+        out.top,
+        name + (" (our default)" if norm_first else " (the paper)"),
+        f"each sublayer: {formula}",
+    )
 
 # %% ../../nbs/00b_diagrams.ipynb #c038
 MAY, BLOCKED = "#6aa84f", "#eeeeee"   # colours of True (may attend) and False (blocked)
@@ -361,14 +647,18 @@ def draw_masks(
     lengths:tuple=(5, 3),  # the real length of each sequence of the batch, at most T
     T:int=5,  # the padded length (S = T: the keys are the same sequence)
 ):  # a matplotlib Figure
-    "The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and the decoder's both at once"
+    ("The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and "
+     "the decoder's both at once")
     from matplotlib.patches import Rectangle, Patch
-    if not isinstance(T, int) or T < 1: raise ValueError(f"T must be a positive int, got {T!r}")
+    if not isinstance(T, int) or T < 1:
+        raise ValueError(f"T must be a positive int, got {T!r}")
     if not lengths or any(not isinstance(n, int) or not 0 <= n <= T for n in lengths):
         raise ValueError(f"lengths must be ints between 0 and T={T}, got {lengths!r}")
-    pad = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]   # (B, S), S = T here
+    # (B, S), S = T here
+    pad = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
     causal = torch.ones(T, T, dtype=torch.bool).tril()                # (T, T)
-    b = min(range(len(lengths)), key=lambda i: lengths[i])             # the most padded sequence
+    # the most padded sequence
+    b = min(range(len(lengths)), key=lambda i: lengths[i])
     both = pad[b][None, :] & causal                                    # (T, T)
     sk, c = _Sketch(), min(0.42, 2.1 / T)
     B = len(lengths)
@@ -376,21 +666,59 @@ def draw_masks(
     def grid(m, x0, ytop, rows=None, cols=True):
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
-                sk.ax.add_patch(Rectangle((x0 + j * c, ytop - (i + 1) * c), c, c, fc=MAY if m[i, j] else BLOCKED,
-                                          ec="white", lw=1.2, zorder=2))
+                sk.ax.add_patch(
+                    Rectangle(
+                        (x0 + j * c, ytop - (i + 1) * c),
+                        c,
+                        c,
+                        fc=MAY if m[i, j] else BLOCKED,
+                        ec="white",
+                        lw=1.2,
+                        zorder=2,
+                    )
+                )
         if cols and T <= 12:
-            sk.ax.text(x0 - 0.08, ytop + 0.06, "key j", ha="right", va="bottom", fontsize=6.5, color=sk.NOTE, zorder=3)
+            sk.ax.text(
+                x0 - 0.08,
+                ytop + 0.06,
+                "key j",
+                ha="right",
+                va="bottom",
+                fontsize=6.5,
+                color=sk.NOTE,
+                zorder=3,
+            )
             for j in range(m.shape[1]):
-                sk.ax.text(x0 + (j + 0.5) * c, ytop + 0.06, str(j), ha="center", va="bottom", fontsize=6.5, zorder=3)
+                sk.ax.text(
+                    x0 + (j + 0.5) * c,
+                    ytop + 0.06,
+                    str(j),
+                    ha="center",
+                    va="bottom",
+                    fontsize=6.5,
+                    zorder=3,
+                )
         for i in range(m.shape[0]):
             lab = rows[i] if rows else (str(i) if T <= 12 else None)
-            if lab: sk.ax.text(x0 - 0.08, ytop - (i + 0.5) * c, lab, ha="right", va="center", fontsize=6.5, zorder=3)
+            if lab:
+                sk.ax.text(
+                    x0 - 0.08,
+                    ytop - (i + 0.5) * c,
+                    lab,
+                    ha="right",
+                    va="center",
+                    fontsize=6.5,
+                    zorder=3,
+                )
 
-    ph = max(T * c, B * c + (B - 1) * 0.15)                            # height of the tallest panel
-    step = max(T * c + 1.1, 3.0)                                       # from one panel to the next
+    # height of the tallest panel
+    ph = max(T * c, B * c + (B - 1) * 0.15)
+    # from one panel to the next
+    step = max(T * c + 1.1, 3.0)
     x0 = (sk.width - 2 * step - T * c) / 2 + 0.25
     x1, x2, ytop = x0 + step, x0 + 2 * step, 0.9 + ph
-    gy = ytop - (ph - (B * c + (B - 1) * 0.15)) / 2                    # padding rows, centred
+    # padding rows, centred
+    gy = ytop - (ph - (B * c + (B - 1) * 0.15)) / 2
     for i in range(B):
         grid(pad[i][None], x0, gy - i * (c + 0.15), rows=[f"b={i}"], cols=i == 0)
     grid(causal, x1, ytop)
@@ -404,12 +732,32 @@ def draw_masks(
         sk.note(mid, ytop + 0.3, t2, ha="center", va="bottom")
         sk.note(mid, ytop - ph - 0.15, t3, ha="center", va="top", mono=False)
     for x in (x1, x2):
-        sk.note(x - 0.35, ytop - T * c / 2, "query i", ha="right", va="center", mono=False, rotation=90)
-    sk.ax.legend(handles=[Patch(fc=MAY, label="True: may attend"), Patch(fc=BLOCKED, ec="#999999", label="False: blocked")],
-                 loc="lower center", bbox_to_anchor=(sk.width / 2, 0.02), bbox_transform=sk.ax.transData, ncol=2,
-                 fontsize=7.5, frameon=False)
-    return sk.finish(ytop + 1.0, "Masks: True = may attend",
-                     f"lengths = {tuple(lengths)}, T = {T}; broadcast to the scores (B, H, T, S)")
+        sk.note(
+            x - 0.35,
+            ytop - T * c / 2,
+            "query i",
+            ha="right",
+            va="center",
+            mono=False,
+            rotation=90,
+        )
+    sk.ax.legend(
+        handles=[
+            Patch(fc=MAY, label="True: may attend"),
+            Patch(fc=BLOCKED, ec="#999999", label="False: blocked"),
+        ],
+        loc="lower center",
+        bbox_to_anchor=(sk.width / 2, 0.02),
+        bbox_transform=sk.ax.transData,
+        ncol=2,
+        fontsize=7.5,
+        frameon=False,
+    )
+    return sk.finish(
+        ytop + 1.0,
+        "Masks: True = may attend",
+        f"lengths = {tuple(lengths)}, T = {T}; broadcast to the scores (B, H, T, S)",
+    )
 
 # %% ../../nbs/00b_diagrams.ipynb #c043
 DIAGRAMS = {  # file name: how to draw it
@@ -435,7 +783,8 @@ def save_diagrams(
     paths = []
     for name, draw in DIAGRAMS.items():
         fig = draw()
-        fig.savefig(out / name, dpi=110, metadata={"Software": None})  # no version stamp: byte-deterministic
+        # no version stamp: byte-deterministic
+        fig.savefig(out / name, dpi=110, metadata={"Software": None})
         plt.close(fig)
         paths.append(out / name)
     return paths
@@ -444,12 +793,14 @@ def save_diagrams(
 def main(
     argv:list[str]|None=None,  # command-line arguments; `sys.argv[1:]` by default
 ):
-    "`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into OUT_DIR (default `images`)"
+    ("`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into "
+     "OUT_DIR (default `images`)")
     import matplotlib
     matplotlib.use("Agg")  # no display needed
     args = sys.argv[1:] if argv is None else argv
     for p in save_diagrams(args[0] if args else "images"): print(p)
 
 # %% ../../nbs/00b_diagrams.ipynb #c048
-if __name__ == "__main__" and "__file__" in globals():  # run as a script; a notebook has no __file__
+# run as a script; a notebook has no __file__
+if __name__ == "__main__" and "__file__" in globals():
     main()

@@ -14,12 +14,14 @@ __all__ = ['EXERCISE', 'EFFORT', 'split_directives', 'exercise_checker', 'make_e
            'exercise_table']
 
 # %% ../../nbs/90_exercises.ipynb #c006
-EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")   # the directive: `#| exercise CHECKER`
+# the directive: `#| exercise CHECKER`
+EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")
 
 def split_directives(
     source:str,  # a code cell's source
 )->tuple[list[str], str]:  # the directive lines, and the code after them
-    "Separate the `#|` lines at the top of a cell, which nbdev reads as directives, from the code"
+    ("Separate the `#|` lines at the top of a cell, which nbdev reads as directives, "
+     "from the code")
     lines = source.split("\n")
     n = 0
     while n < len(lines) and lines[n].startswith("#|"): n += 1
@@ -29,7 +31,15 @@ def exercise_checker(
     source:str,  # a code cell's source
 )->str|None:  # the checker's name, or None if the cell is not an exercise
     "The checker named by the cell's `#| exercise` directive"
-    return next((m.group(1) for l in split_directives(source)[0] for m in [EXERCISE.match(l.strip())] if m), None)
+    return next(
+        (
+            m.group(1)
+            for l in split_directives(source)[0]
+            for m in [EXERCISE.match(l.strip())]
+            if m
+        ),
+        None,
+    )
 
 # %% ../../nbs/90_exercises.ipynb #c007
 def _section(text:str)->str|None:
@@ -38,19 +48,39 @@ def _section(text:str)->str|None:
     return found[-1] if found else None
 
 def _comment_lines(lines:list[str])->list[str]:
-    "The full-line comments among `lines`, without their `#` (the step comments of the book's code)"
-    return [l.strip().lstrip("#").strip() for l in lines if l.strip().startswith("#") and l.strip().lstrip("#").strip()]
+    ("The full-line comments among `lines`, without their `#` (the step comments of "
+     "the book's code)")
+    return [
+        l.strip().lstrip("#").strip()
+        for l in lines
+        if l.strip().startswith("#") and l.strip().lstrip("#").strip()
+    ]
 
 def _attrs(init:ast.FunctionDef)->list[str]:
-    "What `__init__` creates: `self.X` attributes (with the class or function that makes them) and buffers"
+    ("What `__init__` creates: `self.X` attributes (with the class or function that "
+     "makes them) and buffers")
     out = []
     for node in ast.walk(init):
         if isinstance(node, ast.Assign):
-            targets = [t for tgt in node.targets for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])]
-            maker = ast.unparse(node.value.func) if isinstance(node.value, ast.Call) else None
+            targets = [
+                t
+                for tgt in node.targets
+                for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])
+            ]
+            maker = (
+                ast.unparse(node.value.func)
+                if isinstance(node.value, ast.Call)
+                else None
+            )
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                    made = f" ({maker})" if maker and len(targets) == 1 and (maker[:1].isupper() or "nn." in maker) else ""
+                    made = (
+                        f" ({maker})"
+                        if maker
+                        and len(targets) == 1
+                        and (maker[:1].isupper() or "nn." in maker)
+                        else ""
+                    )
                     out.append(f"self.{t.attr}{made}")
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "self.register_buffer" and node.args:
             out.append(f"the buffer {ast.unparse(node.args[0])} (self.register_buffer)")
@@ -58,15 +88,26 @@ def _attrs(init:ast.FunctionDef)->list[str]:
 
 # %% ../../nbs/90_exercises.ipynb #c008
 def _todo(fn:ast.FunctionDef, cls:ast.ClassDef|None, body_lines:list[str], section:str|None)->list[str]:
-    "The TODO comment lines that replace the body of `fn` (a function, or a method of `cls`)"
-    doc = ast.get_docstring(fn) or (ast.get_docstring(cls) if cls is not None else None) or ""
+    ("The TODO comment lines that replace the body of `fn` (a function, or a method of "
+     "`cls`)")
+    doc = (
+        ast.get_docstring(fn)
+        or (ast.get_docstring(cls) if cls is not None else None)
+        or ""
+    )
     where = f" Paper: section {section}." if section and not _section(doc) else ""
     if fn.name == "__init__" and cls is not None:
         made = ", ".join(_attrs(fn))
-        lines = [f"TODO: call super().__init__(), then build the parts of {cls.name}, with these names (the checker "
-                 f"gives them the book's weights): {made}.{where}"]
+        lines = [
+            f"TODO: call super().__init__(), then build the parts of {cls.name}, with "
+            "these names (the checker "
+            f"gives them the book's weights): {made}.{where}"
+        ]
     elif fn.name == "forward" and cls is not None:
-        lines = [f"TODO: {doc.rstrip('.')}.{where} Return what the comment after the signature describes."]
+        lines = [
+            f"TODO: {doc.rstrip('.')}.{where} Return what the comment after the "
+            "signature describes."
+        ]
     else:
         lines = [f"TODO: {doc.rstrip('.') if doc else 'implement ' + fn.name}.{where}"]
     steps = _comment_lines(body_lines)
@@ -78,27 +119,45 @@ def _wrap(text:str, indent:str, width:int=116)->list[str]:
     "A comment, wrapped to `width` columns"
     import textwrap
     first, rest = f"{indent}# ", f"{indent}#       "
-    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False) or [first]
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+    ) or [first]
 
 def _stub_body(lines:list[str], fn:ast.FunctionDef, cls:ast.ClassDef|None, section:str|None)->tuple[int, int, list[str]]:
-    "(first, last, replacement): the 0-based line range of `fn`'s body after its docstring, and the stub for it"
+    ("(first, last, replacement): the 0-based line range of `fn`'s body after its "
+     "docstring, and the stub for it")
     body = fn.body
-    has_doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
-    first = body[0].end_lineno if has_doc else body[0].lineno - 1           # 0-based index of the first removed line
-    if not has_doc:                                                         # comments between signature and body go too
+    has_doc = (
+        isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    )
+    # 0-based index of the first removed line
+    first = body[0].end_lineno if has_doc else body[0].lineno - 1
+    # comments between signature and body go too
+    if not has_doc:
         while first > fn.lineno and lines[first - 1].strip().startswith("#"): first -= 1
-    last = fn.end_lineno                                                    # 0-based end, exclusive
+    # 0-based end, exclusive
+    last = fn.end_lineno
     code_line = lines[body[1 if has_doc and len(body) > 1 else 0].lineno - 1]
     indent = code_line[:len(code_line) - len(code_line.lstrip())]
-    stub = [w for t in _todo(fn, cls, lines[first:last], section) for w in _wrap(t, indent)] + [f"{indent}..."]
+    stub = [
+        w for t in _todo(fn, cls, lines[first:last], section) for w in _wrap(t, indent)
+    ] + [f"{indent}..."]
     return first, last, stub
 
 # %% ../../nbs/90_exercises.ipynb #c010
 def make_exercise_source(
     source:str,  # the source of a cell marked `#| exercise`, directives included
     section:str|None=None,  # the paper's section to name when the docstrings name none
-)->tuple[str, list[str]]:  # the exercise's source, and the names of the functions and classes it defines
-    "Replace the bodies of the functions and public methods of a cell by a TODO and `...`, keeping signatures and docstrings"
+# the exercise's source, and the names of the functions and classes it defines
+)->tuple[str, list[str]]:
+    ("Replace the bodies of the functions and public methods of a cell by a TODO and "
+     "`...`, keeping signatures and docstrings")
     src = split_directives(source)[1]
     tree = ast.parse(src)
     lines = src.split("\n")
@@ -106,53 +165,85 @@ def make_exercise_source(
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)): names.append(node.name)
         if isinstance(node, ast.FunctionDef):
-            edits.append(_stub_body(lines, node, None, _section(ast.get_docstring(node)) or section))
+            edits.append(
+                _stub_body(
+                    lines, node, None, _section(ast.get_docstring(node)) or section
+                )
+            )
         elif isinstance(node, ast.ClassDef):
             sec = _section(ast.get_docstring(node)) or section
             for m in node.body:
                 if isinstance(m, ast.FunctionDef) and (m.name == "__init__" or not m.name.startswith("_")):
-                    edits.append(_stub_body(lines, m, node, _section(ast.get_docstring(m)) or sec))
+                    edits.append(
+                        _stub_body(
+                            lines, m, node, _section(ast.get_docstring(m)) or sec
+                        )
+                    )
     for first, last, stub in sorted(edits, reverse=True):
         lines[first:last] = stub
     return "\n".join(lines).rstrip() + "\n", names
 
 # %% ../../nbs/90_exercises.ipynb #c016
 def _cell(kind:str, source:str, i:int)->dict:
-    cell = {"cell_type": kind, "id": f"x{i:03d}", "metadata": {}, "source": source.rstrip("\n").splitlines(keepends=True)}
+    cell = {
+        "cell_type": kind,
+        "id": f"x{i:03d}",
+        "metadata": {},
+        "source": source.rstrip("\n").splitlines(keepends=True),
+    }
     if kind == "code": cell.update(execution_count=None, outputs=[])
     return cell
 
 def _src(cell)->str: return "".join(cell["source"])
 
 def _intro(stem:str, checkers:list[str])->str:
-    return (f"**Exercise notebook**, generated from the chapter `nbs/{stem}.ipynb` by `python -m transformer_nb.book.exercises`"
-            " (edit the chapter, not this file).\n\n"
-            "Each cell with a `# TODO` is an exercise: replace the `...` with your code, keeping the names, run the "
-            "cell, then run the check under it. A check says **✓ passed** or gives a hint about what to fix. The "
-            "cells after an exercise use your answer, so fill the exercises in order. Checkers in this notebook: "
-            + ", ".join(f"`{c}`" for c in checkers) + ".")
+    return (
+        f"**Exercise notebook**, generated from the chapter `nbs/{stem}.ipynb` by "
+        "`python -m transformer_nb.book.exercises`"
+        " (edit the chapter, not this file).\n\n"
+        "Each cell with a `# TODO` is an exercise: replace the `...` with your code, "
+        "keeping the names, run the "
+        "cell, then run the check under it. A check says **✓ passed** or gives a hint "
+        "about what to fix. The "
+        "cells after an exercise use your answer, so fill the exercises in order. "
+        "Checkers in this notebook: "
+        + ", ".join(f"`{c}`" for c in checkers)
+        + "."
+    )
 
 # %% ../../nbs/90_exercises.ipynb #77e99136
 def comment_out_error_lessons(
     code:str,  # the source of a lesson cell
 )->str:  # the same source with every top-level `test_fail(...)` statement commented out
-    "Comment out the book's error-message lessons, which a learner's correct answer need not satisfy"
+    ("Comment out the book's error-message lessons, which a learner's correct answer "
+     "need not satisfy")
     try: tree = ast.parse(code)
     except SyntaxError: return code
     lines = code.split("\n")
-    spans = [(n.lineno - 1, n.end_lineno) for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
-             and isinstance(n.value.func, ast.Name) and n.value.func.id == "test_fail"]
+    spans = [
+        (n.lineno - 1, n.end_lineno)
+        for n in tree.body
+        if isinstance(n, ast.Expr)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Name)
+        and n.value.func.id == "test_fail"
+    ]
     if not spans: return code
     for a, b in spans:
         for i in range(a, b): lines[i] = "# " + lines[i]
-    return "# optional: the book's implementation raises these clear errors; uncomment to hold yours to them\n" + "\n".join(lines)
+    return (
+        "# optional: the book's implementation raises these clear errors; uncomment "
+        "to hold yours to them\n"
+        + "\n".join(lines)
+    )
 
 # %% ../../nbs/90_exercises.ipynb #e3a42ba0
 def embed_images(
     cells:list,  # notebook cells (nbformat 4 JSON dicts), changed in place
     base:Path,  # the folder that relative image paths start from (the chapters' nbs/)
 )->list:  # the same cells
-    "Turn Markdown images with a relative path into cell attachments, so that a notebook shows them on its own"
+    ("Turn Markdown images with a relative path into cell attachments, so that a "
+     "notebook shows them on its own")
     for cell in cells:
         if cell["cell_type"] != "markdown": continue
         src = _src(cell)
@@ -160,7 +251,9 @@ def embed_images(
             f = base / path
             if not f.is_file(): continue
             name = Path(path).name
-            cell.setdefault("attachments", {})[name] = {"image/png": base64.b64encode(f.read_bytes()).decode()}
+            cell.setdefault("attachments", {})[name] = {
+                "image/png": base64.b64encode(f.read_bytes()).decode()
+            }
             src = src.replace(f"]({path})", f"](attachment:{name})")
         cell["source"] = src
     return cells
@@ -168,59 +261,114 @@ def embed_images(
 # %% ../../nbs/90_exercises.ipynb #c017
 def make_exercise_notebook(
     chapter:Path|str,  # a chapter notebook with cells marked `#| exercise CHECKER`
-)->dict|None:  # the exercise notebook (nbformat 4 JSON), or None if the chapter has no exercise
-    "The exercise notebook of a chapter: exercises stubbed, each followed by its check; nbdev plumbing and outputs gone"
+# the exercise notebook (nbformat 4 JSON), or None if the chapter has no exercise
+)->dict|None:
+    ("The exercise notebook of a chapter: exercises stubbed, each followed by its "
+     "check; nbdev plumbing and outputs gone")
     chapter = Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
-    checkers = [c for cell in nb["cells"] if cell["cell_type"] == "code" for c in [exercise_checker(_src(cell))] if c]
+    checkers = [
+        c
+        for cell in nb["cells"]
+        if cell["cell_type"] == "code"
+        for c in [exercise_checker(_src(cell))]
+        if c
+    ]
     if not checkers: return None
-    own = next((m.group(1) for cell in nb["cells"] for m in [re.search(r"^#\|\s*default_exp\s+(\S+)", _src(cell), re.M)] if m), None)
+    own = next(
+        (
+            m.group(1)
+            for cell in nb["cells"]
+            for m in [re.search(r"^#\|\s*default_exp\s+(\S+)", _src(cell), re.M)]
+            if m
+        ),
+        None,
+    )
     cells, section, imported, pending = [], None, False, []
-    def flush():                                                    # the checks waiting for their exercise's helpers
+    # the checks waiting for their exercise's helpers
+    def flush():
         while pending: cells.append(_cell("code", pending.pop(0), len(cells)))
     for cell in nb["cells"]:
         src, kind = _src(cell), cell["cell_type"]
         if kind == "markdown":
-            if re.search(r'\]\(exercises/|href="exercises/', src): continue   # the chapter's link to this very notebook
-            if not cells:                                           # the title: say what this notebook is
-                cells += [_cell("markdown", src, len(cells)), _cell("markdown", _intro(chapter.stem, checkers), len(cells) + 1)]
+            # the chapter's link to this very notebook
+            if re.search(r'\]\(exercises/|href="exercises/', src): continue
+            # the title: say what this notebook is
+            if not cells:
+                cells += [
+                    _cell("markdown", src, len(cells)),
+                    _cell("markdown", _intro(chapter.stem, checkers), len(cells) + 1),
+                ]
                 continue
             section = _section(src) or section
             cells.append(_cell("markdown", src, len(cells)))
             continue
         if kind != "code": continue
-        if any("default_exp" in l for l in split_directives(src)[0]) or "nbdev_export" in src: continue
+        if any("default_exp" in l for l in split_directives(src)[0]) or "nbdev_export" in src:
+            continue
         if re.match(r"^\s*show_doc\(", split_directives(src)[1]): continue
         if own and re.search(rf"\btransformer_nb\.{re.escape(own)}\b|from transformer_nb import {re.escape(own)}\b", src):
-            raise ValueError(f"{chapter.name}: a cell imports the chapter's own module transformer_nb.{own}; "
-                             f"the exercise notebook must use the learner's definitions")
+            raise ValueError(
+                f"{chapter.name}: a cell imports the chapter's own module "
+                f"transformer_nb.{own}; "
+                f"the exercise notebook must use the learner's definitions"
+            )
         checker = exercise_checker(src)
         if checker:
             stub, names = make_exercise_source(src, section)
-            if not names: raise ValueError(f"{chapter.name}: a cell marked `#| exercise {checker}` defines nothing")
+            if not names:
+                raise ValueError(
+                    f"{chapter.name}: a cell marked `#| exercise {checker}` defines "
+                    "nothing"
+                )
             flush()
             cells.append(_cell("code", stub, len(cells)))
             pending.append(f"{checker}({names[0]})")
             continue
-        if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]): flush()
-        code = "\n".join(l for l in split_directives(src)[1].split("\n") if not re.match(r"\s*from nbdev\b|\s*import nbdev\b", l))
+        if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]):
+            flush()
+        code = "\n".join(
+            l
+            for l in split_directives(src)[1].split("\n")
+            if not re.match(r"\s*from nbdev\b|\s*import nbdev\b", l)
+        )
         code = comment_out_error_lessons(code)
         if not code.strip(): continue
         cells.append(_cell("code", code, len(cells)))
-        if not imported and re.search(r"^\s*(from \S+ )?import ", code, re.M):   # after the chapter's imports: the checkers
-            cells.append(_cell("code", f"from transformer_nb.book.grading import {', '.join(dict.fromkeys(checkers))}", len(cells)))
+        # after the chapter's imports: the checkers
+        if not imported and re.search(r"^\s*(from \S+ )?import ", code, re.M):
+            cells.append(
+                _cell(
+                    "code",
+                    "from transformer_nb.book.grading import "
+                    f"{', '.join(dict.fromkeys(checkers))}",
+                    len(cells),
+                )
+            )
             imported = True
     flush()
     embed_images(cells, chapter.parent)
-    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "python3", "language": "python", "name": "python3"}},
-            "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {
+                "display_name": "python3",
+                "language": "python",
+                "name": "python3",
+            }
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 # %% ../../nbs/90_exercises.ipynb #c018
 def make_exercises(
     nbs_dir:Path|str="nbs",  # the chapters
-    out_dir:Path|str="exercises",  # where the exercise notebooks go (created; stale ones removed)
+    # where the exercise notebooks go (created; stale ones removed)
+    out_dir:Path|str="exercises",
 )->list[Path]:  # the notebooks written
-    "Write the exercise notebook of every chapter that has exercises; remove those of chapters that have none"
+    ("Write the exercise notebook of every chapter that has exercises; remove those of "
+     "chapters that have none")
     nbs_dir, out_dir = Path(nbs_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -229,7 +377,8 @@ def make_exercises(
         if nb is None: continue
         path = out_dir / chapter.name
         text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
-        if not path.exists() or path.read_text(encoding="utf-8") != text: path.write_text(text, encoding="utf-8")
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
         written.append(path)
     for stale in set(out_dir.glob("*.ipynb")) - set(written): stale.unlink()
     return written
@@ -238,54 +387,149 @@ def make_exercises(
 def main(argv:list[str]|None=None):
     "Command line: python -m transformer_nb.book.exercises [NBS_DIR] [OUT_DIR]"
     import argparse
-    p = argparse.ArgumentParser(prog="python -m transformer_nb.book.exercises", description=make_exercises.__doc__)
-    p.add_argument("nbs_dir", nargs="?", default="nbs"); p.add_argument("out_dir", nargs="?", default="exercises")
+    p = argparse.ArgumentParser(
+        prog="python -m transformer_nb.book.exercises",
+        description=make_exercises.__doc__,
+    )
+    p.add_argument("nbs_dir", nargs="?", default="nbs")
+    p.add_argument("out_dir", nargs="?", default="exercises")
     a = p.parse_args(argv)
     for path in make_exercises(a.nbs_dir, a.out_dir): print(f"exercises: wrote {path}")
 
 if __name__ == "__main__" and Path(sys.argv[0]).stem == "exercises": main()
 
 # %% ../../nbs/90_exercises.ipynb #ex-effort
-EFFORT = {  # checker: (minutes, level 1-3, hint); minutes for a reader who has just read the chapter
-    "grade_token_embedding": (15, 1, "Look the ids up in an `nn.Embedding` and multiply by √d_model. Initialise the "
-        "table with standard deviation d_model^-0.5 so that the scaled vectors have entries of size about 1."),
-    "grade_positional_encoding": (20, 1, "Positions as a column (max_len, 1) times the frequencies "
-        "ω_i = base^(-2i/d_model) as a row (d_model/2,) broadcast to (max_len, d_model/2). Sines go in the even "
-        "columns (`pe[:, 0::2]`), cosines in the odd ones."),
-    "grade_embeddings": (15, 1, "Token embedding first, then the positions (starting at `offset`) added to it, then "
-        "dropout."),
-    "grade_attention": (30, 2, "scores = q @ kᵀ / √d_k, shape (..., T, S). Where the mask is False, fill the scores "
-        "with a very negative finite number before the softmax over the last dimension; a query with no allowed key "
-        "gets all-zero weights. Return the weights before dropout."),
-    "grade_split_heads": (15, 2, "Reshape (B, T, d_model) to (B, T, H, d_k), then swap dimensions 1 and 2. "
-        "Reshaping straight to (B, H, T, d_k) gives the right shape and the wrong numbers."),
-    "grade_merge_heads": (10, 1, "The inverse of split_heads: transpose (B, H, T, d_k) to (B, T, H, d_k), then "
-        "reshape to (B, T, H·d_k)."),
-    "grade_multihead": (45, 3, "Project q, k and v with their own linear layers, split into heads, attend with "
-        "your scaled dot-product attention (the mask broadcasts over the heads), merge the heads and apply the "
-        "output projection."),
-    "grade_ffn": (20, 1, "linear (d_model to d_ff), activation, dropout on the hidden units, linear (d_ff to "
-        "d_model). `nn.Linear` acts on the last dimension, so every position gets the same network."),
-    "grade_layer_norm": (20, 2, "Over the last dimension: subtract the mean, divide by √(variance + eps) with the "
-        "biased variance (`unbiased=False`), then multiply by `weight` and add `bias`."),
-    "grade_sublayer": (20, 2, "Pre-LN (norm_first=True): x + dropout(sublayer(norm(x))). Post-LN, the paper's: "
-        "norm(x + dropout(sublayer(x)))."),
-    "grade_encoder_layer": (30, 2, "Two sublayer connections: self-attention (queries, keys and values all the "
-        "input, with the source mask), then the feed-forward network. Give the first a function h -> attn(h, h, h)."),
-    "grade_decoder_layer": (40, 3, "Three sublayer connections: masked self-attention (target mask), "
-        "cross-attention with queries from the decoder and keys and values from the memory (memory mask), then "
-        "the feed-forward network. Keep both attention weights to return them."),
-    "grade_encoder": (20, 2, "N layers applied in turn with the same mask; a final LayerNorm after the last one "
-        "when there is one (pre-LN)."),
-    "grade_decoder": (20, 2, "As the encoder, with the memory and both masks passed to every layer."),
-    "grade_transformer": (60, 3, "Embed the source and run the encoder; embed the target and run the decoder on "
-        "it with the memory; a linear layer gives tgt_vocab logits. No softmax: the loss takes logits."),
-    "grade_padding_mask": (10, 1, "`ids != pad_id` is (B, S); add two dimensions so that it broadcasts over the "
-        "heads and the queries: (B, 1, 1, S)."),
-    "grade_causal_mask": (10, 1, "The lower triangle (`tril`) of a (T, T) boolean matrix of ones, with two leading "
-        "dimensions: (1, 1, T, T)."),
-    "grade_target_mask": (10, 1, "Both conditions: the padding mask of the target AND the causal mask; "
-        "broadcasting gives (B, 1, T, T)."),
+# checker: (minutes, level 1-3, hint); minutes for a reader who has just read the
+# chapter
+EFFORT = {
+    "grade_token_embedding": (
+        15,
+        1,
+        "Look the ids up in an `nn.Embedding` and multiply by √d_model. Initialise the "
+        "table with standard deviation d_model^-0.5 so that the scaled vectors have "
+        "entries of size about 1.",
+    ),
+    "grade_positional_encoding": (
+        20,
+        1,
+        "Positions as a column (max_len, 1) times the frequencies "
+        "ω_i = base^(-2i/d_model) as a row (d_model/2,) broadcast to (max_len, "
+        "d_model/2). Sines go in the even "
+        "columns (`pe[:, 0::2]`), cosines in the odd ones.",
+    ),
+    "grade_embeddings": (
+        15,
+        1,
+        "Token embedding first, then the positions (starting at `offset`) added to "
+        "it, then "
+        "dropout.",
+    ),
+    "grade_attention": (
+        30,
+        2,
+        "scores = q @ kᵀ / √d_k, shape (..., T, S). Where the mask is False, fill the "
+        "scores "
+        "with a very negative finite number before the softmax over the last "
+        "dimension; a query with no allowed key "
+        "gets all-zero weights. Return the weights before dropout.",
+    ),
+    "grade_split_heads": (
+        15,
+        2,
+        "Reshape (B, T, d_model) to (B, T, H, d_k), then swap dimensions 1 and 2. "
+        "Reshaping straight to (B, H, T, d_k) gives the right shape and the wrong "
+        "numbers.",
+    ),
+    "grade_merge_heads": (
+        10,
+        1,
+        "The inverse of split_heads: transpose (B, H, T, d_k) to (B, T, H, d_k), then "
+        "reshape to (B, T, H·d_k).",
+    ),
+    "grade_multihead": (
+        45,
+        3,
+        "Project q, k and v with their own linear layers, split into heads, attend "
+        "with "
+        "your scaled dot-product attention (the mask broadcasts over the heads), "
+        "merge the heads and apply the "
+        "output projection.",
+    ),
+    "grade_ffn": (
+        20,
+        1,
+        "linear (d_model to d_ff), activation, dropout on the hidden units, linear "
+        "(d_ff to "
+        "d_model). `nn.Linear` acts on the last dimension, so every position gets the "
+        "same network.",
+    ),
+    "grade_layer_norm": (
+        20,
+        2,
+        "Over the last dimension: subtract the mean, divide by √(variance + eps) with "
+        "the "
+        "biased variance (`unbiased=False`), then multiply by `weight` and add `bias`.",
+    ),
+    "grade_sublayer": (
+        20,
+        2,
+        "Pre-LN (norm_first=True): x + dropout(sublayer(norm(x))). Post-LN, the "
+        "paper's: "
+        "norm(x + dropout(sublayer(x))).",
+    ),
+    "grade_encoder_layer": (
+        30,
+        2,
+        "Two sublayer connections: self-attention (queries, keys and values all the "
+        "input, with the source mask), then the feed-forward network. Give the first "
+        "a function h -> attn(h, h, h).",
+    ),
+    "grade_decoder_layer": (
+        40,
+        3,
+        "Three sublayer connections: masked self-attention (target mask), "
+        "cross-attention with queries from the decoder and keys and values from the "
+        "memory (memory mask), then "
+        "the feed-forward network. Keep both attention weights to return them.",
+    ),
+    "grade_encoder": (
+        20,
+        2,
+        "N layers applied in turn with the same mask; a final LayerNorm after the "
+        "last one "
+        "when there is one (pre-LN).",
+    ),
+    "grade_decoder": (
+        20,
+        2,
+        "As the encoder, with the memory and both masks passed to every layer.",
+    ),
+    "grade_transformer": (
+        60,
+        3,
+        "Embed the source and run the encoder; embed the target and run the decoder on "
+        "it with the memory; a linear layer gives tgt_vocab logits. No softmax: the "
+        "loss takes logits.",
+    ),
+    "grade_padding_mask": (
+        10,
+        1,
+        "`ids != pad_id` is (B, S); add two dimensions so that it broadcasts over the "
+        "heads and the queries: (B, 1, 1, S).",
+    ),
+    "grade_causal_mask": (
+        10,
+        1,
+        "The lower triangle (`tril`) of a (T, T) boolean matrix of ones, with two "
+        "leading "
+        "dimensions: (1, 1, T, T).",
+    ),
+    "grade_target_mask": (
+        10,
+        1,
+        "Both conditions: the padding mask of the target AND the causal mask; "
+        "broadcasting gives (B, 1, T, T).",
+    ),
 }
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing
@@ -303,28 +547,55 @@ class Exercise(NamedTuple):
 def list_exercises(
     nbs_dir:Path|str="nbs",  # the chapters
 )->list[Exercise]:  # every exercise, in reading order
-    "Every exercise of the chapters, from their `#| exercise` directives, with its estimate, level and hint from `EFFORT`"
+    ("Every exercise of the chapters, from their `#| exercise` directives, with its "
+     "estimate, level and hint from `EFFORT`")
     out = []
     for chapter in sorted(Path(nbs_dir).glob("[0-9]*.ipynb")):
         nb = json.loads(chapter.read_text(encoding="utf-8"))
-        title = next((m.group(1).strip() for c in nb["cells"] if c["cell_type"] == "markdown"
-                      for m in [re.match(r"#\s+(.+)", _src(c))] if m), chapter.stem)
+        title = next(
+            (
+                m.group(1).strip()
+                for c in nb["cells"]
+                if c["cell_type"] == "markdown"
+                for m in [re.match(r"#\s+(.+)", _src(c))]
+                if m
+            ),
+            chapter.stem,
+        )
         for cell in nb["cells"]:
-            checker = exercise_checker(_src(cell)) if cell["cell_type"] == "code" else None
+            checker = (
+                exercise_checker(_src(cell)) if cell["cell_type"] == "code" else None
+            )
             if checker is None: continue
             if checker not in EFFORT:
-                raise ValueError(f"the exercise {checker!r} of {chapter.name} has no time estimate, level and hint in "
-                                 "EFFORT (transformer_nb.book.exercises): add them")
+                raise ValueError(
+                    f"the exercise {checker!r} of {chapter.name} has no time "
+                    "estimate, level and hint in "
+                    "EFFORT (transformer_nb.book.exercises): add them"
+                )
             tree = ast.parse(split_directives(_src(cell))[1])
-            defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+            defs = [
+                n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+            ]
             summary = (ast.get_docstring(defs[0]) or "").split("\n")[0] if defs else ""
-            out.append(Exercise(checker, [d.name for d in defs], summary, chapter.name, title, *EFFORT[checker]))
+            out.append(
+                Exercise(
+                    checker,
+                    [d.name for d in defs],
+                    summary,
+                    chapter.name,
+                    title,
+                    *EFFORT[checker],
+                )
+            )
     return out
 
 # %% ../../nbs/90_exercises.ipynb #ex-html
 def exercise_table(
     exercises:list[Exercise],  # from list_exercises
-)->str:  # an HTML table: one row per exercise, with its chapter, download, time, level and a hint to open
+# an HTML table: one row per exercise, with its chapter, download, time, level and a
+# hint to open
+)->str:
     "The table of exercises that the Exercises page shows"
     from html import escape
     def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))
@@ -334,13 +605,25 @@ def exercise_table(
         n = int(e.chapter.split("_")[0])
         rows.append(
             f"<tr><td>{i}</td><td>{', '.join(f'<code>{escape(x)}</code>' for x in e.names)}<br>"
-            f"<small>{code(e.summary)}; checked by <code>{e.checker}</code></small></td>"
+            f"<small>{code(e.summary)}; checked by "
+            f"<code>{e.checker}</code></small></td>"
             f'<td><a href="{page(e.chapter)}">{n}. {escape(e.title)}</a><br>'
-            f'<small><a href="exercises/{e.chapter}" download>{e.chapter}</a></small></td>'
-            f'<td style="white-space: nowrap">{e.minutes} min</td><td>{"★" * e.level}</td>'
-            f"<td><details><summary>hint</summary>{code(e.hint)}</details></td></tr>")
+            f'<small><a href="exercises/{e.chapter}" '
+            f'download>{e.chapter}</a></small></td>'
+            f'<td style="white-space: nowrap">{e.minutes} '
+            f'min</td><td>{"★" * e.level}</td>'
+            f"<td><details><summary>hint</summary>{code(e.hint)}</details></td></tr>"
+        )
     total = sum(e.minutes for e in exercises)
-    head = ("<tr><th>#</th><th>What you implement</th><th>Chapter and exercise notebook</th><th>Time</th>"
-            "<th>Level</th><th>Hint</th></tr>")
-    return (f'<table class="table exercises">\n<caption>{len(exercises)} exercises, about {total // 60} h '
-            f"{total % 60:02d} min in all</caption>\n<thead>{head}</thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>")
+    head = (
+        "<tr><th>#</th><th>What you implement</th><th>Chapter and exercise "
+        "notebook</th><th>Time</th>"
+        "<th>Level</th><th>Hint</th></tr>"
+    )
+    return (
+        f'<table class="table exercises">\n<caption>{len(exercises)} exercises, about '
+        f'{total // 60} h '
+        f"{total % 60:02d} min in all</caption>\n<thead>{head}</thead>\n<tbody>\n"
+        + "\n".join(rows)
+        + "\n</tbody>\n</table>"
+    )

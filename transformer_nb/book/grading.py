@@ -26,7 +26,8 @@ __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grad
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
-    "What a checker found: `passed` (also the truth value) and a `message` in plain words; shows as ✓/✗ and the message"
+    ("What a checker found: `passed` (also the truth value) and a `message` in plain "
+     "words; shows as ✓/✗ and the message")
     def __init__(self,
         passed:bool,  # did the answer pass every check?
         name:str,  # the name of the function or class that was checked
@@ -45,39 +46,65 @@ def _is_stub(f)->bool:
     "Is `f` a function whose body is only `...` or `pass` (and maybe a docstring)?"
     f = getattr(f, "__func__", f)
     if not hasattr(f, "__code__"): return False
-    ops = [(i.opname, i.argval) for i in dis.get_instructions(f) if i.opname not in ("RESUME", "NOP")]
-    return ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+    ops = [
+        (i.opname, i.argval)
+        for i in dis.get_instructions(f)
+        if i.opname not in ("RESUME", "NOP")
+    ]
+    return ops in (
+        [("LOAD_CONST", None), ("RETURN_VALUE", None)],
+        [("RETURN_CONST", None)],
+    )
 
 def _unfilled(obj)->list[str]:
-    "The parts of an exercise that still hold their `...`: the function itself, or a class's own __init__/forward"
+    ("The parts of an exercise that still hold their `...`: the function itself, or a "
+     "class's own __init__/forward")
     if isinstance(obj, type):
-        return [m for m in ("__init__", "forward") if m in vars(obj) and _is_stub(vars(obj)[m])]
+        return [
+            m
+            for m in ("__init__", "forward")
+            if m in vars(obj) and _is_stub(vars(obj)[m])
+        ]
     return [getattr(obj, "__name__", "it")] if _is_stub(obj) else []
 
 def _name(obj)->str: return getattr(obj, "__name__", type(obj).__name__)
 
 # %% ../../nbs/91_grading.ipynb #c010
 def checker(f):
-    "Make `f(answer)`, which raises `Hint` or returns a success message, into a checker that returns a `Verdict`"
+    ("Make `f(answer)`, which raises `Hint` or returns a success message, into a "
+     "checker that returns a `Verdict`")
     @functools.wraps(f)
     def check(answer, *args, **kwargs)->Verdict:
         name = _name(answer)
         todo = _unfilled(answer)
         if todo:
             parts = " and ".join(f"`{t}`" for t in todo)
-            return Verdict(False, name, f"{parts} still {'holds' if len(todo) == 1 else 'hold'} the `...` of the "
-                           "exercise: fill in the TODO, run that cell, then run this check again.")
+            return Verdict(
+                False,
+                name,
+                f"{parts} still {'holds' if len(todo) == 1 else 'hold'} the `...` of "
+                "the "
+                "exercise: fill in the TODO, run that cell, then run this check again.",
+            )
         threads = torch.get_num_threads()
         try:
-            torch.set_num_threads(1)            # the checks use tiny tensors: one thread is fastest on any machine
+            # the checks use tiny tensors: one thread is fastest on any machine
+            torch.set_num_threads(1)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)
                 msg = f(answer, *args, **kwargs)
         except Hint as h:
             return Verdict(False, name, str(h))
-        except Exception as e:                  # never a traceback: whatever failed becomes the hint
-            return Verdict(False, name, f"the check stopped at {type(e).__name__}: {_first_line(e)}{_where(e)}. "
-                           "Your answer does not fit the chapter's signature or parts; compare it with the TODO.")
+        # never a traceback: whatever failed becomes the hint
+        except Exception as e:
+            return Verdict(
+                False,
+                name,
+                f"the check stopped at {type(e).__name__}: "
+                f"{_first_line(e)}{_where(e)}. "
+                "Your answer does not fit the chapter's signature or parts; compare "
+                "it with the TODO.",
+            )
         finally: torch.set_num_threads(threads)
         return Verdict(True, name, msg or "passed")
     return check
@@ -87,47 +114,69 @@ _PKG = str(Path(transformer_nb.__file__).parent)
 _TORCH = str(Path(torch.__file__).parent)
 
 def _where(e:BaseException)->str:
-    "The learner's line where `e` was raised: the deepest frame outside torch and this package"
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if not f.filename.startswith((_PKG, _TORCH)) and "functools" not in f.filename]
+    ("The learner's line where `e` was raised: the deepest frame outside torch and "
+     "this package")
+    frames = [
+        f
+        for f in traceback.extract_tb(e.__traceback__)
+        if not f.filename.startswith((_PKG, _TORCH)) and "functools" not in f.filename
+    ]
     if not frames: return ""
     f = frames[-1]
-    return f" in `{f.name}`, at the line `{(f.line or '').strip()}`" if f.line else f" in `{f.name}`"
+    return (
+        f" in `{f.name}`, at the line `{(f.line or '').strip()}`"
+        if f.line
+        else f" in `{f.name}`"
+    )
 
 def _first_line(e:BaseException)->str:
     return str(e).strip().splitlines()[0] if str(e).strip() else ""
 
 def _snapshot(f, args, kwargs)->list:
-    "(name, tensor, copy) for each tensor passed to `f`, to notice later whether `f` changed it"
+    ("(name, tensor, copy) for each tensor passed to `f`, to notice later whether `f` "
+     "changed it")
     fn = f.forward if isinstance(f, nn.Module) else f
     try: names = list(inspect.signature(fn).bind_partial(*args, **kwargs).arguments)
     except (TypeError, ValueError): names = []
     vals = list(args) + list(kwargs.values())
     names = names + [f"argument {i + 1}" for i in range(len(names), len(vals))]
-    return [(n, v, v.detach().clone()) for n, v in zip(names, vals) if isinstance(v, Tensor)]
+    return [
+        (n, v, v.detach().clone()) for n, v in zip(names, vals) if isinstance(v, Tensor)
+    ]
 
 # %% ../../nbs/91_grading.ipynb #c013
 def run(
     what:str,  # what is called, for the message: "your function", "your module"
     f,  # the learner's callable
-    *args, advice:str="", **kwargs,  # arguments for `f`; `advice` is appended to an error's hint
+    # arguments for `f`; `advice` is appended to an error's hint
+    *args, advice:str="", **kwargs,
 ):
-    "Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or changes a tensor it was given"
+    ("Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or "
+     "changes a tensor it was given")
     before = _snapshot(f, args, kwargs)
     try: out = f(*args, **kwargs)
     except Hint: raise
     except NotImplementedError as e:
-        raise Hint(f"{what} raised NotImplementedError{_where(e)}: fill in the TODO.") from None
+        raise Hint(
+            f"{what} raised NotImplementedError{_where(e)}: fill in the TODO."
+        ) from None
     except Exception as e:
         raise Hint(f"{what} raised {type(e).__name__}: {_first_line(e)}{_where(e)}."
                    + (f" {advice}" if advice else "")) from None
     for name, t, copy in before:
         if t.shape != copy.shape or not torch.equal(t.detach(), copy):
-            raise Hint(f"{what} changed its argument `{name}` in place: an in-place operation on an input "
-                       "(`x -= mean`, `.masked_fill_(...)`, `x[...] = ...`, `.transpose_`) alters the caller's "
-                       "tensor. Compute a new tensor instead (`x - mean`, `.masked_fill(...)`).")
+            raise Hint(
+                f"{what} changed its argument `{name}` in place: an in-place "
+                "operation on an input "
+                "(`x -= mean`, `.masked_fill_(...)`, `x[...] = ...`, `.transpose_`) "
+                "alters the caller's "
+                "tensor. Compute a new tensor instead (`x - mean`, "
+                "`.masked_fill(...)`)."
+            )
     if out is None or out is Ellipsis:
-        raise Hint(f"{what} returned {out!r}: fill in the TODO and `return` the result.")
+        raise Hint(
+            f"{what} returned {out!r}: fill in the TODO and `return` the result."
+        )
     return out
 
 # %% ../../nbs/91_grading.ipynb #c014
@@ -139,33 +188,47 @@ def _shape(t)->str: return str(tuple(t.shape)) if isinstance(t, Tensor) else typ
 
 def _tensor(x, what:str, shape:tuple|None=None, meaning:str="")->Tensor:
     "Check that the learner returned a tensor, of `shape` if given"
-    if not isinstance(x, Tensor): raise Hint(f"{what} must be a torch.Tensor, got {type(x).__name__}.")
+    if not isinstance(x, Tensor):
+        raise Hint(f"{what} must be a torch.Tensor, got {type(x).__name__}.")
     if shape is not None and tuple(x.shape) != tuple(shape):
-        raise Hint(f"{what} has shape {_shape(x)}, expected {tuple(shape)}{' ' + meaning if meaning else ''}.")
+        raise Hint(
+            f"{what} has shape {_shape(x)}, expected "
+            f"{tuple(shape)}{' ' + meaning if meaning else ''}."
+        )
     return x
 
 def _tuple(x, n:int, what:str, names:str)->tuple:
     "Check that the learner returned a tuple of `n` things"
     if not isinstance(x, (tuple, list)) or len(x) != n:
-        got = f"a tuple of {len(x)}" if isinstance(x, (tuple, list)) else f"a {type(x).__name__}"
+        got = (
+            f"a tuple of {len(x)}"
+            if isinstance(x, (tuple, list))
+            else f"a {type(x).__name__}"
+        )
         raise Hint(f"{what} must return {n} things, {names}; it returned {got}.")
     return tuple(x)
 
 def _diff(a:Tensor, b:Tensor)->str: return f"{(a.float() - b.float()).abs().max().item():.1e}"
 
 def _far(got:Tensor, want:Tensor, eps:float=1e-5)->str:
-    "How far `got` is from `want`: largest error, share of values within tolerance, first differing position"
+    ("How far `got` is from `want`: largest error, share of values within tolerance, "
+     "first differing position")
     if not isinstance(got, Tensor) or got.shape != want.shape:
         return f"the result has shape {_shape(got)}, expected {_shape(want)}"
     g, w = got.detach().float(), want.detach().float()
     err = (g - w).abs()
-    bad = ~(err <= eps + 1e-4 * w.abs())                               # NaN counts as wrong
+    # NaN counts as wrong
+    bad = ~(err <= eps + 1e-4 * w.abs())
     if not bad.any(): return "it matches"
     first = tuple(int(i) for i in bad.nonzero()[0])
     big = err.nan_to_num(float("inf")).max().item()
-    return (f"largest difference {big:.1e}, {1 - bad.float().mean().item():.0%} of the values within "
-            f"tolerance, first difference at index {first} (yours {g[first].item():.4g}, expected "
-            f"{w[first].item():.4g})")
+    return (
+        f"largest difference {big:.1e}, {1 - bad.float().mean().item():.0%} of the "
+        "values within "
+        f"tolerance, first difference at index {first} (yours {g[first].item():.4g}, "
+        "expected "
+        f"{w[first].item():.4g})"
+    )
 
 def _first_match(got:Tensor, variants)->str|None:
     "The hint of the first (hint, compute) pair whose computed tensor equals `got`"
@@ -180,23 +243,36 @@ def build(
     cls,  # the learner's nn.Module class
     *args, **kwargs,  # its constructor's arguments
 )->nn.Module:  # the module, in eval mode
-    "Construct the learner's module; raise a `Hint` if that fails or if it is not a proper nn.Module"
-    if not isinstance(cls, type): raise Hint(f"pass the class itself (e.g. `{_name(cls)}`), not {type(cls).__name__}.")
+    ("Construct the learner's module; raise a `Hint` if that fails or if it is not a "
+     "proper nn.Module")
+    if not isinstance(cls, type):
+        raise Hint(
+            f"pass the class itself (e.g. `{_name(cls)}`), not {type(cls).__name__}."
+        )
     m = run(f"`{cls.__name__}(...)`", cls, *args, **kwargs)
-    if not isinstance(m, nn.Module): raise Hint(f"{cls.__name__} must subclass nn.Module.")
+    if not isinstance(m, nn.Module):
+        raise Hint(f"{cls.__name__} must subclass nn.Module.")
     if "_parameters" not in vars(m):
-        raise Hint(f"{cls.__name__}.__init__ must call `super().__init__()` first, before creating any layer.")
+        raise Hint(
+            f"{cls.__name__}.__init__ must call `super().__init__()` first, before "
+            "creating any layer."
+        )
     return m.eval()
 
 def load_reference(
     ours:nn.Module,  # the book's module, whose weights are copied
     theirs:nn.Module,  # the learner's module, which receives them
 ):
-    "Copy the book's parameters into the learner's module, by name or else in order; raise a `Hint` if impossible"
+    ("Copy the book's parameters into the learner's module, by name or else in order; "
+     "raise a `Hint` if impossible")
     ref, mine = dict(ours.named_parameters()), dict(theirs.named_parameters())
     if len(mine) < len(ref) and len(list(theirs.named_parameters(remove_duplicate=False))) > len(mine):
-        raise Hint("some of your layers share their parameters: create a new layer for each position of the "
-                   "stack, e.g. `nn.ModuleList(Layer(...) for _ in range(num_layers))`, not `[layer] * num_layers`.")
+        raise Hint(
+            "some of your layers share their parameters: create a new layer for each "
+            "position of the "
+            "stack, e.g. `nn.ModuleList(Layer(...) for _ in range(num_layers))`, not "
+            "`[layer] * num_layers`."
+        )
     with torch.no_grad():
         if set(mine) == set(ref) and all(mine[k].shape == ref[k].shape for k in ref):
             for k in ref: mine[k].copy_(ref[k])
@@ -205,17 +281,25 @@ def load_reference(
         if len(a) == len(b) and all(x.shape == y.shape for x, y in zip(a, b)):
             for x, y in zip(a, b): y.copy_(x)
             return
-    show = lambda d: ", ".join(f"{k} {tuple(v.shape)}" for k, v in list(d.items())[:6]) + (" …" if len(d) > 6 else "")
+    show = lambda d: (
+        ", ".join(f"{k} {tuple(v.shape)}" for k, v in list(d.items())[:6])
+        + (" …" if len(d) > 6 else "")
+    )
     missing = {k: v for k, v in ref.items() if k not in mine}
     extra = {k: v for k, v in mine.items() if k not in ref}
-    raise Hint(f"your module's parameters do not match the chapter's, so the checker cannot give it the book's "
-               f"weights. Build the parts the TODO of __init__ names, with those names. "
-               f"Missing: {show(missing) or 'none'}; yours: {show(extra or mine) or 'no parameters at all'}.")
+    raise Hint(
+        "your module's parameters do not match the chapter's, so the checker cannot "
+        "give it the book's "
+        f"weights. Build the parts the TODO of __init__ names, with those names. "
+        f"Missing: {show(missing) or 'none'}; yours: "
+        f"{show(extra or mine) or 'no parameters at all'}."
+    )
 
 
 # %% ../../nbs/91_grading.ipynb #c016a
 def _nontrivial(m:nn.Module)->nn.Module:
-    "Move every 1-D parameter (norm weights and biases, linear biases) away from its initial value"
+    ("Move every 1-D parameter (norm weights and biases, linear biases) away from its "
+     "initial value")
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in m.parameters():
@@ -223,78 +307,139 @@ def _nontrivial(m:nn.Module)->nn.Module:
     return m
 
 def _same_parts(ref:nn.Module, m:nn.Module, what:str):
-    "The learner's module must have the book's parts and settings under the chapter's names: later cells use them"
+    ("The learner's module must have the book's parts and settings under the chapter's "
+     "names: later cells use them")
     for k, v in vars(ref).items():
         if k.startswith("_") or k == "training" or not (v is None or isinstance(v, (bool, int, float, str))): continue
         if k not in vars(m) and not hasattr(m, k):
-            raise Hint(f"{what} has no attribute `{k}`: the TODO asks for `self.{k}`, and later cells of the "
-                       f"exercise read it (the book's is {v!r}).")
+            raise Hint(
+                f"{what} has no attribute `{k}`: the TODO asks for `self.{k}`, and "
+                "later cells of the "
+                f"exercise read it (the book's is {v!r})."
+            )
         got = getattr(m, k)
-        same = got is None if v is None else (isinstance(got, (int, float, str, bool)) and type(got) is not type(None)
-                                             and (got == v or (isinstance(v, float) and isinstance(got, (int, float))
-                                                               and math.isclose(got, v, rel_tol=1e-6))))
+        same = (
+            got is None
+            if v is None
+            else (
+                isinstance(got, (int, float, str, bool))
+                and type(got) is not type(None)
+                and (
+                    got == v
+                    or (
+                        isinstance(v, float)
+                        and isinstance(got, (int, float))
+                        and math.isclose(got, v, rel_tol=1e-6)
+                    )
+                )
+            )
+        )
         if not same:
             try: args = inspect.signature(type(ref).__init__).parameters
             except (TypeError, ValueError): args = {}
             passed = f"{k}={v!r} is not passed on: " if k in args else ""
-            raise Hint(f"{what}: {passed}`self.{k}` is {got!r} where the chapter has {v!r}; later cells of the "
-                       "exercise read it.")
+            raise Hint(
+                f"{what}: {passed}`self.{k}` is {got!r} where the chapter has {v!r}; "
+                "later cells of the "
+                "exercise read it."
+            )
     for k in ref._buffers:
         if not isinstance(getattr(m, k, None), Tensor):
-            raise Hint(f"{what} has no tensor `self.{k}`: the chapter registers it as a buffer, "
-                       f"self.register_buffer({k!r}, ...), and later cells of the exercise read it.")
+            raise Hint(
+                f"{what} has no tensor `self.{k}`: the chapter registers it as a "
+                "buffer, "
+                f"self.register_buffer({k!r}, ...), and later cells of the exercise "
+                "read it."
+            )
     for k, sub in ref.named_children():
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
-            raise Hint(f"{what} has no part `self.{k}`: name the parts as the TODO does "
-                       f"(the book's is a {type(sub).__name__}); later cells of the exercise use it.")
+            raise Hint(
+                f"{what} has no part `self.{k}`: name the parts as the TODO does "
+                f"(the book's is a {type(sub).__name__}); later cells of the exercise "
+                "use it."
+            )
         for b in sub._buffers:
             if not isinstance(getattr(getattr(m, k), b, None), Tensor):
-                raise Hint(f"{what}: `self.{k}` has no tensor `{b}`: the chapter registers it as a buffer, "
-                           f"self.register_buffer({b!r}, ...), and later cells of the exercise read it.")
+                raise Hint(
+                    f"{what}: `self.{k}` has no tensor `{b}`: the chapter registers "
+                    "it as a buffer, "
+                    f"self.register_buffer({b!r}, ...), and later cells of the "
+                    "exercise read it."
+                )
 
 # %% ../../nbs/91_grading.ipynb #c018
 @checker
 def grade_token_embedding(
-    cls,  # your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module mapping (B, T) ids to (B, T, d_model)
+    # your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module mapping
+    # (B, T) ids to (B, T, d_model)
+    cls,
 )->Verdict:
-    "Check a token embedding against `TokenEmbedding`: the lookup, the √d_model scale, the initialisation, padding_idx"
-    V, d, pad = 50, 24, 3                                 # d = 24: √d, d / 2 and d all differ
+    ("Check a token embedding against `TokenEmbedding`: the lookup, the √d_model "
+     "scale, the initialisation, padding_idx")
+    # d = 24: √d, d / 2 and d all differ
+    V, d, pad = 50, 24, 3
     ref, m = TokenEmbedding(V, d), build(cls, V, d)
     load_reference(ref, m)
     _same_parts(ref, m, "your TokenEmbedding")
     ids = torch.randint(0, V, (2, 5))
     with torch.no_grad():
-        got = _tensor(run("your module", m, ids), "the output", (2, 5, d), "(B, T, d_model)")
+        got = _tensor(
+            run("your module", m, ids), "the output", (2, 5, d), "(B, T, d_model)"
+        )
         table = next(p for p in ref.parameters() if tuple(p.shape) == (V, d))
         want, raw = ref(ids), torch.nn.functional.embedding(ids, table)
     if not _close(got, want):
-        c = (got * raw).sum() / (raw * raw).sum()                     # the factor that maps the lookup to the output
+        # the factor that maps the lookup to the output
+        c = (got * raw).sum() / (raw * raw).sum()
         if _close(got, raw):
-            raise Hint("the vectors are not scaled: multiply the looked-up rows by √d_model (section 3.4).")
-        for factor, hint in ((d, "you multiplied by d_model; the scale is √d_model = d_model ** 0.5."),
-                             (d ** -0.5, "you divided by √d_model; section 3.4 multiplies by it."),
-                             (d / 2, "`d_model ** 1/2` is d_model / 2 (operator precedence); write d_model ** 0.5.")):
+            raise Hint(
+                "the vectors are not scaled: multiply the looked-up rows by √d_model "
+                "(section 3.4)."
+            )
+        for factor, hint in ((d, "you multiplied by d_model; the scale is √d_model = "
+                                 "d_model ** 0.5."),
+                             (d ** -0.5, "you divided by √d_model; section 3.4 "
+                                         "multiplies by it."),
+                             (d / 2, "`d_model ** 1/2` is d_model / 2 (operator "
+                                     "precedence); write d_model ** 0.5.")):
             if _close(got, raw * factor): raise Hint(hint)
-        raise Hint(f"the output is not the scaled lookup E[ids]·√d_model: {_far(got, want)} (your output ≈ "
-                   f"{c:.2f} × the looked-up rows, expected {math.sqrt(d):.2f}).")
+        raise Hint(
+            f"the output is not the scaled lookup E[ids]·√d_model: {_far(got, want)} "
+            "(your output ≈ "
+            f"{c:.2f} × the looked-up rows, expected {math.sqrt(d):.2f})."
+        )
     fresh = build(cls, V, d)
     w = next((p for p in fresh.parameters() if tuple(p.shape) == (V, d)), None)
     if w is not None and not 0.7 < w.detach().std().item() * math.sqrt(d) < 1.4:
-        raise Hint(f"the lookup is right, but the table starts with entries of size {w.detach().std().item():.2f}: "
-                   f"initialise it with std 1/√d_model = {d ** -0.5:.3f} (nn.init.normal_(weight, std=d_model ** -0.5)), "
-                   "so that the scaled vectors have entries of size 1. nn.Embedding's default is std 1.")
+        raise Hint(
+            "the lookup is right, but the table starts with entries of size "
+            f"{w.detach().std().item():.2f}: "
+            f"initialise it with std 1/√d_model = {d**-0.5:.3f} "
+            "(nn.init.normal_(weight, std=d_model ** -0.5)), "
+            "so that the scaled vectors have entries of size 1. nn.Embedding's "
+            "default is std 1."
+        )
     padded = build(cls, V, d, padding_idx=pad)
     w = next((p for p in padded.parameters() if tuple(p.shape) == (V, d)), None)
     if w is not None:
         ids = torch.tensor([[pad, 1, 2], [4, pad, 5]])
         run("your module", padded.train(), ids).sum().backward()
         if w.grad is not None and w.grad[pad].abs().sum() > 0:
-            raise Hint(f"padding_idx={pad} is ignored: pass it on, nn.Embedding(vocab_size, d_model, "
-                       "padding_idx=padding_idx), so that its row gets no gradient.")
+            raise Hint(
+                f"padding_idx={pad} is ignored: pass it on, nn.Embedding(vocab_size, "
+                "d_model, "
+                "padding_idx=padding_idx), so that its row gets no gradient."
+            )
         if (w.detach()[pad] != 0).any():
-            raise Hint(f"the row of padding_idx={pad} is not zero after your initialisation: nn.init.normal_ "
-                       "overwrote it; set it back to zero afterwards (weight[padding_idx].zero_() under no_grad).")
-    return "the lookup, the √d_model scale, the initialisation and padding_idx are right."
+            raise Hint(
+                f"the row of padding_idx={pad} is not zero after your initialisation: "
+                "nn.init.normal_ "
+                "overwrote it; set it back to zero afterwards "
+                "(weight[padding_idx].zero_() under no_grad)."
+            )
+    return (
+        "the lookup, the √d_model scale, the initialisation and padding_idx are right."
+    )
 
 # %% ../../nbs/91_grading.ipynb #c019
 def _pe_variant(max_len:int, d:int, kind:str)->Tensor:
@@ -318,123 +463,242 @@ def _pe_variant(max_len:int, d:int, kind:str)->Tensor:
 def grade_positional_encoding(
     fn,  # your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
 )->Verdict:
-    "Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), with the default and another base"
+    ("Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), "
+     "with the default and another base")
     for L, d, base in ((50, 16, None), (7, 6, None), (9, 10, 100.0)):
         kw = {} if base is None else {"base": base}
         call = f"sinusoidal_encoding({L}, {d}{', base=' + str(base) if base else ''})"
         got = _tensor(run("your function", fn, L, d, **kw), call)
-        if tuple(got.shape) == (d, L): raise Hint(f"the table has shape {_shape(got)}: rows are positions, (max_len, d_model).")
+        if tuple(got.shape) == (d, L):
+            raise Hint(
+                f"the table has shape {_shape(got)}: rows are positions, (max_len, "
+                "d_model)."
+            )
         _tensor(got, call, (L, d), "(max_len, d_model)")
         want = sinusoidal_encoding(L, d, **kw)
         if _close(got, want): continue
         if base is not None and _close(got, sinusoidal_encoding(L, d)):
-            raise Hint(f"{call}: the base is ignored; use `base` where the paper has 10000, "
-                       "ω_i = base ** (-2i/d_model).")
-        hint = _first_match(got, [
-            ("sin and cos are swapped: even dimensions (0::2) get the sine, odd ones (1::2) the cosine.",
-             lambda: _pe_variant(L, d, "swapped")),
-            ("you put all the sines in the first half and all the cosines in the second; interleave them: "
-             "pe[:, 0::2] = sin, pe[:, 1::2] = cos.", lambda: _pe_variant(L, d, "halves")),
-            ("the frequencies use i where the paper has 2i: ω_i = 1/10000^(2i/d_model), i.e. "
-             "torch.arange(0, d_model, 2) / d_model.", lambda: _pe_variant(L, d, "i not 2i")),
-            ("the exponent must be negative: ω_i = 1/10000^(2i/d_model) = 10000 ** (-2i/d_model).",
-             lambda: _pe_variant(L, d, "positive exponent")),
-            ("each dimension got its own frequency; a sine and its cosine share one: dimensions 2i and 2i+1 both use "
-             "ω_i = 1/10000^(2i/d_model).", lambda: _pe_variant(L, d, "per-dimension frequency")),
-            ("positions start at 0: the first row is sin(0) = 0 and cos(0) = 1.", lambda: _pe_variant(L, d, "start at 1")),
-        ]) if base is None else None
-        raise Hint(hint or f"{call} differs from the paper's table: {_far(got, want)}; check row 0 (all sines 0, "
-                           f"all cosines 1) and PE[1, 0] = sin(1) = {math.sin(1):.3f}.")
+            raise Hint(
+                f"{call}: the base is ignored; use `base` where the paper has 10000, "
+                "ω_i = base ** (-2i/d_model)."
+            )
+        hint = (
+            _first_match(
+                got,
+                [
+                    (
+                        "sin and cos are swapped: even dimensions (0::2) get the "
+                        "sine, odd ones (1::2) the cosine.",
+                        lambda: _pe_variant(L, d, "swapped"),
+                    ),
+                    (
+                        "you put all the sines in the first half and all the cosines "
+                        "in the second; interleave them: "
+                        "pe[:, 0::2] = sin, pe[:, 1::2] = cos.",
+                        lambda: _pe_variant(L, d, "halves"),
+                    ),
+                    (
+                        "the frequencies use i where the paper has 2i: ω_i = "
+                        "1/10000^(2i/d_model), i.e. "
+                        "torch.arange(0, d_model, 2) / d_model.",
+                        lambda: _pe_variant(L, d, "i not 2i"),
+                    ),
+                    (
+                        "the exponent must be negative: ω_i = 1/10000^(2i/d_model) = "
+                        "10000 ** (-2i/d_model).",
+                        lambda: _pe_variant(L, d, "positive exponent"),
+                    ),
+                    (
+                        "each dimension got its own frequency; a sine and its cosine "
+                        "share one: dimensions 2i and 2i+1 both use "
+                        "ω_i = 1/10000^(2i/d_model).",
+                        lambda: _pe_variant(L, d, "per-dimension frequency"),
+                    ),
+                    (
+                        "positions start at 0: the first row is sin(0) = 0 and cos(0) "
+                        "= 1.",
+                        lambda: _pe_variant(L, d, "start at 1"),
+                    ),
+                ],
+            )
+            if base is None
+            else None
+        )
+        raise Hint(
+            hint
+            or f"{call} differs from the paper's table: {_far(got, want)}; check row "
+               "0 (all sines 0, "
+            f"all cosines 1) and PE[1, 0] = sin(1) = {math.sin(1):.3f}."
+        )
     return "the table matches section 3.5 for two sizes and for another base."
 
 # %% ../../nbs/91_grading.ipynb #c021a
 def _dropout_modes(what:str, m:nn.Module, call, want_eval:Tensor, where:str):
-    "With dropout=0.5: eval mode must give `want_eval` exactly, training mode must drop something"
+    ("With dropout=0.5: eval mode must give `want_eval` exactly, training mode must "
+     "drop something")
     with torch.no_grad():
         ev = run(what, call, m.eval())
         if not _close(ev, want_eval):
-            hint = ("dropout is applied in eval mode: use the module Dropout (nn.Dropout), or "
-                    "F.dropout(x, p, training=self.training), so that model.eval() turns it off."
-                    if not _close(run(what, call, m.eval()), ev) else
-                    f"with dropout=0.5 in eval mode the output is not the book's: {_far(ev, want_eval)}.")
+            hint = (
+                "dropout is applied in eval mode: use the module Dropout "
+                "(nn.Dropout), or "
+                "F.dropout(x, p, training=self.training), so that model.eval() turns "
+                "it off."
+                if not _close(run(what, call, m.eval()), ev)
+                else "with dropout=0.5 in eval mode the output is not the book's: "
+                     f"{_far(ev, want_eval)}."
+            )
             raise Hint(hint)
         tr = run(what, call, m.train())
         m.eval()
     if _close(tr, ev):
-        raise Hint(f"with dropout=0.5 in training mode the output does not change: apply dropout {where}.")
+        raise Hint(
+            "with dropout=0.5 in training mode the output does not change: apply "
+            f"dropout {where}."
+        )
     return tr, ev
 
 # %% ../../nbs/91_grading.ipynb #c021
 @checker
 def grade_embeddings(
-    cls,  # your Embeddings class: (vocab_size, d_model, max_len, dropout, positions, padding_idx) -> forward(ids, offset)
+    # your Embeddings class: (vocab_size, d_model, max_len, dropout, positions,
+    # padding_idx) -> forward(ids, offset)
+    cls,
 )->Verdict:
-    "Check the input block: scaled token embedding plus positions (sinusoidal or learned, from an offset), then dropout"
+    ("Check the input block: scaled token embedding plus positions (sinusoidal or "
+     "learned, from an offset), then dropout")
     V, d, L = 30, 20, 24
     ids = torch.randint(0, V, (3, 6))
     for positions in ("sinusoidal", "learned"):
         ref = Embeddings(V, d, max_len=L, dropout=0.0, positions=positions).eval()
         m = build(cls, V, d, max_len=L, dropout=0.0, positions=positions)
         if positions == "learned" and not any(tuple(p.shape) == (L, d) for p in m.parameters()):
-            raise Hint('positions="learned" is ignored: build LearnedPositions(d_model, max_len), a table of '
-                       f"max_len × d_model parameters ({L} × {d} here), when asked for \"learned\".")
+            raise Hint(
+                'positions="learned" is ignored: build LearnedPositions(d_model, '
+                'max_len), a table of '
+                f"max_len × d_model parameters ({L} × {d} here), when asked for "
+                "\"learned\"."
+            )
         load_reference(ref, m)
         _same_parts(ref, m, f"your Embeddings (positions={positions!r})")
         with torch.no_grad():
             for offset in (0, 5):
                 kw = {"offset": offset} if offset else {}
-                case = f"positions={positions!r}" + (f", offset={offset}" if offset else "")
-                got = _tensor(run("your module", m, ids, **kw), f"the output ({case})", (3, 6, d), "(B, T, d_model)")
+                case = f"positions={positions!r}" + (
+                    f", offset={offset}" if offset else ""
+                )
+                got = _tensor(
+                    run("your module", m, ids, **kw),
+                    f"the output ({case})",
+                    (3, 6, d),
+                    "(B, T, d_model)",
+                )
                 want, tok = ref(ids, offset=offset), lambda: ref.tokens(ids)
                 if _close(got, want): continue
-                hint = _first_match(got, [
-                    ("the positions are missing: add the position table to the token vectors.", tok),
-                    (f"offset={offset} is ignored: the positions of ids[:, 0] start at offset, "
-                     "pass it on to self.positions(x, offset=offset).", lambda: ref(ids)),
-                    ("the token vectors are not scaled by √d_model; grade_token_embedding(TokenEmbedding) says more.",
-                     lambda: ref.positions(ref.tokens.embed(ids), offset=offset)),
-                    ('positions="learned" is ignored: build LearnedPositions when asked for "learned".',
-                     lambda: tok() + sinusoidal_encoding(L, d)[offset:offset + 6]),
-                ])
-                raise Hint(f"{case}: " + (hint or f"the output differs from tokens·√d_model + positions: "
-                                                  f"{_far(got, want)}."))
+                hint = _first_match(
+                    got,
+                    [
+                        (
+                            "the positions are missing: add the position table to the "
+                            "token vectors.",
+                            tok,
+                        ),
+                        (
+                            f"offset={offset} is ignored: the positions of ids[:, 0] "
+                            "start at offset, "
+                            "pass it on to self.positions(x, offset=offset).",
+                            lambda: ref(ids),
+                        ),
+                        (
+                            "the token vectors are not scaled by √d_model; "
+                            "grade_token_embedding(TokenEmbedding) says more.",
+                            lambda: ref.positions(ref.tokens.embed(ids), offset=offset),
+                        ),
+                        (
+                            'positions="learned" is ignored: build LearnedPositions '
+                            'when asked for "learned".',
+                            lambda: (
+                                tok() + sinusoidal_encoding(L, d)[offset : offset + 6]
+                            ),
+                        ),
+                    ],
+                )
+                raise Hint(
+                    f"{case}: "
+                    + (
+                        hint
+                        or f"the output differs from tokens·√d_model + positions: "
+                        f"{_far(got, want)}."
+                    )
+                )
     padded = build(cls, V, d, max_len=L, dropout=0.0, padding_idx=3)
     w = next((p for p in padded.parameters() if tuple(p.shape) == (V, d)), None)
     if w is not None and (w.detach()[3] != 0).any():
-        raise Hint("padding_idx=3 is not passed on: give it to TokenEmbedding, whose row 3 then starts at zero.")
+        raise Hint(
+            "padding_idx=3 is not passed on: give it to TokenEmbedding, whose row 3 "
+            "then starts at zero."
+        )
     ref = Embeddings(V, d, max_len=L, dropout=0.5).eval()
     m = build(cls, V, d, max_len=L, dropout=0.5)
     load_reference(ref, m)
     with torch.no_grad(): want = ref(ids)
-    tr, ev = _dropout_modes("your module", m, lambda mod: mod(ids), want, "to the sum of tokens and positions")
+    tr, ev = _dropout_modes(
+        "your module",
+        m,
+        lambda mod: mod(ids),
+        want,
+        "to the sum of tokens and positions",
+    )
     kept = tr != 0
     if not _close(tr[kept], 2 * ev[kept], 1e-4):
-        raise Hint("dropout acts on the sum of tokens and positions: dropped entries are 0, kept ones doubled "
-                   "(p = 0.5); yours are not, so dropout was applied before the addition or twice.")
+        raise Hint(
+            "dropout acts on the sum of tokens and positions: dropped entries are 0, "
+            "kept ones doubled "
+            "(p = 0.5); yours are not, so dropout was applied before the addition or "
+            "twice."
+        )
     return "tokens·√d_model + positions (sinusoidal and learned, from an offset), padding_idx, dropout in training only."
 
 # %% ../../nbs/91_grading.ipynb #c023
 def _fit_scale(w:Tensor, scores:Tensor)->float|None:
-    "The c for which w looks like softmax(scores / c), from the log-ratios within each row"
+    ("The c for which w looks like softmax(scores / c), from the log-ratios within "
+     "each row")
     lw = w.clamp_min(1e-30).log()
     dl, ds = lw - lw[..., :1], scores - scores[..., :1]
     den = (dl * ds).sum()
     return (ds * ds).sum().item() / den.item() if den.abs() > 1e-12 else None
 
 def _scale_hint(w:Tensor, scores:Tensor, d_k:int, d_model:int|None=None)->str|None:
-    "Name the scale the learner used, if the weights are softmax(scores / c) for a wrong c"
+    ("Name the scale the learner used, if the weights are softmax(scores / c) for a "
+     "wrong c")
     c = _fit_scale(w, scores)
     if c is None or not _close(w, (scores / c).softmax(-1), 1e-4): return None
     right = math.sqrt(d_k)
     if abs(c - right) < 1e-3 * right: return None
-    named = [(1.0, "the scores are not scaled: divide QKᵀ by √d_k (section 3.2.1)."),
-             (d_k, "you divided by d_k; the scale is √d_k = d_k ** 0.5."),
-             (d_k / 2, "you divided by d_k / 2: `d_k ** 1/2` means (d_k ** 1) / 2 by operator precedence; "
-                       "write d_k ** 0.5 or math.sqrt(d_k)."),
-             (1 / right, "you multiplied by √d_k; divide by it.")]
-    if d_model: named += [(math.sqrt(d_model), f"you divided by √d_model = {math.sqrt(d_model):.2f}; each head's scores "
-                                               f"are divided by √d_k = √(d_model / H) = {right:.2f}."),
-                          (d_model, "you divided by d_model; each head divides by √d_k = √(d_model / H).")]
+    named = [
+        (1.0, "the scores are not scaled: divide QKᵀ by √d_k (section 3.2.1)."),
+        (d_k, "you divided by d_k; the scale is √d_k = d_k ** 0.5."),
+        (
+            d_k / 2,
+            "you divided by d_k / 2: `d_k ** 1/2` means (d_k ** 1) / 2 by operator "
+            "precedence; "
+            "write d_k ** 0.5 or math.sqrt(d_k).",
+        ),
+        (1 / right, "you multiplied by √d_k; divide by it."),
+    ]
+    if d_model:
+        named += [
+            (
+                math.sqrt(d_model),
+                f"you divided by √d_model = {math.sqrt(d_model):.2f}; each head's "
+                "scores "
+                f"are divided by √d_k = √(d_model / H) = {right:.2f}.",
+            ),
+            (
+                d_model,
+                "you divided by d_model; each head divides by √d_k = √(d_model / H).",
+            ),
+        ]
     for value, hint in named:
         if abs(c - value) < 1e-3 * value: return hint
     return f"your weights are softmax(QKᵀ / c) with c = {c:.2f}; c must be √d_k = {right:.2f}."
@@ -451,114 +715,218 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None)->str
             if _close(w.sum(-2), torch.ones_like(w.sum(-2)), 1e-4):
                 return "the softmax runs over the wrong axis: each query's weights over the keys must sum to 1, use dim=-1."
             return "each query's weights must sum to 1: apply the softmax over the keys (dim=-1)."
-        return _scale_hint(w, scores, q.shape[-1]) or "the weights differ from softmax(QKᵀ/√d_k)."
+        return (
+            _scale_hint(w, scores, q.shape[-1])
+            or "the weights differ from softmax(QKᵀ/√d_k)."
+        )
     allowed = mask.expand(w.shape)
     if (w[~allowed] != 0).any():
-        mixed = allowed.any(-1) & (~allowed).any(-1)                        # rows with allowed and blocked keys
+        # rows with allowed and blocked keys
+        mixed = allowed.any(-1) & (~allowed).any(-1)
         rows, ok = w[mixed], allowed[mixed]
         if (rows[ok] == 0).all() and (rows[~ok] > 0).any():
             return "the mask is inverted: True means *may attend*; fill the scores where the mask is False (~mask)."
-        return (f"keys where the mask is False still get weight (up to {w[~allowed].abs().max().item():.1e}), not exactly "
-                "0: fill their scores with a very negative number before the softmax, "
-                "torch.finfo(scores.dtype).min; 0 or a small number like -100 is not enough.")
+        return (
+            "keys where the mask is False still get weight (up to "
+            f"{w[~allowed].abs().max().item():.1e}), not exactly "
+            "0: fill their scores with a very negative number before the softmax, "
+            "torch.finfo(scores.dtype).min; 0 or a small number like -100 is not "
+            "enough."
+        )
     return "the masked keys get zero weight, but the other weights differ from softmax(QKᵀ/√d_k)."
 
 # %% ../../nbs/91_grading.ipynb #c025b
 def _attention_dropout(fn, q, k, v, mask):
-    "dropout_p: 0.0 changes nothing; 0.5 drops weights (not the output) and returns the weights before dropout"
+    ("dropout_p: 0.0 changes nothing; 0.5 drops weights (not the output) and returns "
+     "the weights before dropout")
     want_out, want_w = scaled_dot_product_attention(q, k, v, mask=mask)
     res = run("your function", fn, q, k, v, mask=mask, dropout_p=0.0)
     out, w = _tuple(res, 2, "attention", "the output and the weights")
-    if not _close(out, want_out): raise Hint(f"with dropout_p=0.0 the output changes: {_far(out, want_out)}.")
-    out, w = _tuple(run("your function", fn, q, k, v, mask=mask, dropout_p=0.5), 2, "attention",
-                    "the output and the weights")
+    if not _close(out, want_out):
+        raise Hint(f"with dropout_p=0.0 the output changes: {_far(out, want_out)}.")
+    out, w = _tuple(
+        run("your function", fn, q, k, v, mask=mask, dropout_p=0.5),
+        2,
+        "attention",
+        "the output and the weights",
+    )
     if not _close(w, want_w):
-        raise Hint("with dropout_p=0.5 the returned weights are not the softmax: return the weights before "
-                   "dropout, and use the dropped copy only for the output.")
+        raise Hint(
+            "with dropout_p=0.5 the returned weights are not the softmax: return the "
+            "weights before "
+            "dropout, and use the dropped copy only for the output."
+        )
     if _close(out, want_out):
-        raise Hint("dropout_p=0.5 is ignored: drop the weights, dropout(weights, dropout_p), before @ v.")
+        raise Hint(
+            "dropout_p=0.5 is ignored: drop the weights, dropout(weights, dropout_p), "
+            "before @ v."
+        )
     if (out == 0).float().mean() > 0.2:
-        raise Hint("with dropout_p=0.5 a share of the output is exactly 0: dropout belongs on the weights, "
-                   "before multiplying by v, not on the output.")
+        raise Hint(
+            "with dropout_p=0.5 a share of the output is exactly 0: dropout belongs "
+            "on the weights, "
+            "before multiplying by v, not on the output."
+        )
     if not torch.isfinite(out).all() or (out - want_out).abs().mean() > 4 * want_out.abs().mean():
-        raise Hint(f"with dropout_p=0.5 the output is far from the book's expectation: {_far(out, want_out)}.")
+        raise Hint(
+            "with dropout_p=0.5 the output is far from the book's expectation: "
+            f"{_far(out, want_out)}."
+        )
 
 # %% ../../nbs/91_grading.ipynb #c025
 @checker
 def grade_attention(
-    fn,  # your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) -> (output, weights)
+    # your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) -> (output,
+    # weights)
+    fn,
 )->Verdict:
-    "Check scaled dot-product attention against the book's: shapes, masks, dropout, half precision (section 3.2.1)"
-    B, H, T, S, dk, dv = 2, 3, 5, 7, 8, 6                 # d_k = 8: √d_k, d_k / 2 and d_k all differ
-    q, k, v = torch.randn(B, H, T, dk), torch.randn(B, H, S, dk), torch.randn(B, H, S, dv)
-    pad = torch.ones(B, 1, 1, S, dtype=torch.bool); pad[1, ..., 4:] = False      # sequence 1: 3 padded keys
+    ("Check scaled dot-product attention against the book's: shapes, masks, dropout, "
+     "half precision (section 3.2.1)")
+    # d_k = 8: √d_k, d_k / 2 and d_k all differ
+    B, H, T, S, dk, dv = 2, 3, 5, 7, 8, 6
+    q, k, v = (
+        torch.randn(B, H, T, dk),
+        torch.randn(B, H, S, dk),
+        torch.randn(B, H, S, dv),
+    )
+    # sequence 1: 3 padded keys
+    pad = torch.ones(B, 1, 1, S, dtype=torch.bool); pad[1, ..., 4:] = False
     causal = torch.ones(S, S, dtype=torch.bool).tril()
     rand = torch.rand(B, H, T, S) > 0.5; rand[..., 0] = True
-    cases = [("without a mask", q, k, v, None), ("on 3-D inputs (B, T, d_k)", q[:, 0], k[:, 0], v[:, 0], None),
-             ("on 2-D inputs (T, d_k)", q[0, 0], k[0, 0], v[0, 0], None),
-             ("with a padding mask (B, 1, 1, S)", q, k, v, pad), ("with a causal mask (T, T)", k, k, v, causal),
-             ("with a padding mask (B, 1, S) on 3-D inputs", q[:, 0], k[:, 0], v[:, 0], pad[:, 0]),
-             ("with a random mask (B, H, T, S)", q, k, v, rand)]
+    cases = [
+        ("without a mask", q, k, v, None),
+        ("on 3-D inputs (B, T, d_k)", q[:, 0], k[:, 0], v[:, 0], None),
+        ("on 2-D inputs (T, d_k)", q[0, 0], k[0, 0], v[0, 0], None),
+        ("with a padding mask (B, 1, 1, S)", q, k, v, pad),
+        ("with a causal mask (T, T)", k, k, v, causal),
+        (
+            "with a padding mask (B, 1, S) on 3-D inputs",
+            q[:, 0],
+            k[:, 0],
+            v[:, 0],
+            pad[:, 0],
+        ),
+        ("with a random mask (B, H, T, S)", q, k, v, rand),
+    ]
     for case, q_, k_, v_, mask in cases:
         args = dict(mask=mask) if mask is not None else {}
-        res = run("your function", fn, q_, k_, v_, advice="Check the shapes in the comments of the signature.", **args)
-        out, w = _tuple(res, 2, "attention", "the output and the weights, `return out, weights`")
+        res = run(
+            "your function",
+            fn,
+            q_,
+            k_,
+            v_,
+            advice="Check the shapes in the comments of the signature.",
+            **args,
+        )
+        out, w = _tuple(
+            res, 2, "attention", "the output and the weights, `return out, weights`"
+        )
         want_out, want_w = scaled_dot_product_attention(q_, k_, v_, mask=mask)
         _tensor(w, f"the weights {case}")
         if not _close(w, want_w):
             if w.shape != want_w.shape and tuple(w.shape[-2:]) != (k_.shape[-2], q_.shape[-2]):
-                raise Hint(f"{case}: the weights have shape {_shape(w)}, expected {_shape(want_w)} (..., T, S).")
+                raise Hint(
+                    f"{case}: the weights have shape {_shape(w)}, expected "
+                    f"{_shape(want_w)} (..., T, S)."
+                )
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
         if mask is not None and (w.masked_select(~mask.expand(w.shape)) != 0).any():
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
         _tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
         if not _close(out, want_out):
             if _close(out, (w @ k_) if k_.shape == v_.shape else None): raise Hint("the weights multiply k; they must multiply v.")
-            raise Hint(f"{case}: the weights are right but the output is not weights @ v: {_far(out, want_out)}.")
-    none = torch.ones(B, 1, T, S, dtype=torch.bool); none[0, 0, 2] = False          # query 2 of item 0 may see no key
-    out, w = _tuple(run("your function", fn, q, k, v, mask=none), 2, "attention", "the output and the weights")
+            raise Hint(
+                f"{case}: the weights are right but the output is not weights @ v: "
+                f"{_far(out, want_out)}."
+            )
+    # query 2 of item 0 may see no key
+    none = torch.ones(B, 1, T, S, dtype=torch.bool); none[0, 0, 2] = False
+    out, w = _tuple(
+        run("your function", fn, q, k, v, mask=none),
+        2,
+        "attention",
+        "the output and the weights",
+    )
     if torch.isnan(w).any() or torch.isnan(out).any():
-        raise Hint("a query whose keys are all masked gives NaN: filling with -inf makes its softmax 0/0. Fill with "
-                   "torch.finfo(scores.dtype).min, then set the weights of such rows to 0 (~mask.any(-1, keepdim=True)).")
+        raise Hint(
+            "a query whose keys are all masked gives NaN: filling with -inf makes its "
+            "softmax 0/0. Fill with "
+            "torch.finfo(scores.dtype).min, then set the weights of such rows to 0 "
+            "(~mask.any(-1, keepdim=True))."
+        )
     if not (w[0, :, 2] == 0).all() or not (out[0, :, 2] == 0).all():
-        raise Hint("a query whose keys are all masked must get all-zero weights and a zero output (the book's "
-                   "convention); zero those rows after the softmax: weights.masked_fill(~mask.any(-1, keepdim=True), 0).")
+        raise Hint(
+            "a query whose keys are all masked must get all-zero weights and a zero "
+            "output (the book's "
+            "convention); zero those rows after the softmax: "
+            "weights.masked_fill(~mask.any(-1, keepdim=True), 0)."
+        )
     _attention_dropout(fn, q, k, v, pad)
     for dtype in (torch.float16, torch.bfloat16):
         h = [t.to(dtype) for t in (q, k, v)]
-        res = run("your function", fn, *h, mask=none, advice=f"In {dtype}, a fill like -1e9 does not fit "
-                  f"(float16 ends at 65504): fill with torch.finfo(scores.dtype).min.")
+        res = run(
+            "your function",
+            fn,
+            *h,
+            mask=none,
+            advice=f"In {dtype}, a fill like -1e9 does not fit "
+            f"(float16 ends at 65504): fill with torch.finfo(scores.dtype).min.",
+        )
         out, w = _tuple(res, 2, "attention", "the output and the weights")
         if out.dtype != dtype or w.dtype != dtype:
-            raise Hint(f"for {dtype} inputs your function returns {out.dtype} and {w.dtype}: compute in the "
-                       "inputs' dtype, e.g. torch.finfo(scores.dtype).min for the fill, not a float32 tensor.")
+            raise Hint(
+                f"for {dtype} inputs your function returns {out.dtype} and {w.dtype}: "
+                "compute in the "
+                "inputs' dtype, e.g. torch.finfo(scores.dtype).min for the fill, not "
+                "a float32 tensor."
+            )
         if not torch.isfinite(out).all() or not (w[0, :, 2] == 0).all():
-            raise Hint(f"in {dtype} the output is not finite or the fully masked query gets weight: fill with "
-                       "torch.finfo(scores.dtype).min, a number every dtype can hold, and zero the empty rows.")
+            raise Hint(
+                f"in {dtype} the output is not finite or the fully masked query gets "
+                "weight: fill with "
+                "torch.finfo(scores.dtype).min, a number every dtype can hold, and "
+                "zero the empty rows."
+            )
         want_out, want_w = scaled_dot_product_attention(*h, mask=none)
-        tol_w, tol_out = (1e-2, 2e-2) if dtype == torch.float16 else (6e-2, 1.5e-1)   # bfloat16: 8 bits of mantissa
+        # bfloat16: 8 bits of mantissa
+        tol_w, tol_out = (1e-2, 2e-2) if dtype == torch.float16 else (6e-2, 1.5e-1)
         if not _close(w, want_w, tol_w) or not _close(out, want_out, tol_out):
-            raise Hint(f"in {dtype} the result differs from the book's: {_far(out, want_out, tol_out)}.")
-    return ("shapes (2-D to 4-D), scale, softmax axis, padding, causal and random masks, fully masked queries, "
-            "dropout and half precision are right.")
+            raise Hint(
+                f"in {dtype} the result differs from the book's: "
+                f"{_far(out, want_out, tol_out)}."
+            )
+    return (
+        "shapes (2-D to 4-D), scale, softmax axis, padding, causal and random masks, "
+        "fully masked queries, "
+        "dropout and half precision are right."
+    )
 
 # %% ../../nbs/91_grading.ipynb #c027
 @checker
 def grade_split_heads(
     fn,  # your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
 )->Verdict:
-    "Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every position"
+    ("Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every "
+     "position")
     B, T, d, H = 2, 5, 24, 4
     x = torch.randn(B, T, d)
     got = _tensor(run("your function", fn, x, H), "the result")
     want = x.reshape(B, T, H, d // H).transpose(1, 2)
     if tuple(got.shape) == (B, T, H, d // H):
-        raise Hint(f"the result has shape {_shape(got)} (B, T, H, d_k): move the heads before the positions "
-                   "with .transpose(1, 2).")
+        raise Hint(
+            f"the result has shape {_shape(got)} (B, T, H, d_k): move the heads "
+            "before the positions "
+            "with .transpose(1, 2)."
+        )
     _tensor(got, "the result", (B, H, T, d // H), "(B, H, T, d_k)")
     if _close(got, x.reshape(B, H, T, d // H)):
-        raise Hint("your split mixes positions: x.view(B, H, T, d_k) reads the numbers in memory order, so a 'head' "
-                   "gets pieces of several positions. Reshape to (B, T, H, d_k) first, then .transpose(1, 2).")
+        raise Hint(
+            "your split mixes positions: x.view(B, H, T, d_k) reads the numbers in "
+            "memory order, so a 'head' "
+            "gets pieces of several positions. Reshape to (B, T, H, d_k) first, then "
+            ".transpose(1, 2)."
+        )
     if not _close(got, want):
         raise Hint("head h must hold features h·d_k … (h+1)·d_k - 1 of every position: "
                    "x.reshape(B, T, H, d_k).transpose(1, 2).")
@@ -571,26 +939,49 @@ def grade_merge_heads(
     "Check `merge_heads`, the inverse of `split_heads` (the Concat of section 3.2.2)"
     B, H, T, dk = 2, 4, 5, 6
     x = torch.randn(B, H, T, dk)
-    got = _tensor(run("your function", fn, x, advice="A transposed tensor is not contiguous: use .reshape, or "
-                      ".contiguous() before .view."), "the result")
+    got = _tensor(
+        run(
+            "your function",
+            fn,
+            x,
+            advice="A transposed tensor is not contiguous: use .reshape, or "
+            ".contiguous() before .view.",
+        ),
+        "the result",
+    )
     if tuple(got.shape) == (B, T, H, dk):
-        raise Hint(f"the result has shape {_shape(got)}: put the heads side by side, .reshape(B, T, H * d_k).")
+        raise Hint(
+            f"the result has shape {_shape(got)}: put the heads side by side, "
+            ".reshape(B, T, H * d_k)."
+        )
     _tensor(got, "the result", (B, T, H * dk), "(B, T, H·d_k)")
     if _close(got, x.reshape(B, T, H * dk)):
-        raise Hint("your merge mixes positions: reshaping (B, H, T, d_k) directly to (B, T, H·d_k) reads the numbers "
-                   "in memory order. First .transpose(1, 2) to (B, T, H, d_k), then reshape.")
+        raise Hint(
+            "your merge mixes positions: reshaping (B, H, T, d_k) directly to (B, T, "
+            "H·d_k) reads the numbers "
+            "in memory order. First .transpose(1, 2) to (B, T, H, d_k), then reshape."
+        )
     if not _close(got, x.transpose(1, 2).reshape(B, T, H * dk)):
-        raise Hint("position t must hold the outputs of head 0, head 1, … side by side: x.transpose(1, 2).reshape(B, T, -1).")
+        raise Hint(
+            "position t must hold the outputs of head 0, head 1, … side by side: "
+            "x.transpose(1, 2).reshape(B, T, -1)."
+        )
     return "the heads are put back side by side at every position."
 
 # %% ../../nbs/91_grading.ipynb #c028
 def _mha_variant(ref:MultiHeadAttention, query, key, value, mask=None, split="ok", merge="ok", scale=None, w_o=True):
-    "The book's multi-head attention with one classic mistake; returns (output, weights)"
+    ("The book's multi-head attention with one classic mistake; returns (output, "
+     "weights)")
     B, T, d = query.shape; S, H, dk = key.shape[1], ref.num_heads, ref.d_k
-    sp = lambda t, L: t.reshape(B, H, L, dk) if split == "view" else t.reshape(B, L, H, dk).transpose(1, 2)
+    sp = lambda t, L: (
+        t.reshape(B, H, L, dk)
+        if split == "view"
+        else t.reshape(B, L, H, dk).transpose(1, 2)
+    )
     q, k, v = sp(ref.W_q(query), T), sp(ref.W_k(key), S), sp(ref.W_v(value), S)
     scores = q @ k.transpose(-2, -1) / (scale or math.sqrt(dk))
-    if mask is not None: scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     w = scores.softmax(-1)
     if mask is not None: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
     o = w @ v
@@ -600,120 +991,247 @@ def _mha_variant(ref:MultiHeadAttention, query, key, value, mask=None, split="ok
 # %% ../../nbs/91_grading.ipynb #c029
 @checker
 def grade_multihead(
-    cls,  # your MultiHeadAttention class: (d_model, num_heads, dropout, bias) -> forward(query, key, value, mask, need_weights)
+    # your MultiHeadAttention class: (d_model, num_heads, dropout, bias) ->
+    # forward(query, key, value, mask, need_weights)
+    cls,
 )->Verdict:
-    "Check multi-head attention against the book's, given the same weights: masks, need_weights, dropout, bias"
-    B, T, S, d, H = 2, 5, 7, 24, 4                        # d_k = 6: √d_k, d_k / 2, √d_model all differ
+    ("Check multi-head attention against the book's, given the same weights: masks, "
+     "need_weights, dropout, bias")
+    # d_k = 6: √d_k, d_k / 2, √d_model all differ
+    B, T, S, d, H = 2, 5, 7, 24, 4
     ref, m = MultiHeadAttention(d, H), build(cls, d, H)
     load_reference(ref, m)
     _same_parts(ref, m, "your MultiHeadAttention")
     x, src, val = torch.randn(B, T, d), torch.randn(B, S, d), torch.randn(B, S, d)
     pad = torch.ones(B, 1, 1, S, dtype=torch.bool); pad[1, ..., 4:] = False
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    cases = [("self-attention", x, x, x, None), ("cross-attention (T ≠ S)", x, src, src, None),
-             ("cross-attention with a padding mask (B, 1, 1, S)", x, src, src, pad),
-             ("self-attention with a causal mask (T, T)", x, x, x, causal),
-             ("cross-attention with values other than the keys", x, src, val, pad)]
+    cases = [
+        ("self-attention", x, x, x, None),
+        ("cross-attention (T ≠ S)", x, src, src, None),
+        ("cross-attention with a padding mask (B, 1, 1, S)", x, src, src, pad),
+        ("self-attention with a causal mask (T, T)", x, x, x, causal),
+        ("cross-attention with values other than the keys", x, src, val, pad),
+    ]
     with torch.no_grad():
         for case, qu, ke, va, mask in cases:
-            res = run("your module", m, qu, ke, va, mask=mask,
-                      advice="The mask broadcasts to (B, H, T, S) as it is; pass it on to the attention unchanged.")
-            out, w = _tuple(res, 2, "forward", "the output and the per-head weights, `return out, weights`")
+            res = run(
+                "your module",
+                m,
+                qu,
+                ke,
+                va,
+                mask=mask,
+                advice="The mask broadcasts to (B, H, T, S) as it is; pass it on to "
+                       "the attention unchanged.",
+            )
+            out, w = _tuple(
+                res,
+                2,
+                "forward",
+                "the output and the per-head weights, `return out, weights`",
+            )
             want_out, want_w = ref(qu, ke, va, mask=mask)
-            _tensor(w, f"{case}: the weights", tuple(want_w.shape), "(B, H, T, S), one map per head")
-            _tensor(out, f"{case}: the output", tuple(want_out.shape), "(B, T, d_model)")
+            _tensor(
+                w,
+                f"{case}: the weights",
+                tuple(want_w.shape),
+                "(B, H, T, S), one map per head",
+            )
+            _tensor(
+                out, f"{case}: the output", tuple(want_out.shape), "(B, T, d_model)"
+            )
             if _close(out, want_out) and _close(w, want_w): continue
-            hint = _first_match(out, [
-                ("your split mixes positions: .view(B, H, T, d_k) gives each 'head' pieces of several positions. "
-                 "Reshape to (B, T, H, d_k), then .transpose(1, 2) (see grade_split_heads).",
-                 lambda: _mha_variant(ref, qu, ke, va, mask, split="view")[0]),
-                ("your merge mixes positions: transpose the heads back, (B, H, T, d_k) -> (B, T, H, d_k), "
-                 "before reshaping to (B, T, d_model).", lambda: _mha_variant(ref, qu, ke, va, mask, merge="view")[0]),
-                ("the split and the merge both mix positions: reshape to (B, T, H, d_k) and transpose(1, 2), and undo "
-                 "it in that order.", lambda: _mha_variant(ref, qu, ke, va, mask, split="view", merge="view")[0]),
-                ("the output projection W_o is missing: mix the concatenated heads with self.W_o.",
-                 lambda: _mha_variant(ref, qu, ke, va, mask, w_o=False)[0]),
-                ("the value projection is applied to the keys: v = W_v(value), not W_v(key).",
-                 lambda: _mha_variant(ref, qu, ke, ke, mask)[0]),
-            ])
+            hint = _first_match(
+                out,
+                [
+                    (
+                        "your split mixes positions: .view(B, H, T, d_k) gives each "
+                        "'head' pieces of several positions. "
+                        "Reshape to (B, T, H, d_k), then .transpose(1, 2) (see "
+                        "grade_split_heads).",
+                        lambda: _mha_variant(ref, qu, ke, va, mask, split="view")[0],
+                    ),
+                    (
+                        "your merge mixes positions: transpose the heads back, (B, H, "
+                        "T, d_k) -> (B, T, H, d_k), "
+                        "before reshaping to (B, T, d_model).",
+                        lambda: _mha_variant(ref, qu, ke, va, mask, merge="view")[0],
+                    ),
+                    (
+                        "the split and the merge both mix positions: reshape to (B, "
+                        "T, H, d_k) and transpose(1, 2), and undo "
+                        "it in that order.",
+                        lambda: _mha_variant(
+                            ref, qu, ke, va, mask, split="view", merge="view"
+                        )[0],
+                    ),
+                    (
+                        "the output projection W_o is missing: mix the concatenated "
+                        "heads with self.W_o.",
+                        lambda: _mha_variant(ref, qu, ke, va, mask, w_o=False)[0],
+                    ),
+                    (
+                        "the value projection is applied to the keys: v = W_v(value), "
+                        "not W_v(key).",
+                        lambda: _mha_variant(ref, qu, ke, ke, mask)[0],
+                    ),
+                ],
+            )
             if hint: raise Hint(f"{case}: {hint}")
             try:
                 q = ref.W_q(qu).reshape(B, -1, H, d // H).transpose(1, 2)
                 k = ref.W_k(ke).reshape(B, -1, H, d // H).transpose(1, 2)
-                scale = _scale_hint(w, q @ k.transpose(-2, -1), d // H, d) if mask is None else None
+                scale = (
+                    _scale_hint(w, q @ k.transpose(-2, -1), d // H, d)
+                    if mask is None
+                    else None
+                )
             except AttributeError: scale = None
             if scale: raise Hint(f"{case}: {scale}")
             if mask is not None and _close(out, ref(qu, ke, va)[0]):
                 raise Hint(f"{case}: the mask is ignored; pass it to the attention.")
-            raise Hint(f"{case}: the output differs from the book's: {_far(out, want_out)} "
-                       f"(weights: {_diff(w, want_w) if w.shape == want_w.shape else 'shape ' + _shape(w)}). "
-                       "Follow the steps: project, split, attend, merge, W_o.")
+            raise Hint(
+                f"{case}: the output differs from the book's: {_far(out, want_out)} "
+                "(weights: "
+                f"{_diff(w, want_w) if w.shape == want_w.shape else 'shape ' + _shape(w)}). "
+                "Follow the steps: project, split, attend, merge, W_o."
+            )
         res = run("your module", m, x, src, src, mask=pad, need_weights=False)
-        out, w = _tuple(res, 2, "forward(..., need_weights=False)", "the output and None")
+        out, w = _tuple(
+            res, 2, "forward(..., need_weights=False)", "the output and None"
+        )
         if w is not None:
-            raise Hint("with need_weights=False, forward returns (output, None): the fast path computes no weights.")
+            raise Hint(
+                "with need_weights=False, forward returns (output, None): the fast "
+                "path computes no weights."
+            )
         want = ref(x, src, src, mask=pad)[0]
         if not _close(out, want):
-            raise Hint(f"with need_weights=False the output must be the same as with the weights: {_far(out, want)}.")
+            raise Hint(
+                "with need_weights=False the output must be the same as with the "
+                f"weights: {_far(out, want)}."
+            )
     ref, m = MultiHeadAttention(d, H, bias=False), build(cls, d, H, bias=False)
     if any(p.dim() == 1 for p in m.parameters()):
-        raise Hint("bias=False is ignored: build the four projections with nn.Linear(d_model, d_model, bias=bias).")
+        raise Hint(
+            "bias=False is ignored: build the four projections with "
+            "nn.Linear(d_model, d_model, bias=bias)."
+        )
     load_reference(ref, m)
     with torch.no_grad():
-        out = _tuple(run("your module", m, x, src, src, mask=pad), 2, "forward", "the output and the weights")[0]
+        out = _tuple(
+            run("your module", m, x, src, src, mask=pad),
+            2,
+            "forward",
+            "the output and the weights",
+        )[0]
         if not _close(out, ref(x, src, src, mask=pad)[0]):
-            raise Hint(f"with bias=False the output differs from the book's: {_far(out, ref(x, src, src, mask=pad)[0])}.")
+            raise Hint(
+                "with bias=False the output differs from the book's: "
+                f"{_far(out, ref(x, src, src, mask=pad)[0])}."
+            )
     ref, m = MultiHeadAttention(d, H, dropout=0.5), build(cls, d, H, dropout=0.5)
     load_reference(ref, m)
     _same_parts(ref, m, "your MultiHeadAttention(dropout=0.5)")
     with torch.no_grad(): want_out, want_w = ref.eval()(x, src, src, mask=pad)
     call = lambda mod: mod(x, src, src, mask=pad)[0]
-    _dropout_modes("your module", m, call, want_out, "to the attention weights (pass dropout_p=self.dropout "
-                   "if self.training else 0.0 to the attention)")
-    with torch.no_grad(): w = _tuple(run("your module", m.train(), x, src, src, mask=pad), 2, "forward", "")[1]
+    _dropout_modes(
+        "your module",
+        m,
+        call,
+        want_out,
+        "to the attention weights (pass dropout_p=self.dropout "
+        "if self.training else 0.0 to the attention)",
+    )
+    with torch.no_grad():
+        w = _tuple(
+            run("your module", m.train(), x, src, src, mask=pad), 2, "forward", ""
+        )[1]
     if not _close(w, want_w):
-        raise Hint("in training mode the returned weights are dropped: return the weights before dropout (the "
-                   "chapter's attention returns them so), and drop only those that multiply v.")
+        raise Hint(
+            "in training mode the returned weights are dropped: return the weights "
+            "before dropout (the "
+            "chapter's attention returns them so), and drop only those that multiply v."
+        )
     return "self- and cross-attention with masks, need_weights=False, bias=False and dropout match the book's."
 
 # %% ../../nbs/91_grading.ipynb #c031
 @checker
 def grade_ffn(
-    cls,  # your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation) -> module on (B, T, d_model)
+    # your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation) -> module
+    # on (B, T, d_model)
+    cls,
 )->Verdict:
-    "Check the position-wise feed-forward network against the book's, given the same weights (section 3.3)"
+    ("Check the position-wise feed-forward network against the book's, given the same "
+     "weights (section 3.3)")
     B, T, d, dff = 2, 5, 24, 96
     x = torch.randn(B, T, d)
     with torch.no_grad():
         for act in ("relu", "gelu"):
-            ref, m = PositionwiseFeedForward(d, dff, activation=act).eval(), build(cls, d, dff, activation=act)
+            ref, m = (
+                PositionwiseFeedForward(d, dff, activation=act).eval(),
+                build(cls, d, dff, activation=act),
+            )
             load_reference(ref, m)
             _same_parts(ref, m, f"your PositionwiseFeedForward(activation={act!r})")
-            got = _tensor(run("your module", m, x), "the output", (B, T, d), "(B, T, d_model)")
+            got = _tensor(
+                run("your module", m, x), "the output", (B, T, d), "(B, T, d_model)"
+            )
             if _close(got, ref(x)): continue
             if not _close(got, run("your module", m, x)):
-                raise Hint("the output changes from call to call in eval mode: dropout is applied in eval mode; "
-                           "use the module self.dropout (nn.Dropout), which model.eval() turns off.")
+                raise Hint(
+                    "the output changes from call to call in eval mode: dropout is "
+                    "applied in eval mode; "
+                    "use the module self.dropout (nn.Dropout), which model.eval() "
+                    "turns off."
+                )
             l1, l2 = (lambda t: ref.linear1(t)), (lambda t: ref.linear2(t))
-            hint = _first_match(got, [
-                ("there is no activation between the two linear layers: FFN(x) = max(0, xW₁ + b₁)W₂ + b₂.",
-                 lambda: l2(l1(x))),
-                ("the activation belongs between the two layers, not after the second one as well.",
-                 lambda: ref.act(ref(x))),
-                ('activation="gelu" is ignored: use nn.GELU when asked for "gelu".',
-                 lambda: l2(torch.relu(l1(x)))),
-                ("the activation comes after the second layer instead of between the two.",
-                 lambda: ref.act(l2(l1(x)))),
-            ])
-            raise Hint(hint or f"with activation={act!r} the output differs from linear2(act(linear1(x))): "
-                               f"{_far(got, ref(x))}.")
-    ref, m = PositionwiseFeedForward(d, dff, dropout=0.5), build(cls, d, dff, dropout=0.5)
+            hint = _first_match(
+                got,
+                [
+                    (
+                        "there is no activation between the two linear layers: FFN(x) "
+                        "= max(0, xW₁ + b₁)W₂ + b₂.",
+                        lambda: l2(l1(x)),
+                    ),
+                    (
+                        "the activation belongs between the two layers, not after the "
+                        "second one as well.",
+                        lambda: ref.act(ref(x)),
+                    ),
+                    (
+                        'activation="gelu" is ignored: use nn.GELU when asked for '
+                        '"gelu".',
+                        lambda: l2(torch.relu(l1(x))),
+                    ),
+                    (
+                        "the activation comes after the second layer instead of "
+                        "between the two.",
+                        lambda: ref.act(l2(l1(x))),
+                    ),
+                ],
+            )
+            raise Hint(
+                hint
+                or f"with activation={act!r} the output differs from "
+                   "linear2(act(linear1(x))): "
+                f"{_far(got, ref(x))}."
+            )
+    ref, m = (
+        PositionwiseFeedForward(d, dff, dropout=0.5),
+        build(cls, d, dff, dropout=0.5),
+    )
     load_reference(ref, m)
     with torch.no_grad(): want = ref.eval()(x)
-    tr, _ = _dropout_modes("your module", m, lambda mod: mod(x), want, "to the hidden units")
+    tr, _ = _dropout_modes(
+        "your module", m, lambda mod: mod(x), want, "to the hidden units"
+    )
     if (tr == 0).float().mean() > 0.2:
-        raise Hint("with dropout=0.5 a share of the output is exactly 0: dropout belongs on the hidden units, "
-                   "between the activation and linear2, not on the output.")
+        raise Hint(
+            "with dropout=0.5 a share of the output is exactly 0: dropout belongs on "
+            "the hidden units, "
+            "between the activation and linear2, not on the output."
+        )
     return "linear1 → activation (relu and gelu) → dropout on the hidden units in training only → linear2."
 
 # %% ../../nbs/91_grading.ipynb #c033
@@ -721,18 +1239,26 @@ def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True):
     "LayerNorm with one classic mistake"
     mean = x.mean(dim, keepdim=True)
     v = x.var(dim, unbiased=(var == "unbiased"), keepdim=True)
-    den = torch.sqrt(v + eps) if where == "inside" else (torch.sqrt(v) + eps if where == "outside" else torch.sqrt(v))
+    den = (
+        torch.sqrt(v + eps)
+        if where == "inside"
+        else (torch.sqrt(v) + eps if where == "outside" else torch.sqrt(v))
+    )
     y = (x - mean) / den
     return y * w + b if affine else y
 
 # %% ../../nbs/91_grading.ipynb #c034
 @checker
 def grade_layer_norm(
-    cls,  # your LayerNorm class: (d_model, eps, fused) -> module normalising the last dimension
+    # your LayerNorm class: (d_model, eps, fused) -> module normalising the last
+    # dimension
+    cls,
 )->Verdict:
-    "Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps"
+    ("Check a LayerNorm against the book's (biased variance, ε inside the square root, "
+     "weight and bias), for any eps")
     d = 12
-    x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])   # entries of size 10, and tiny ones
+    # entries of size 10, and tiny ones
+    x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
     for eps, kw in ((1e-5, {}), (1e-2, {}), (1e-5, {"fused": False})):
         case = f"LayerNorm({d}, eps={eps}{', fused=False' if kw else ''})"
         ref, m = _nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
@@ -740,225 +1266,479 @@ def grade_layer_norm(
         _same_parts(ref, m, f"your {case}")
         w, b = ref.weight.detach(), ref.bias.detach()
         with torch.no_grad():
-            got = _tensor(run("your module", m, x, advice="Keep the dimension: mean(-1, keepdim=True)."),
-                          "the output", tuple(x.shape), "(the input's shape)")
+            got = _tensor(
+                run(
+                    "your module",
+                    m,
+                    x,
+                    advice="Keep the dimension: mean(-1, keepdim=True).",
+                ),
+                "the output",
+                tuple(x.shape),
+                "(the input's shape)",
+            )
             want = ref(x)
             if _close(got, want): continue
-            hint = _first_match(got, [
-                ("you used the unbiased variance (dividing by d - 1, torch's default for .var and .std); LayerNorm "
-                 "divides by d: x.var(-1, unbiased=False, keepdim=True).", lambda: _ln(x, w, b, eps, var="unbiased")),
-                ("x.std() is the unbiased standard deviation and ε is outside the square root (the Annotated "
-                 "Transformer's version): use (x - mean) / torch.sqrt(var + eps) with the biased variance.",
-                 lambda: _ln(x, w, b, eps, var="unbiased", where="outside")),
-                ("ε is outside the square root: divide by sqrt(var + eps), not by std + eps.",
-                 lambda: _ln(x, w, b, eps, where="outside")),
-                ("ε is missing: divide by sqrt(var + eps).", lambda: _ln(x, w, b, eps, where="none")),
-                (f"eps={eps} is ignored: you used 1e-5 whatever was asked; store it as self.eps and use it.",
-                 lambda: _ln(x, w, b, 1e-5)),
-                ("normalise each position over its own features: mean and variance over the last dimension (dim=-1).",
-                 lambda: _ln(x, w, b, eps, dim=-2)),
-                ("normalise each position over its own features, dim=-1, not over the batch (dim=0).",
-                 lambda: _ln(x, w, b, eps, dim=0)),
-                ("the normalised vector must be multiplied by the weight (γ) and shifted by the bias (β).",
-                 lambda: _ln(x, w, b, eps, affine=False)),
-                ("weight (γ) and bias (β) are swapped: multiply by the weight, then add the bias.",
-                 lambda: _ln(x, b, w, eps)),
-                ("the bias (β) is missing: add it after multiplying by the weight.",
-                 lambda: _ln(x, w, torch.zeros_like(b), eps)),
-            ])
-            raise Hint(f"{case}: " + (hint or f"the output differs from (x - mean) / sqrt(var + eps) * weight + bias: "
-                                              f"{_far(got, want)}."))
+            hint = _first_match(
+                got,
+                [
+                    (
+                        "you used the unbiased variance (dividing by d - 1, torch's "
+                        "default for .var and .std); LayerNorm "
+                        "divides by d: x.var(-1, unbiased=False, keepdim=True).",
+                        lambda: _ln(x, w, b, eps, var="unbiased"),
+                    ),
+                    (
+                        "x.std() is the unbiased standard deviation and ε is outside "
+                        "the square root (the Annotated "
+                        "Transformer's version): use (x - mean) / torch.sqrt(var + "
+                        "eps) with the biased variance.",
+                        lambda: _ln(x, w, b, eps, var="unbiased", where="outside"),
+                    ),
+                    (
+                        "ε is outside the square root: divide by sqrt(var + eps), not "
+                        "by std + eps.",
+                        lambda: _ln(x, w, b, eps, where="outside"),
+                    ),
+                    (
+                        "ε is missing: divide by sqrt(var + eps).",
+                        lambda: _ln(x, w, b, eps, where="none"),
+                    ),
+                    (
+                        f"eps={eps} is ignored: you used 1e-5 whatever was asked; "
+                        "store it as self.eps and use it.",
+                        lambda: _ln(x, w, b, 1e-5),
+                    ),
+                    (
+                        "normalise each position over its own features: mean and "
+                        "variance over the last dimension (dim=-1).",
+                        lambda: _ln(x, w, b, eps, dim=-2),
+                    ),
+                    (
+                        "normalise each position over its own features, dim=-1, not "
+                        "over the batch (dim=0).",
+                        lambda: _ln(x, w, b, eps, dim=0),
+                    ),
+                    (
+                        "the normalised vector must be multiplied by the weight (γ) "
+                        "and shifted by the bias (β).",
+                        lambda: _ln(x, w, b, eps, affine=False),
+                    ),
+                    (
+                        "weight (γ) and bias (β) are swapped: multiply by the weight, "
+                        "then add the bias.",
+                        lambda: _ln(x, b, w, eps),
+                    ),
+                    (
+                        "the bias (β) is missing: add it after multiplying by the "
+                        "weight.",
+                        lambda: _ln(x, w, torch.zeros_like(b), eps),
+                    ),
+                ],
+            )
+            raise Hint(
+                f"{case}: "
+                + (
+                    hint
+                    or "the output differs from (x - mean) / sqrt(var + eps) * "
+                       "weight + bias: "
+                    f"{_far(got, want)}."
+                )
+            )
     return "biased variance, ε inside the root for any eps, weight and bias, fused or not: the numbers of nn.LayerNorm."
 
 # %% ../../nbs/91_grading.ipynb #c035
 def _norm_of(m:nn.Module):
-    "The learner's norm module inside a sublayer connection: `.norm`, or the first submodule named like a norm"
+    ("The learner's norm module inside a sublayer connection: `.norm`, or the first "
+     "submodule named like a norm")
     n = getattr(m, "norm", None)
     if isinstance(n, nn.Module): return n
-    return next((s for name, s in m.named_modules() if "norm" in type(s).__name__.lower() and s is not m), None)
+    return next(
+        (
+            s
+            for name, s in m.named_modules()
+            if "norm" in type(s).__name__.lower() and s is not m
+        ),
+        None,
+    )
 
 # %% ../../nbs/91_grading.ipynb #c036
 @checker
 def grade_sublayer(
-    cls,  # your SublayerConnection class: (d_model, dropout, norm_first) -> module, forward(x, sublayer)
+    # your SublayerConnection class: (d_model, dropout, norm_first) -> module,
+    # forward(x, sublayer)
+    cls,
 )->Verdict:
-    "Check the residual connection in both placements of the norm (section 3.1; pre-LN and post-LN), with dropout"
+    ("Check the residual connection in both placements of the norm (section 3.1; "
+     "pre-LN and post-LN), with dropout")
     B, T, d = 2, 5, 16
     x = torch.randn(B, T, d)
     lin = nn.Linear(d, d)
-    f = lambda h: torch.tanh(lin(h))                                    # a sublayer, (B, T, d) -> (B, T, d)
+    # a sublayer, (B, T, d) -> (B, T, d)
+    f = lambda h: torch.tanh(lin(h))
     with torch.no_grad():
         for nf in (True, False):
             m = build(cls, d, dropout=0.0, norm_first=nf)
-            _same_parts(SublayerConnection(d, dropout=0.0, norm_first=nf), m, "your SublayerConnection")
+            _same_parts(
+                SublayerConnection(d, dropout=0.0, norm_first=nf),
+                m,
+                "your SublayerConnection",
+            )
             norm = _norm_of(m)
-            if norm is None: raise Hint("create the LayerNorm of the connection as `self.norm = LayerNorm(d_model)`.")
-            for p in norm.parameters(): p.normal_()                     # make γ and β visible
-            got = _tensor(run("your module", m, x, f), "the output", (B, T, d), "(B, T, d_model)")
+            if norm is None:
+                raise Hint(
+                    "create the LayerNorm of the connection as `self.norm = "
+                    "LayerNorm(d_model)`."
+                )
+            # make γ and β visible
+            for p in norm.parameters(): p.normal_()
+            got = _tensor(
+                run("your module", m, x, f), "the output", (B, T, d), "(B, T, d_model)"
+            )
             pre, post = x + f(norm(x)), norm(x + f(x))
             if _close(got, pre if nf else post): continue
-            asked = ("norm_first=True asks for pre-LN, x + sublayer(norm(x))" if nf else
-                     "norm_first=False asks for the paper's post-LN, norm(x + sublayer(x))")
-            hint = _first_match(got, [
-                (f"{asked}; you computed {'post-LN' if nf else 'pre-LN'}.", lambda: post if nf else pre),
-                (f"the residual is missing: add the input x. {asked}.", lambda: f(norm(x)) if nf else norm(f(x))),
-                (f"the LayerNorm is missing. {asked}.", lambda: x + f(x)),
-                (f"pre-LN leaves the sum unnormalised; {asked}.", lambda: norm(x + f(norm(x)))),
-                (f"the residual adds the normalised input, not x itself; {asked}.", lambda: norm(x) + f(norm(x))),
-            ])
-            raise Hint(hint or f"{asked}; your output differs from it: {_far(got, pre if nf else post)}.")
+            asked = (
+                "norm_first=True asks for pre-LN, x + sublayer(norm(x))"
+                if nf
+                else "norm_first=False asks for the paper's post-LN, norm(x + "
+                     "sublayer(x))"
+            )
+            hint = _first_match(
+                got,
+                [
+                    (
+                        f"{asked}; you computed {'post-LN' if nf else 'pre-LN'}.",
+                        lambda: post if nf else pre,
+                    ),
+                    (
+                        f"the residual is missing: add the input x. {asked}.",
+                        lambda: f(norm(x)) if nf else norm(f(x)),
+                    ),
+                    (f"the LayerNorm is missing. {asked}.", lambda: x + f(x)),
+                    (
+                        f"pre-LN leaves the sum unnormalised; {asked}.",
+                        lambda: norm(x + f(norm(x))),
+                    ),
+                    (
+                        "the residual adds the normalised input, not x itself; "
+                        f"{asked}.",
+                        lambda: norm(x) + f(norm(x)),
+                    ),
+                ],
+            )
+            raise Hint(
+                hint
+                or f"{asked}; your output differs from it: "
+                   f"{_far(got, pre if nf else post)}."
+            )
         for nf in (True, False):
             m = build(cls, d, dropout=0.5, norm_first=nf)
             norm = _norm_of(m)
             asked = "pre-LN" if nf else "post-LN"
-            _dropout_modes("your module", m, lambda mod: mod(x, f), (x + f(norm(x))) if nf else norm(x + f(x)),
-                           f"({asked}) to the sublayer's output, before the addition")
+            _dropout_modes(
+                "your module",
+                m,
+                lambda mod: mod(x, f),
+                (x + f(norm(x))) if nf else norm(x + f(x)),
+                f"({asked}) to the sublayer's output, before the addition",
+            )
             out = run("your module", m.train(), x, torch.zeros_like)
             if not _close(out, x if nf else norm(x)):
-                raise Hint(f"with a sublayer that returns zeros, {asked} must return {'x' if nf else 'norm(x)'} "
-                           "unchanged even in training mode: dropout belongs on the sublayer's output, before the "
-                           "addition: " + ("x + dropout(sublayer(norm(x)))." if nf else "norm(x + dropout(sublayer(x)))."))
+                raise Hint(
+                    f"with a sublayer that returns zeros, {asked} must return "
+                    f"{'x' if nf else 'norm(x)'} "
+                    "unchanged even in training mode: dropout belongs on the "
+                    "sublayer's output, before the "
+                    "addition: "
+                    + (
+                        "x + dropout(sublayer(norm(x)))."
+                        if nf
+                        else "norm(x + dropout(sublayer(x)))."
+                    )
+                )
             m.eval()
     return "pre-LN and post-LN residual connections, with dropout on the sublayer's output in training only."
 
 # %% ../../nbs/91_grading.ipynb #c038
 def _pair(cls, ref_cls, *args, **kwargs):
-    "The book's module (with non-trivial norms and biases) and the learner's, built alike, holding the same weights"
+    ("The book's module (with non-trivial norms and biases) and the learner's, built "
+     "alike, holding the same weights")
     ref, m = _nontrivial(ref_cls(*args, **kwargs).eval()), build(cls, *args, **kwargs)
     try: load_reference(ref, m)
     except Hint:
         nf = kwargs.get("norm_first", True)
-        if "norm_first" in inspect.signature(ref_cls).parameters:       # built with the other placement?
-            other = {k for k, _ in ref_cls(*args, **(kwargs | {"norm_first": not nf})).named_parameters()}
+        # built with the other placement?
+        if "norm_first" in inspect.signature(ref_cls).parameters:
+            other = {
+                k
+                for k, _ in ref_cls(
+                    *args, **(kwargs | {"norm_first": not nf})
+                ).named_parameters()
+            }
             if other == {k for k, _ in m.named_parameters()}:
-                raise Hint(f"norm_first={nf} is not passed on: your module has the parts of "
-                           f"norm_first={not nf} (final norms only in pre-LN).") from None
+                raise Hint(
+                    f"norm_first={nf} is not passed on: your module has the parts of "
+                    f"norm_first={not nf} (final norms only in pre-LN)."
+                ) from None
         raise
     _same_parts(ref, m, f"your {ref_cls.__name__}")
     return ref, m
 
 def _twin(ref, ref_cls, *args, **kwargs):
-    "A copy of the book's module built with other arguments (e.g. the other norm_first), with the same weights"
+    ("A copy of the book's module built with other arguments (e.g. the other "
+     "norm_first), with the same weights")
     other = ref_cls(*args, **kwargs).eval()
-    other.load_state_dict(ref.state_dict(), strict=False)      # a final norm may exist in one and not the other
+    # a final norm may exist in one and not the other
+    other.load_state_dict(ref.state_dict(), strict=False)
     return other
 
 def _inputs(B=2, T=5, S=7, d=24):
     y, mem = torch.randn(B, T, d), torch.randn(B, S, d)
     pad_S = torch.ones(B, 1, 1, S, dtype=torch.bool); pad_S[1, ..., 4:] = False
-    tgt = torch.ones(T, T, dtype=torch.bool).tril() & torch.tensor([True] * T)[None, None, None, :]
-    tgt = tgt.expand(B, 1, T, T).clone(); tgt[1, ..., 3:] = False                   # causal and target padding
+    tgt = (
+        torch.ones(T, T, dtype=torch.bool).tril()
+        & torch.tensor([True] * T)[None, None, None, :]
+    )
+    # causal and target padding
+    tgt = tgt.expand(B, 1, T, T).clone(); tgt[1, ..., 3:] = False
     return y, mem, pad_S, tgt
 
 def _layer_modes(cls, ref_cls, args:tuple, n_out:int, d, H, dff):
-    "activation='gelu' passed on, need_weights=False (the output alone), dropout in training mode only"
+    ("activation='gelu' passed on, need_weights=False (the output alone), dropout in "
+     "training mode only")
     with torch.no_grad():
         ref, m = _pair(cls, ref_cls, d, H, dff, dropout=0.0, activation="gelu")
-        got = _tuple(run("your module", m, *args), n_out, "forward", "the output and the weights")[0]
+        got = _tuple(
+            run("your module", m, *args), n_out, "forward", "the output and the weights"
+        )[0]
         want = ref(*args)[0]
         if not _close(got, want):
             relu = _twin(ref, ref_cls, d, H, dff, dropout=0.0)
             if _close(got, relu(*args)[0]):
-                raise Hint('activation="gelu" is not passed on: give it to the PositionwiseFeedForward.')
-            raise Hint(f'with activation="gelu" the output differs from the book\'s: {_far(got, want)}.')
-        res = _tuple(run("your module", m, *args, need_weights=False), n_out, "forward(..., need_weights=False)",
-                     "the output and None for each weight")
+                raise Hint(
+                    'activation="gelu" is not passed on: give it to the '
+                    'PositionwiseFeedForward.'
+                )
+            raise Hint(
+                'with activation="gelu" the output differs from the book\'s: '
+                f'{_far(got, want)}.'
+            )
+        res = _tuple(
+            run("your module", m, *args, need_weights=False),
+            n_out,
+            "forward(..., need_weights=False)",
+            "the output and None for each weight",
+        )
         if any(w is not None for w in res[1:]):
-            raise Hint("with need_weights=False, return None in place of each weight tensor (the fast path "
-                       "computes none): pass need_weights on to the attention.")
+            raise Hint(
+                "with need_weights=False, return None in place of each weight tensor "
+                "(the fast path "
+                "computes none): pass need_weights on to the attention."
+            )
         if not _close(res[0], want):
-            raise Hint(f"with need_weights=False the output must be the same: {_far(res[0], want)}.")
+            raise Hint(
+                "with need_weights=False the output must be the same: "
+                f"{_far(res[0], want)}."
+            )
     ref, m = _pair(cls, ref_cls, d, H, dff, dropout=0.5)
     with torch.no_grad(): want = ref.eval()(*args)[0]
-    _dropout_modes("your module", m, lambda mod: mod(*args)[0], want, "(pass dropout on to every sublayer)")
+    _dropout_modes(
+        "your module",
+        m,
+        lambda mod: mod(*args)[0],
+        want,
+        "(pass dropout on to every sublayer)",
+    )
 
 # %% ../../nbs/91_grading.ipynb #c039
 @checker
 def grade_encoder_layer(
-    cls,  # your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first, activation) -> forward(x, src_mask, need_weights)
+    # your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first,
+    # activation) -> forward(x, src_mask, need_weights)
+    cls,
 )->Verdict:
-    "Check an encoder layer against the book's, given the same weights, in pre-LN and post-LN"
+    ("Check an encoder layer against the book's, given the same weights, in pre-LN and "
+     "post-LN")
     d, H, dff = 24, 4, 40
     _, x, pad, _ = _inputs()
     with torch.no_grad():
         for nf in (True, False):
             ref, m = _pair(cls, EncoderLayer, d, H, dff, dropout=0.0, norm_first=nf)
             res = run("your module", m, x, pad)
-            out, w = _tuple(res, 2, "forward", "the output and the self-attention weights")
+            out, w = _tuple(
+                res, 2, "forward", "the output and the self-attention weights"
+            )
             want, want_w = ref(x, pad)
             _tensor(out, "the output", tuple(want.shape), "(B, S, d_model)")
             if _close(out, want) and _close(w, want_w): continue
-            s0, s1 = getattr(ref, "sublayers", (None, None))   # the variants below need them
+            # the variants below need them
+            s0, s1 = getattr(ref, "sublayers", (None, None))
             attend = lambda h: ref.self_attn(h, h, h, mask=pad)[0]
-            hint = _first_match(out, [
-                ("src_mask is not used: pass it to the self-attention, so that padded keys get no weight.",
-                 lambda: ref(x)[0]),
-                (f"norm_first={nf} is not passed on: give it to every SublayerConnection.",
-                 lambda: _twin(ref, EncoderLayer, d, H, dff, dropout=0.0, norm_first=not nf)(x, pad)[0]),
-                ("self-attention comes first, then the feed-forward network.", lambda: s1(s0(x, ref.ffn), attend)),
-                ("the feed-forward sublayer is missing.", lambda: s0(x, attend)),
-                ("the self-attention sublayer is missing.", lambda: s1(x, ref.ffn)),
-                ("both sublayers use the same residual connection (one LayerNorm): wrap the attention in "
-                 "sublayers[0] and the FFN in sublayers[1].", lambda: s0(s0(x, attend), ref.ffn)),
-            ])
-            if hint is None and _close(out, want): hint = "the output is right but the returned weights are not " \
-                                                          "the self-attention's: return them as they come from it."
-            raise Hint(hint or f"norm_first={nf}: the output differs from the book's: {_far(out, want)}.")
+            hint = _first_match(
+                out,
+                [
+                    (
+                        "src_mask is not used: pass it to the self-attention, so that "
+                        "padded keys get no weight.",
+                        lambda: ref(x)[0],
+                    ),
+                    (
+                        f"norm_first={nf} is not passed on: give it to every "
+                        "SublayerConnection.",
+                        lambda: _twin(
+                            ref, EncoderLayer, d, H, dff, dropout=0.0, norm_first=not nf
+                        )(x, pad)[0],
+                    ),
+                    (
+                        "self-attention comes first, then the feed-forward network.",
+                        lambda: s1(s0(x, ref.ffn), attend),
+                    ),
+                    ("the feed-forward sublayer is missing.", lambda: s0(x, attend)),
+                    ("the self-attention sublayer is missing.", lambda: s1(x, ref.ffn)),
+                    (
+                        "both sublayers use the same residual connection (one "
+                        "LayerNorm): wrap the attention in "
+                        "sublayers[0] and the FFN in sublayers[1].",
+                        lambda: s0(s0(x, attend), ref.ffn),
+                    ),
+                ],
+            )
+            if hint is None and _close(out, want):
+                hint = (
+                    "the output is right but the returned weights are not "
+                    "the self-attention's: return them as they come from it."
+                )
+            raise Hint(
+                hint
+                or f"norm_first={nf}: the output differs from the book's: "
+                   f"{_far(out, want)}."
+            )
     _layer_modes(cls, EncoderLayer, (x, pad), 2, d, H, dff)
-    return ("self-attention then feed-forward, each in its residual connection, with the mask, in both placements; "
-            "activation, need_weights and dropout passed on.")
+    return (
+        "self-attention then feed-forward, each in its residual connection, with the "
+        "mask, in both placements; "
+        "activation, need_weights and dropout passed on."
+    )
 
 # %% ../../nbs/91_grading.ipynb #c040
 @checker
 def grade_decoder_layer(
-    cls,  # your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask, need_weights) -> (y, self weights, cross weights)
+    # your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask, need_weights)
+    # -> (y, self weights, cross weights)
+    cls,
 )->Verdict:
-    "Check a decoder layer against the book's, given the same weights, in pre-LN and post-LN"
+    ("Check a decoder layer against the book's, given the same weights, in pre-LN and "
+     "post-LN")
     d, H, dff = 24, 4, 40
     y, mem, pad_S, tgt = _inputs()
     with torch.no_grad():
         for nf in (True, False):
             ref, m = _pair(cls, DecoderLayer, d, H, dff, dropout=0.0, norm_first=nf)
-            res = run("your module", m, y, mem, tgt, pad_S, advice="tgt_mask goes to the self-attention (T × T), "
-                      "memory_mask to the cross-attention (T × S).")
-            out, ws, wc = _tuple(res, 3, "forward", "the output, the self-attention and the cross-attention weights")
+            res = run(
+                "your module",
+                m,
+                y,
+                mem,
+                tgt,
+                pad_S,
+                advice="tgt_mask goes to the self-attention (T × T), "
+                "memory_mask to the cross-attention (T × S).",
+            )
+            out, ws, wc = _tuple(
+                res,
+                3,
+                "forward",
+                "the output, the self-attention and the cross-attention weights",
+            )
             want, want_s, want_c = ref(y, mem, tgt, pad_S)
             _tensor(out, "the output", tuple(want.shape), "(B, T, d_model)")
             if _close(out, want) and _close(ws, want_s) and _close(wc, want_c): continue
             s0, s1, s2 = getattr(ref, "sublayers", (None, None, None))
             self_att = lambda h: ref.self_attn(h, h, h, mask=tgt)[0]
             def manual(kv="memory", order=(0, 1, 2)):
-                subs = [lambda h: s0(h, self_att),
-                        lambda h: s1(h, lambda q: ref.cross_attn(q, *(2 * [s1.norm(mem) if kv == "norm" else
-                                                                         (q if kv == "self" else mem)]),
-                                                                  mask=pad_S if kv != "self" else None)[0]),
-                        lambda h: s2(h, ref.ffn)]
+                subs = [
+                    lambda h: s0(h, self_att),
+                    lambda h: s1(
+                        h,
+                        lambda q: ref.cross_attn(
+                            q,
+                            *(
+                                2
+                                * [
+                                    s1.norm(mem)
+                                    if kv == "norm"
+                                    else (q if kv == "self" else mem)
+                                ]
+                            ),
+                            mask=pad_S if kv != "self" else None,
+                        )[0],
+                    ),
+                    lambda h: s2(h, ref.ffn),
+                ]
                 h = y
                 for i in order: h = subs[i](h)
                 return h
-            hint = _first_match(out, [
-                ("tgt_mask is not used: pass it to the self-attention, or each position sees the future.",
-                 lambda: ref(y, mem, None, pad_S)[0]),
-                ("memory_mask is not used: pass it to the cross-attention, so that padded source keys get no weight.",
-                 lambda: ref(y, mem, tgt, None)[0]),
-                (f"norm_first={nf} is not passed on: give it to every SublayerConnection.",
-                 lambda: _twin(ref, DecoderLayer, d, H, dff, dropout=0.0, norm_first=not nf)(y, mem, tgt, pad_S)[0]),
-                ("the cross-attention takes its keys and values from the memory (the encoder's output), its queries "
-                 "from the decoder.", lambda: manual(kv="self")),
-                ("the memory goes into the cross-attention as it is: only the decoder's side (the queries) passes "
-                 "through the sublayer's norm.", lambda: manual(kv="norm")),
-                ("the order is masked self-attention, cross-attention, then the feed-forward network.",
-                 lambda: manual(order=(1, 0, 2))),
-                ("the cross-attention sublayer is missing: after the self-attention, attend over the memory.",
-                 lambda: manual(order=(0, 2))),
-            ])
+            hint = _first_match(
+                out,
+                [
+                    (
+                        "tgt_mask is not used: pass it to the self-attention, or each "
+                        "position sees the future.",
+                        lambda: ref(y, mem, None, pad_S)[0],
+                    ),
+                    (
+                        "memory_mask is not used: pass it to the cross-attention, so "
+                        "that padded source keys get no weight.",
+                        lambda: ref(y, mem, tgt, None)[0],
+                    ),
+                    (
+                        f"norm_first={nf} is not passed on: give it to every "
+                        "SublayerConnection.",
+                        lambda: _twin(
+                            ref, DecoderLayer, d, H, dff, dropout=0.0, norm_first=not nf
+                        )(y, mem, tgt, pad_S)[0],
+                    ),
+                    (
+                        "the cross-attention takes its keys and values from the "
+                        "memory (the encoder's output), its queries "
+                        "from the decoder.",
+                        lambda: manual(kv="self"),
+                    ),
+                    (
+                        "the memory goes into the cross-attention as it is: only the "
+                        "decoder's side (the queries) passes "
+                        "through the sublayer's norm.",
+                        lambda: manual(kv="norm"),
+                    ),
+                    (
+                        "the order is masked self-attention, cross-attention, then "
+                        "the feed-forward network.",
+                        lambda: manual(order=(1, 0, 2)),
+                    ),
+                    (
+                        "the cross-attention sublayer is missing: after the "
+                        "self-attention, attend over the memory.",
+                        lambda: manual(order=(0, 2)),
+                    ),
+                ],
+            )
             if hint is None and _close(out, want):
-                hint = ("the output is right but the returned weights are not: return the self-attention's "
-                        "weights, then the cross-attention's.")
-            raise Hint(hint or f"norm_first={nf}: the output differs from the book's: {_far(out, want)}.")
+                hint = (
+                    "the output is right but the returned weights are not: return the "
+                    "self-attention's "
+                    "weights, then the cross-attention's."
+                )
+            raise Hint(
+                hint
+                or f"norm_first={nf}: the output differs from the book's: "
+                   f"{_far(out, want)}."
+            )
     _layer_modes(cls, DecoderLayer, (y, mem, tgt, pad_S), 3, d, H, dff)
-    return ("masked self-attention, cross-attention over the memory, feed-forward; masks and both placements; "
-            "activation, need_weights and dropout passed on.")
+    return (
+        "masked self-attention, cross-attention over the memory, feed-forward; masks "
+        "and both placements; "
+        "activation, need_weights and dropout passed on."
+    )
 
 # %% ../../nbs/91_grading.ipynb #c041
 def _check_stack(cls, ref_cls, decoder:bool)->str:
@@ -968,79 +1748,180 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
     kind = "Decoder" if decoder else "Encoder"
     with torch.no_grad():
         for nf, fn in ((True, None), (False, None), (False, True)):
-            kw = dict(num_layers=N, dropout=0.0, norm_first=nf) | ({} if fn is None else {"final_norm": fn})
+            kw = dict(num_layers=N, dropout=0.0, norm_first=nf) | (
+                {} if fn is None else {"final_norm": fn}
+            )
             case = f"norm_first={nf}" + ("" if fn is None else f", final_norm={fn}")
-            ref, m = _nontrivial(ref_cls(d, H, dff, **kw).eval()), build(cls, d, H, dff, **kw)
-            final = getattr(ref, "norm", None)                  # the book's final LayerNorm, or None
-            extra = sum(p.numel() for p in m.parameters()) - sum(p.numel() for p in ref.parameters())
+            ref, m = (
+                _nontrivial(ref_cls(d, H, dff, **kw).eval()),
+                build(cls, d, H, dff, **kw),
+            )
+            # the book's final LayerNorm, or None
+            final = getattr(ref, "norm", None)
+            extra = sum(p.numel() for p in m.parameters()) - sum(
+                p.numel() for p in ref.parameters()
+            )
             if extra == -2 * d and final is not None:
-                raise Hint(f"{case}: this stack ends with a final LayerNorm after the last layer: create "
-                           "self.norm = LayerNorm(d_model) and apply it to the output" +
-                           (" (final_norm=True asks for it even in post-LN)." if fn else "."))
+                raise Hint(
+                    f"{case}: this stack ends with a final LayerNorm after the last "
+                    "layer: create "
+                    "self.norm = LayerNorm(d_model) and apply it to the output"
+                    + (" (final_norm=True asks for it even in post-LN)." if fn else ".")
+                )
             if extra == 2 * d and final is None:
-                raise Hint("a post-LN stack (norm_first=False) has no final LayerNorm: each layer already ends with "
-                           "one. Create self.norm only when norm_first (final_norm=None means: only in pre-LN).")
+                raise Hint(
+                    "a post-LN stack (norm_first=False) has no final LayerNorm: each "
+                    "layer already ends with "
+                    "one. Create self.norm only when norm_first (final_norm=None "
+                    "means: only in pre-LN)."
+                )
             load_reference(ref, m)
             _same_parts(ref, m, f"your {kind} ({case})")
             got = run("your module", m, *args)
             if isinstance(got, (tuple, list)):
-                raise Hint(f"with return_attention=False, forward returns only the output tensor, not a {type(got).__name__}.")
+                raise Hint(
+                    "with return_attention=False, forward returns only the output "
+                    f"tensor, not a {type(got).__name__}."
+                )
             want = ref(*args)
             _tensor(got, "the output", tuple(want.shape))
             if _close(got, want): continue
             variants = []
             if final is not None:
-                no_final = _twin(ref, ref_cls, d, H, dff, **(kw | {"final_norm": False}))
-                variants.append((f"{case}: the stack ends with a final LayerNorm after the last layer; apply "
-                                 "self.norm to the output.", lambda: no_final(*args)))
+                no_final = _twin(
+                    ref, ref_cls, d, H, dff, **(kw | {"final_norm": False})
+                )
+                variants.append(
+                    (
+                        f"{case}: the stack ends with a final LayerNorm after the "
+                        "last layer; apply "
+                        "self.norm to the output.",
+                        lambda: no_final(*args),
+                    )
+                )
             else:
-                with_final = _nontrivial(ref_cls(d, H, dff, **(kw | {"final_norm": True})).eval())
+                with_final = _nontrivial(
+                    ref_cls(d, H, dff, **(kw | {"final_norm": True})).eval()
+                )
                 with_final.load_state_dict(ref.state_dict(), strict=False)
-                variants.append(("a post-LN stack has no final LayerNorm: each layer already ends with one.",
-                                 lambda: with_final(*args)))
-            variants.append((f"{case}: norm_first is not passed on to the layers.",
-                             lambda: _twin(ref, ref_cls, d, H, dff, **(kw | {"norm_first": not nf,
-                                                                              "final_norm": final is not None}))(*args)))
-            variants.append(("only the first layer is used: run x through every layer in turn.",
-                             lambda: (final or nn.Identity())(ref.layers[0](*args)[0])))
-            variants.append(("only the last layer's output is kept: feed each layer's output to the next.",
-                             lambda: (final or nn.Identity())(ref.layers[-1](*args)[0])))
+                variants.append(
+                    (
+                        "a post-LN stack has no final LayerNorm: each layer already "
+                        "ends with one.",
+                        lambda: with_final(*args),
+                    )
+                )
+            variants.append(
+                (
+                    f"{case}: norm_first is not passed on to the layers.",
+                    lambda: _twin(
+                        ref,
+                        ref_cls,
+                        d,
+                        H,
+                        dff,
+                        **(
+                            kw | {"norm_first": not nf, "final_norm": final is not None}
+                        ),
+                    )(*args),
+                )
+            )
+            variants.append(
+                (
+                    "only the first layer is used: run x through every layer in turn.",
+                    lambda: (final or nn.Identity())(ref.layers[0](*args)[0]),
+                )
+            )
+            variants.append(
+                (
+                    "only the last layer's output is kept: feed each layer's output "
+                    "to the next.",
+                    lambda: (final or nn.Identity())(ref.layers[-1](*args)[0]),
+                )
+            )
             variants.append(("the masks are not passed to the layers.",
                              lambda: ref(y, mem) if decoder else ref(mem)))
             if decoder:
-                variants.append(("memory_mask is not passed to the layers.", lambda: ref(y, mem, tgt, None)))
-                variants.append(("tgt_mask is not passed to the layers.", lambda: ref(y, mem, None, pad_S)))
+                variants.append(
+                    (
+                        "memory_mask is not passed to the layers.",
+                        lambda: ref(y, mem, tgt, None),
+                    )
+                )
+                variants.append(
+                    (
+                        "tgt_mask is not passed to the layers.",
+                        lambda: ref(y, mem, None, pad_S),
+                    )
+                )
             hint = _first_match(got, variants)
-            raise Hint(hint or f"{case}: the output differs from the book's {kind}: {_far(got, want)}.")
+            raise Hint(
+                hint
+                or f"{case}: the output differs from the book's {kind}: "
+                   f"{_far(got, want)}."
+            )
         ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0)
         res = run("your module", m, *args, return_attention=True)
         n = 3 if decoder else 2
-        res = _tuple(res, n, "forward(..., return_attention=True)", "the output and " +
-                     ("the lists of self- and cross-attention weights" if decoder else "the list of attention weights"))
+        res = _tuple(
+            res,
+            n,
+            "forward(..., return_attention=True)",
+            "the output and "
+            + (
+                "the lists of self- and cross-attention weights"
+                if decoder
+                else "the list of attention weights"
+            ),
+        )
         want = ref(*args, return_attention=True)
         if not _close(res[0], want[0]):
-            raise Hint(f"with return_attention=True the output differs: {_far(res[0], want[0])}.")
+            raise Hint(
+                "with return_attention=True the output differs: "
+                f"{_far(res[0], want[0])}."
+            )
         for ws, wants in zip(res[1:], want[1:]):
             if not isinstance(ws, (list, tuple)) or len(ws) != N:
-                raise Hint(f"with return_attention=True, return one attention tensor per layer ({N} here) in a list.")
+                raise Hint(
+                    "with return_attention=True, return one attention tensor per "
+                    f"layer ({N} here) in a list."
+                )
             for i, (w, ww) in enumerate(zip(ws, wants)):
                 if not _close(w, ww):
-                    raise Hint(f"with return_attention=True, the weights of layer {i} are not that layer's: "
-                               f"{_far(w, ww)}.")
-        ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0, activation="gelu")
+                    raise Hint(
+                        f"with return_attention=True, the weights of layer {i} are "
+                        "not that layer's: "
+                        f"{_far(w, ww)}."
+                    )
+        ref, m = _pair(
+            cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0, activation="gelu"
+        )
         got, want = run("your module", m, *args), ref(*args)
         if not _close(got, want):
-            raise Hint(f'activation="gelu" is not passed on to the layers: {_far(got, want)}.')
+            raise Hint(
+                f'activation="gelu" is not passed on to the layers: {_far(got, want)}.'
+            )
     ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.5)
     with torch.no_grad(): want = ref.eval()(*args)
-    _dropout_modes("your module", m, lambda mod: mod(*args), want, "(pass dropout on to every layer)")
-    return (f"{N} layers, the final norm in pre-LN (or when final_norm=True), masks, activation and dropout passed "
-            "on, and each layer's attention weights on request.")
+    _dropout_modes(
+        "your module",
+        m,
+        lambda mod: mod(*args),
+        want,
+        "(pass dropout on to every layer)",
+    )
+    return (
+        f"{N} layers, the final norm in pre-LN (or when final_norm=True), masks, "
+        "activation and dropout passed "
+        "on, and each layer's attention weights on request."
+    )
 
 # %% ../../nbs/91_grading.ipynb #c042
 @checker
 def grade_encoder(
-    cls,  # your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout, norm_first) -> forward(x, src_mask)
+    # your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout, norm_first) ->
+    # forward(x, src_mask)
+    cls,
 )->Verdict:
     "Check an encoder stack against the book's `Encoder`"
     return _check_stack(cls, Encoder, decoder=False)
@@ -1055,128 +1936,271 @@ def grade_decoder(
 # %% ../../nbs/91_grading.ipynb #c044
 @checker
 def grade_transformer(
-    cls,  # your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads, num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len, norm_first, ...)
+    # your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads,
+    # num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len, norm_first, ...)
+    cls,
 )->Verdict:
-    "Check the full model against the book's `Transformer`, given the same weights: logits, encode, decode, attention"
+    ("Check the full model against the book's `Transformer`, given the same weights: "
+     "logits, encode, decode, attention")
     Vs, Vt, d, H, dff = 11, 13, 24, 4, 40
     _, _, pad_S, tgt_mask = _inputs()
     src, tgt = torch.randint(0, Vs, (2, 7)), torch.randint(0, Vt, (2, 5))
     for nf in (True, False):
-        kw = dict(d_model=d, num_heads=H, num_encoder_layers=2, num_decoder_layers=3, d_ff=dff, dropout=0.0,
-                  max_len=50, norm_first=nf)
+        kw = dict(
+            d_model=d,
+            num_heads=H,
+            num_encoder_layers=2,
+            num_decoder_layers=3,
+            d_ff=dff,
+            dropout=0.0,
+            max_len=50,
+            norm_first=nf,
+        )
         ref, m = _pair(cls, Transformer, Vs, Vt, **kw)
         with torch.no_grad():
-            got = _tensor(run("your model", m, src, tgt, pad_S, tgt_mask, pad_S), "the logits", (2, 5, Vt),
-                          "(B, T, tgt_vocab)")
+            got = _tensor(
+                run("your model", m, src, tgt, pad_S, tgt_mask, pad_S),
+                "the logits",
+                (2, 5, Vt),
+                "(B, T, tgt_vocab)",
+            )
             want = ref(src, tgt, pad_S, tgt_mask, pad_S)
             if not _close(got, want):
-                hint = _first_match(got, [
-                    ("return the logits: the softmax belongs to the loss (F.cross_entropy takes logits).",
-                     lambda: want.softmax(-1)),
-                    ("return the logits, not log-probabilities: F.cross_entropy applies log_softmax itself.",
-                     lambda: want.log_softmax(-1)),
-                    ("memory_mask is not passed to the decoder: padded source positions must get no cross-attention.",
-                     lambda: ref(src, tgt, pad_S, tgt_mask, None)),
-                    ("src_mask is not passed to the encoder.", lambda: ref(src, tgt, None, tgt_mask, pad_S)),
-                    ("tgt_mask is not passed to the decoder: without the causal mask each position sees the future.",
-                     lambda: ref(src, tgt, pad_S, None, pad_S)),
-                    ("the output projection is missing: map the decoder's output to tgt_vocab logits with a final "
-                     "nn.Linear(d_model, tgt_vocab).", lambda: ref.decoder(ref.tgt_embed(tgt), ref.encode(src, pad_S), tgt_mask, pad_S)),
-                    (f"norm_first={nf} is not passed on to the encoder and decoder.",
-                     lambda: _twin(ref, Transformer, Vs, Vt, **(kw | {"norm_first": not nf}))(
-                         src, tgt, pad_S, tgt_mask, pad_S)),
-                ])
-                raise Hint(hint or f"norm_first={nf}: the logits differ from the book's: {_far(got, want)}.")
-            mem = _tensor(run("your encode", m.encode, src, pad_S), "encode(src, src_mask)", (2, 7, d), "(B, S, d_model)")
+                hint = _first_match(
+                    got,
+                    [
+                        (
+                            "return the logits: the softmax belongs to the loss "
+                            "(F.cross_entropy takes logits).",
+                            lambda: want.softmax(-1),
+                        ),
+                        (
+                            "return the logits, not log-probabilities: "
+                            "F.cross_entropy applies log_softmax itself.",
+                            lambda: want.log_softmax(-1),
+                        ),
+                        (
+                            "memory_mask is not passed to the decoder: padded source "
+                            "positions must get no cross-attention.",
+                            lambda: ref(src, tgt, pad_S, tgt_mask, None),
+                        ),
+                        (
+                            "src_mask is not passed to the encoder.",
+                            lambda: ref(src, tgt, None, tgt_mask, pad_S),
+                        ),
+                        (
+                            "tgt_mask is not passed to the decoder: without the "
+                            "causal mask each position sees the future.",
+                            lambda: ref(src, tgt, pad_S, None, pad_S),
+                        ),
+                        (
+                            "the output projection is missing: map the decoder's "
+                            "output to tgt_vocab logits with a final "
+                            "nn.Linear(d_model, tgt_vocab).",
+                            lambda: ref.decoder(
+                                ref.tgt_embed(tgt),
+                                ref.encode(src, pad_S),
+                                tgt_mask,
+                                pad_S,
+                            ),
+                        ),
+                        (
+                            f"norm_first={nf} is not passed on to the encoder and "
+                            "decoder.",
+                            lambda: _twin(
+                                ref,
+                                Transformer,
+                                Vs,
+                                Vt,
+                                **(kw | {"norm_first": not nf}),
+                            )(src, tgt, pad_S, tgt_mask, pad_S),
+                        ),
+                    ],
+                )
+                raise Hint(
+                    hint
+                    or f"norm_first={nf}: the logits differ from the book's: "
+                       f"{_far(got, want)}."
+                )
+            mem = _tensor(
+                run("your encode", m.encode, src, pad_S),
+                "encode(src, src_mask)",
+                (2, 7, d),
+                "(B, S, d_model)",
+            )
             if not _close(mem, ref.encode(src, pad_S)):
-                raise Hint(f"encode(src, src_mask) must embed the source and run the encoder: "
-                           f"{_far(mem, ref.encode(src, pad_S))}.")
-            out = _tensor(run("your decode", m.decode, tgt, mem, tgt_mask, pad_S), "decode(...)", (2, 5, Vt),
-                          "(B, T, tgt_vocab): decode ends with the output projection to logits")
+                raise Hint(
+                    f"encode(src, src_mask) must embed the source and run the encoder: "
+                    f"{_far(mem, ref.encode(src, pad_S))}."
+                )
+            out = _tensor(
+                run("your decode", m.decode, tgt, mem, tgt_mask, pad_S),
+                "decode(...)",
+                (2, 5, Vt),
+                "(B, T, tgt_vocab): decode ends with the output projection to logits",
+            )
             if not _close(out, want):
-                raise Hint("decode(tgt, memory, tgt_mask, memory_mask) must embed the target, run the decoder and "
-                           f"project: {_far(out, want)}.")
-            res = _tuple(run("your model", m, src, tgt, pad_S, tgt_mask, pad_S, return_attention=True), 2,
-                         "forward(..., return_attention=True)", "the logits and an Attention")
+                raise Hint(
+                    "decode(tgt, memory, tgt_mask, memory_mask) must embed the "
+                    "target, run the decoder and "
+                    f"project: {_far(out, want)}."
+                )
+            res = _tuple(
+                run(
+                    "your model",
+                    m,
+                    src,
+                    tgt,
+                    pad_S,
+                    tgt_mask,
+                    pad_S,
+                    return_attention=True,
+                ),
+                2,
+                "forward(..., return_attention=True)",
+                "the logits and an Attention",
+            )
             want_a = ref(src, tgt, pad_S, tgt_mask, pad_S, return_attention=True)[1]
             for field in want_a._fields:
                 a = getattr(res[1], field, None)
                 if not _close(a, getattr(want_a, field)):
-                    raise Hint(f"with return_attention=True, `.{field}` of the returned Attention must stack every "
-                               f"layer's weights, shape {_shape(getattr(want_a, field))}; yours: "
-                               + (_far(a, getattr(want_a, field)) if isinstance(a, Tensor) else f"{type(a).__name__}."))
+                    raise Hint(
+                        f"with return_attention=True, `.{field}` of the returned "
+                        "Attention must stack every "
+                        f"layer's weights, shape {_shape(getattr(want_a, field))}; "
+                        "yours: "
+                        + (
+                            _far(a, getattr(want_a, field))
+                            if isinstance(a, Tensor)
+                            else f"{type(a).__name__}."
+                        )
+                    )
     fresh = build(cls, Vs, Vt, **kw)
     mats = [(n, p) for n, p in fresh.named_parameters() if p.dim() > 1]
-    loose = [n for n, p in mats if p.detach().abs().max() > math.sqrt(6 / sum(p.shape[:2])) * 1.001]
+    loose = [
+        n
+        for n, p in mats
+        if p.detach().abs().max() > math.sqrt(6 / sum(p.shape[:2])) * 1.001
+    ]
     if loose:
-        raise Hint(f"the model computes the right thing, but {loose[0]} is not Xavier-initialised: "
-                   "nn.init.xavier_uniform_ every parameter with dim() > 1 in __init__.")
-    return ("logits, encode, decode and the attention maps match the book's for the same weights, in pre- and "
-            "post-LN, and the matrices start Xavier-uniform.")
+        raise Hint(
+            f"the model computes the right thing, but {loose[0]} is not "
+            "Xavier-initialised: "
+            "nn.init.xavier_uniform_ every parameter with dim() > 1 in __init__."
+        )
+    return (
+        "logits, encode, decode and the attention maps match the book's for the same "
+        "weights, in pre- and "
+        "post-LN, and the matrices start Xavier-uniform."
+    )
 
 # %% ../../nbs/91_grading.ipynb #c046
 @checker
 def grade_causal_mask(
-    fn,  # your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may attend
+    # your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may attend
+    fn,
 )->Verdict:
-    "Check a causal mask: query t may attend to keys 0 … t, itself included, shaped (1, 1, T, T), on the device asked"
+    ("Check a causal mask: query t may attend to keys 0 … t, itself included, shaped "
+     "(1, 1, T, T), on the device asked")
     for T in (4, 7, 1):
         got = _tensor(run("your function", fn, T), f"the mask for T={T}")
         if got.dim() < 2 or tuple(got.shape[-2:]) != (T, T) or any(s != 1 for s in got.shape[:-2]):
-            raise Hint(f"the mask for T={T} has shape {_shape(got)}; expected (1, 1, T, T).")
+            raise Hint(
+                f"the mask for T={T} has shape {_shape(got)}; expected (1, 1, T, T)."
+            )
         if got.dtype != torch.bool:
-            raise Hint(f"the mask has dtype {got.dtype}; masks are boolean (True = may attend): "
-                       "torch.ones(T, T, dtype=torch.bool).tril().")
+            raise Hint(
+                f"the mask has dtype {got.dtype}; masks are boolean (True = may "
+                "attend): "
+                "torch.ones(T, T, dtype=torch.bool).tril()."
+            )
         flat = got.reshape(T, T)
         want = torch.ones(T, T, dtype=torch.bool).tril()
         if not torch.equal(flat, want):
             if torch.equal(flat, ~want):
-                raise Hint("the mask is inverted: True means may attend, so the lower triangle (the past) is True.")
-            for k, hint in ((-1, "off by one: the diagonal must be True, position t attends to itself (tril(), not tril(-1))."),
-                            (1, "off by one: position t sees position t + 1; use tril(), not tril(1).")):
+                raise Hint(
+                    "the mask is inverted: True means may attend, so the lower "
+                    "triangle (the past) is True."
+                )
+            for k, hint in ((-1, "off by one: the diagonal must be True, position t "
+                                 "attends to itself (tril(), not tril(-1))."),
+                            (1, "off by one: position t sees position t + 1; use "
+                                "tril(), not tril(1).")):
                 if torch.equal(flat, torch.ones(T, T, dtype=torch.bool).tril(k)): raise Hint(hint)
             if torch.equal(flat, want.T):
-                raise Hint("the mask lets each position see the future and not the past: rows are queries, use tril(), not triu().")
-            raise Hint(f"for T={T}, row t must be True in columns 0 … t only; first wrong (row, column): "
-                       f"{tuple(int(i) for i in (flat != want).nonzero()[0])}.")
+                raise Hint(
+                    "the mask lets each position see the future and not the past: "
+                    "rows are queries, use tril(), not triu()."
+                )
+            raise Hint(
+                f"for T={T}, row t must be True in columns 0 … t only; first wrong "
+                "(row, column): "
+                f"{tuple(int(i) for i in (flat != want).nonzero()[0])}."
+            )
         if got.dim() != 4:
-            raise Hint(f"the mask has shape {_shape(got)}: give it shape (1, 1, T, T), mask[None, None], so that it "
-                       "broadcasts over the batch and the heads as the signature says; later cells index "
-                       "causal_mask(4)[0, 0].")
+            raise Hint(
+                f"the mask has shape {_shape(got)}: give it shape (1, 1, T, T), "
+                "mask[None, None], so that it "
+                "broadcasts over the batch and the heads as the signature says; later "
+                "cells index "
+                "causal_mask(4)[0, 0]."
+            )
     for device in ("cpu", torch.device("cpu"), "meta"):
         got = run("your function", fn, 3, device=device)
         if not isinstance(got, Tensor) or got.device != torch.device(device):
-            raise Hint("the device argument is not used: create the mask there, torch.ones(..., device=device).")
+            raise Hint(
+                "the device argument is not used: create the mask there, "
+                "torch.ones(..., device=device)."
+            )
     return "lower-triangular, diagonal included, boolean, (1, 1, T, T), on the device asked."
 
 # %% ../../nbs/91_grading.ipynb #c047
 def _ids(pad:int=0):
-    "A padded batch (B=3, S=5) with pad id `pad` (and, when pad ≠ 0, a real token 0), and its real-token mask (B, S)"
+    ("A padded batch (B=3, S=5) with pad id `pad` (and, when pad ≠ 0, a real token 0), "
+     "and its real-token mask (B, S)")
     ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0], [4, 0, 0, 0, 0]])
-    if pad: ids = torch.where(ids == 0, pad, torch.where(ids == 6, 0, ids))     # 0 is then a real token
+    # 0 is then a real token
+    if pad: ids = torch.where(ids == 0, pad, torch.where(ids == 6, 0, ids))
     return ids, ids != pad
 
 # %% ../../nbs/91_grading.ipynb #c048
 @checker
 def grade_padding_mask(
-    fn,  # your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True = a real token
+    # your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True = a real
+    # token
+    fn,
 )->Verdict:
-    "Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast against the scores"
+    ("Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast "
+     "against the scores")
     for pad in (0, 3):
         ids, real = _ids(pad)
         got = _tensor(run("your function", fn, ids, pad), "the mask")
         if got.dtype != torch.bool:
-            raise Hint(f"the mask has dtype {got.dtype}; masks are boolean (True = may attend): ids != pad_id.")
+            raise Hint(
+                f"the mask has dtype {got.dtype}; masks are boolean (True = may "
+                "attend): ids != pad_id."
+            )
         if got.numel() == real.numel() and tuple(got.shape) != (3, 1, 1, 5):
-            raise Hint(f"the mask has shape {_shape(got)}; give it shape (B, 1, 1, S), ids[:, None, None, :], so that it "
-                       "broadcasts over the heads and the queries of the scores (B, H, T, S).")
+            raise Hint(
+                f"the mask has shape {_shape(got)}; give it shape (B, 1, 1, S), "
+                "ids[:, None, None, :], so that it "
+                "broadcasts over the heads and the queries of the scores (B, H, T, S)."
+            )
         _tensor(got, "the mask", (3, 1, 1, 5), "(B, 1, 1, S)")
         if torch.equal(got[:, 0, 0], ~real):
-            raise Hint("the mask is inverted: True means may attend, so the real tokens are True: ids != pad_id.")
+            raise Hint(
+                "the mask is inverted: True means may attend, so the real tokens are "
+                "True: ids != pad_id."
+            )
         if pad and torch.equal(got[:, 0, 0], ids != 0):
-            raise Hint(f"pad_id={pad} is ignored: you compared with 0; compare with the pad_id passed, ids != pad_id.")
+            raise Hint(
+                f"pad_id={pad} is ignored: you compared with 0; compare with the "
+                "pad_id passed, ids != pad_id."
+            )
         if not torch.equal(got[:, 0, 0], real):
-            raise Hint(f"with pad_id={pad} the mask must be True exactly where ids != pad_id.")
+            raise Hint(
+                f"with pad_id={pad} the mask must be True exactly where ids != pad_id."
+            )
     return "True at the real tokens for any pad_id, (B, 1, 1, S), boolean."
 
 # %% ../../nbs/91_grading.ipynb #c049
@@ -1184,30 +2208,50 @@ def grade_padding_mask(
 def grade_target_mask(
     fn,  # your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
 )->Verdict:
-    "Check the decoder's target mask: a key may be attended to if it is a real token AND not in the future"
+    ("Check the decoder's target mask: a key may be attended to if it is a real token "
+     "AND not in the future")
     for pad in (0, 3):
         ids, real = _ids(pad)
         T = ids.shape[1]
         got = _tensor(run("your function", fn, ids, pad), "the mask")
-        if got.dtype != torch.bool: raise Hint(f"the mask has dtype {got.dtype}; combine boolean masks with &.")
-        _tensor(got, "the mask", (3, 1, T, T), "(B, 1, T, T): padding (B, 1, 1, T) & causal (1, 1, T, T)")
+        if got.dtype != torch.bool:
+            raise Hint(f"the mask has dtype {got.dtype}; combine boolean masks with &.")
+        _tensor(
+            got,
+            "the mask",
+            (3, 1, T, T),
+            "(B, 1, T, T): padding (B, 1, 1, T) & causal (1, 1, T, T)",
+        )
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         want = real[:, None, None, :] & causal
         if torch.equal(got, want): continue
         for mask, hint in (
-            (causal.expand(3, 1, T, T), "the padding is missing: AND the causal mask with the padding mask."),
-            (real[:, None, None, :].expand(3, 1, T, T), "the causal part is missing: AND the padding mask with the causal mask."),
-            (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be real and not in the future."),
-            (real[:, None, :, None] & causal, "the padding hides the padded queries (rows) instead of the padded keys "
-                                              "(columns): the padding mask is (B, 1, 1, T)."),
-            (real[:, None, None, :] & causal.tril(-1), "the causal part is off by one: the diagonal must be True."),
-            (real[:, None, None, :] & causal.tril(1), "the causal part is off by one: position t sees t + 1."),
+            (causal.expand(3, 1, T, T), "the padding is missing: AND the causal mask "
+                                        "with the padding mask."),
+            (real[:, None, None, :].expand(3, 1, T, T), "the causal part is missing: "
+                                                        "AND the padding mask with "
+                                                        "the causal mask."),
+            (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be "
+                                              "real and not in the future."),
+            (real[:, None, :, None] & causal, "the padding hides the padded queries "
+                                              "(rows) instead of the padded keys "
+                                              "(columns): the padding mask is (B, 1, "
+                                              "1, T)."),
+            (real[:, None, None, :] & causal.tril(-1), "the causal part is off by "
+                                                       "one: the diagonal must be "
+                                                       "True."),
+            (real[:, None, None, :] & causal.tril(1), "the causal part is off by one: "
+                                                      "position t sees t + 1."),
             (~want, "the mask is inverted: True means may attend."),
-            ((ids != 0)[:, None, None, :] & causal, f"pad_id={pad} is ignored: you compared with 0; use "
+            ((ids != 0)[:, None, None, :] & causal, f"pad_id={pad} is ignored: you "
+                                                    "compared with 0; use "
                                                      "tgt != pad_id."),
         ):
             if torch.equal(got, mask): raise Hint(hint)
         bad = tuple(int(i) for i in (got != want).nonzero()[0])
-        raise Hint(f"with pad_id={pad}, row t of sequence b must be True at the real tokens 0 … t only; first wrong "
-                   f"(b, 0, row, column): {bad}.")
+        raise Hint(
+            f"with pad_id={pad}, row t of sequence b must be True at the real tokens "
+            "0 … t only; first wrong "
+            f"(b, 0, row, column): {bad}."
+        )
     return "padding AND causal for any pad_id, (B, 1, T, T)."

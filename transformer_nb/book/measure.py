@@ -25,55 +25,104 @@ def small_config(
     vocab:int=1000,  # source and target vocabulary
     dropout:float=0.1,  # the paper's P_drop
 )->dict:
-    "The small configuration of the benchmark: d_model 128, 4 heads, d_ff 512, 2 + 2 layers"
-    return dict(d_model=128, num_heads=4, d_ff=512, num_encoder_layers=2, num_decoder_layers=2, dropout=dropout,
-                vocab=vocab, seq_len=seq_len, batch_size=batch_size)
+    ("The small configuration of the benchmark: d_model 128, 4 heads, d_ff 512, 2 + 2 "
+     "layers")
+    return dict(
+        d_model=128,
+        num_heads=4,
+        d_ff=512,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        dropout=dropout,
+        vocab=vocab,
+        seq_len=seq_len,
+        batch_size=batch_size,
+    )
 
 def base_config(seq_len:int=64, batch_size:int=8, vocab:int=37000)->dict:
-    "The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers, a shared vocabulary of 37000"
-    return dict(d_model=512, num_heads=8, d_ff=2048, num_encoder_layers=6, num_decoder_layers=6, dropout=0.1,
-                vocab=vocab, seq_len=seq_len, batch_size=batch_size)
+    ("The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers, a shared "
+     "vocabulary of 37000")
+    return dict(
+        d_model=512,
+        num_heads=8,
+        d_ff=2048,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dropout=0.1,
+        vocab=vocab,
+        seq_len=seq_len,
+        batch_size=batch_size,
+    )
 
 # %% ../../nbs/12_fast.ipynb #h002
 class TorchTransformer(nn.Module):
-    "`nn.Transformer` between the embeddings and the output layer of one of our models, with a copy of its weights"
+    ("`nn.Transformer` between the embeddings and the output layer of one of our "
+     "models, with a copy of its weights")
     def __init__(self, ours:Transformer):
         super().__init__()
         enc, dec = ours.encoder, ours.decoder
         layer = enc.layers[0]
         self.num_heads = ours.num_heads
-        self.src_embed, self.tgt_embed, self.output = (copy.deepcopy(m) for m in (ours.src_embed, ours.tgt_embed, ours.output))
-        with warnings.catch_warnings():                               # "enable_nested_tensor is True, but ...":
-            warnings.simplefilter("ignore", UserWarning)               # nested tensors only serve inference anyway
-            self.transformer = nn.Transformer(ours.d_model, ours.num_heads, len(enc.layers), len(dec.layers),
-                                              layer.ffn.d_ff, layer.self_attn.dropout, batch_first=True,
-                                              norm_first=ours.norm_first)
-        if not ours.norm_first: self.transformer.encoder.norm = self.transformer.decoder.norm = None
+        self.src_embed, self.tgt_embed, self.output = (
+            copy.deepcopy(m) for m in (ours.src_embed, ours.tgt_embed, ours.output)
+        )
+        # "enable_nested_tensor is True, but ...":
+        with warnings.catch_warnings():
+            # nested tensors only serve inference anyway
+            warnings.simplefilter("ignore", UserWarning)
+            self.transformer = nn.Transformer(
+                ours.d_model,
+                ours.num_heads,
+                len(enc.layers),
+                len(dec.layers),
+                layer.ffn.d_ff,
+                layer.self_attn.dropout,
+                batch_first=True,
+                norm_first=ours.norm_first,
+            )
+        if not ours.norm_first:
+            self.transformer.encoder.norm = self.transformer.decoder.norm = None
         to_torch_transformer(ours, self.transformer)
 
     def forward(self, src:Tensor, tgt:Tensor, src_mask=None, tgt_mask=None, memory_mask=None)->Tensor:
-        "The signature of `Transformer.forward`; our masks go through `to_torch_masks`, the one conversion"
+        ("The signature of `Transformer.forward`; our masks go through "
+         "`to_torch_masks`, the one conversion")
         kw = {}
         for name, mask in (("src", src_mask), ("tgt", tgt_mask), ("memory", memory_mask)):
             attn, pad = to_torch_masks(mask, self.num_heads)
             kw[f"{name}_mask"], kw[f"{name}_key_padding_mask"] = attn, pad
-        kw["tgt_is_causal"] = tgt_mask is not None and is_causal(tgt_mask, tgt.shape[1], tgt.shape[1])
-        return self.output(self.transformer(self.src_embed(src), self.tgt_embed(tgt), **kw))
+        kw["tgt_is_causal"] = tgt_mask is not None and is_causal(
+            tgt_mask, tgt.shape[1], tgt.shape[1]
+        )
+        return self.output(
+            self.transformer(self.src_embed(src), self.tgt_embed(tgt), **kw)
+        )
 
 # %% ../../nbs/12_fast.ipynb #h003
 def readable_forward(model:Transformer, src:Tensor, tgt:Tensor, src_mask=None, tgt_mask=None, memory_mask=None):
-    "`model(src, tgt, ...)` with every attention weight requested (so chapter 2's code runs), the weights dropped"
+    ("`model(src, tgt, ...)` with every attention weight requested (so chapter 2's "
+     "code runs), the weights dropped")
     memory, _ = model.encode(src, src_mask, return_attention=True)
     return model.decode(tgt, memory, tgt_mask, memory_mask, return_attention=True)[0]
 
 IMPLEMENTATIONS = ("readable", "fast", "torch")
 
 def build(config:dict, seed:int=0)->dict:
-    "The three implementations of one configuration, with the same weights: {name: (module, forward function)}"
+    ("The three implementations of one configuration, with the same weights: {name: "
+     "(module, forward function)}")
     torch.manual_seed(seed)
     c = config
-    ours = Transformer(c["vocab"], c["vocab"], c["d_model"], c["num_heads"], c["num_encoder_layers"],
-                       c["num_decoder_layers"], c["d_ff"], c["dropout"], max_len=max(c["seq_len"], 64) + 64)
+    ours = Transformer(
+        c["vocab"],
+        c["vocab"],
+        c["d_model"],
+        c["num_heads"],
+        c["num_encoder_layers"],
+        c["num_decoder_layers"],
+        c["d_ff"],
+        c["dropout"],
+        max_len=max(c["seq_len"], 64) + 64,
+    )
     readable = copy.deepcopy(ours)
     theirs = TorchTransformer(ours)
     return {"readable": (readable, lambda *a: readable_forward(readable, *a)),
@@ -88,11 +137,16 @@ def random_batch(config:dict, seed:int=0)->tuple[Tensor, Tensor, Tensor, Tensor]
     return ids(), ids(), ids(), causal_mask(T)
 
 def training_step(impl:str, seed:int=0, **config):
-    "A function that runs one training step (forward, loss, backward, Adam) of `impl` on a fixed random batch"
+    ("A function that runs one training step (forward, loss, backward, Adam) of `impl` "
+     "on a fixed random batch")
     module, forward = build(config, seed)["fast" if impl == "compiled" else impl]
     src, tgt_in, tgt_out, tgt_mask = random_batch(config, seed)
-    if impl == "compiled": forward = torch.compile(forward)          # the fast path through torch.compile
-    opt = torch.optim.Adam(module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)  # one kernel
+    # the fast path through torch.compile
+    if impl == "compiled": forward = torch.compile(forward)
+    # one kernel
+    opt = torch.optim.Adam(
+        module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True
+    )
     module.train()
     def step():
         logits = forward(src, tgt_in, None, tgt_mask)                  # (B, T, V)
@@ -111,13 +165,17 @@ def interleaved(
     warmup:int=2,  # untimed rounds first
     device="cpu",
 )->dict[str, dict]:  # name -> {"median", "min", "max"} in seconds
-    "Time several functions in turn, round after round, so that the machine's changing load hits all alike"
+    ("Time several functions in turn, round after round, so that the machine's "
+     "changing load hits all alike")
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
             _sync(device); t0 = time.perf_counter(); fn(); _sync(device)
             if r >= warmup: times[k].append(time.perf_counter() - t0)
-    return {k: dict(median=statistics.median(v), min=min(v), max=max(v)) for k, v in times.items()}
+    return {
+        k: dict(median=statistics.median(v), min=min(v), max=max(v))
+        for k, v in times.items()
+    }
 
 # %% ../../nbs/12_fast.ipynb #h006
 def show_source(*objs):
@@ -127,46 +185,75 @@ def show_source(*objs):
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
-    fmt = HtmlFormatter(noclasses=True, nowrap=True)           # inline colours: no stylesheet needed
-    blocks = [highlight(inspect.getsource(o).rstrip(), PythonLexer(), fmt) for o in objs]
-    return HTML("".join(f'<div class="sourceCode"><pre class="sourceCode python"><code>{b}</code></pre></div>'
-                        for b in blocks))
+    # inline colours: no stylesheet needed
+    fmt = HtmlFormatter(noclasses=True, nowrap=True)
+    blocks = [
+        highlight(inspect.getsource(o).rstrip(), PythonLexer(), fmt) for o in objs
+    ]
+    return HTML(
+        "".join(
+            '<div class="sourceCode"><pre class="sourceCode '
+            f'python"><code>{b}</code></pre></div>'
+            for b in blocks
+        )
+    )
 
 # %% ../../nbs/12_fast.ipynb #c006
 def profile_step(
     step,  # a function that runs one training step
     row_limit:int|None=8,  # how many operations to list; None: all
-)->list[tuple[str, float, float]]:  # (operation, milliseconds, share of the step) for the most expensive ones
-    "Run `step` once under torch's profiler and list the operations that took the most time (self time, CPU)"
+# (operation, milliseconds, share of the step) for the most expensive ones
+)->list[tuple[str, float, float]]:
+    ("Run `step` once under torch's profiler and list the operations that took the "
+     "most time (self time, CPU)")
     import os
     from torch.profiler import profile, ProfilerActivity
-    step()                                                            # warm-up: allocations, first-call costs
+    # warm-up: allocations, first-call costs
+    step()
     saved = os.dup(2); devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)                                               # the profiler's C++ log lines: not for readers
+    # the profiler's C++ log lines: not for readers
+    os.dup2(devnull, 2)
     try:
         with profile(activities=[ProfilerActivity.CPU]) as prof: step()
     finally:
         os.dup2(saved, 2); os.close(saved); os.close(devnull)
     ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in ops)
-    return [(e.key, e.self_cpu_time_total / 1000, e.self_cpu_time_total / total) for e in ops[:row_limit]]
+    return [
+        (e.key, e.self_cpu_time_total / 1000, e.self_cpu_time_total / total)
+        for e in ops[:row_limit]
+    ]
 
 # %% ../../nbs/12_fast.ipynb #c007
 def show_profile(
     profiles:dict,  # name -> the rows that profile_step returned
     title:str|None=None,  # over the figure
 ):
-    "Side-by-side bars of the most expensive operations of profiled steps, random-number operations highlighted"
+    ("Side-by-side bars of the most expensive operations of profiled steps, "
+     "random-number operations highlighted")
     plt = pyplot()
     n = max(len(rows) for rows in profiles.values())
-    fig, axs = plt.subplots(len(profiles), 1, figsize=(6.4, (0.3 * n + 1.0) * len(profiles)), sharex=True, squeeze=False)
+    fig, axs = plt.subplots(
+        len(profiles),
+        1,
+        figsize=(6.4, (0.3 * n + 1.0) * len(profiles)),
+        sharex=True,
+        squeeze=False,
+    )
     for ax, (name, rows) in zip(axs[:, 0], profiles.items()):
         labels = [r[0].removeprefix("aten::")[:28] for r in rows][::-1]
         ms = [r[1] for r in rows][::-1]
-        colors = ["#d08c2e" if any(w in l for w in ("bernoulli", "random")) else "#2f6fb0" for l in labels]
+        colors = [
+            "#d08c2e" if any(w in l for w in ("bernoulli", "random")) else "#2f6fb0"
+            for l in labels
+        ]
         ax.barh(labels, ms, color=colors)
         for y, v in enumerate(ms): ax.text(v, y, f" {v:.0f}", va="center", fontsize=7)
-        ax.set_title(f"{name}: {sum(r[1] for r in rows) / sum(r[2] for r in rows):.0f} ms per step", fontsize=10)
+        ax.set_title(
+            f"{name}: {sum(r[1] for r in rows) / sum(r[2] for r in rows):.0f} ms per "
+            "step",
+            fontsize=10,
+        )
         ax.tick_params(axis="y", labelsize=8)
         ax.spines[["top", "right"]].set_visible(False)
     axs[-1, 0].set_xlabel("ms (self time)")
