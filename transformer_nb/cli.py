@@ -116,8 +116,10 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
     )
     name = trained.task.name
     paths = []
-    for kind, maps, q, k in (("cross", attn.cross, in_l, src_l), ("encoder", attn.encoder, src_l, src_l),
-                             ("decoder", attn.decoder, in_l, in_l)):
+    kinds = (("cross", attn.cross, in_l, src_l),
+             ("encoder", attn.encoder, src_l, src_l),
+             ("decoder", attn.decoder, in_l, in_l))
+    for kind, maps, q, k in kinds:
         fig = show_attention_grid(
             maps[:, 0],
             queries=q,
@@ -134,19 +136,21 @@ def _rank()->int:
     return int(os.environ.get("RANK", 0))
 
 def _run_settings(args)->tuple[str, int, int]:
-    "Task, seed and training pairs: the arguments, else the resumed run's, else defaults"
+    "Task, seed and training pairs: as given, else the resumed run's, else the defaults"
     had = {}
     if args.resume:
         from transformer_nb.training import load_checkpoint
         training = load_checkpoint(args.resume)["training"] or {}
         had = training.get("settings", {})
-    pick = lambda given, key, default: given if given is not None else had.get(key, default)
+    pick = lambda given, key, default: had.get(key, default) if given is None else given
     return (pick(args.task, "task", "dates"), pick(args.seed, "seed", 0),
             pick(args.n_train, "n_train", 20_000))
 
-def cmd_train(args)->int:
-    ("Train (on every process of a torchrun group), report accuracy, save the checkpoint "
-     "and the attention plots")
+def cmd_train(
+    args:argparse.Namespace,  # the parsed command line of `train`
+)->int:  # the exit status
+    ("Train (on every process of a group), report accuracy, save the checkpoint and "
+     "the attention plots")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
@@ -171,7 +175,8 @@ def cmd_train(args)->int:
     steps = args.steps or TASK_SETTINGS[task]["steps"]
     where = f"{args.threads} thread(s)" + (f" in each of {world} processes" if world > 1
                                           else "")
-    if main_process: print(f"training {task} for {steps} steps on {where}", file=sys.stderr)
+    if main_process:
+        print(f"training {task} for {steps} steps on {where}", file=sys.stderr)
     t = train_task(task, steps=steps, seed=seed, n_train=n_train, resume=args.resume,
                    progress=not args.quiet, processes=processes)
     if not main_process: return 0
@@ -185,7 +190,9 @@ def cmd_train(args)->int:
     for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
     return 0
 
-def cmd_decode(args)->int:
+def cmd_decode(
+    args:argparse.Namespace,  # the parsed command line of `decode`
+)->int:  # the exit status
     "Decode each text with a saved model, one `input<TAB>output` line each"
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
@@ -227,21 +234,24 @@ def _launch(argv:list[str], nproc:int)->int:
     # the first process's own failure; a process stopped by a signal counts as 1
     return next((c if c > 0 else 1 for c in codes if c), 0)
 
-def main(argv:list[str]|None=None)->int:
+def main(
+    argv:list[str]|None=None,  # the arguments; None: the command line's
+)->int:
     ("Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime "
      "error, 2 for a usage error")
     argv = sys.argv[1:] if argv is None else list(argv)
     # usage errors exit here with status 2
     args = build_parser().parse_args(argv)
+    prog = f"transformer-nb {args.command}"
     if args.command == "train" and args.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return _launch(argv, args.nproc)
     try: return {"train": cmd_train, "decode": cmd_decode}[args.command](args)
     # the user's files and inputs: one line, from the first process only, no traceback
     except (ValueError, TypeError, OSError) as e:
-        if _rank() == 0: print(f"transformer-nb {args.command}: error: {e}", file=sys.stderr)
+        if _rank() == 0: print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        if _rank() == 0: print(f"transformer-nb {args.command}: interrupted", file=sys.stderr)
+        if _rank() == 0: print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     finally:
         if "WORLD_SIZE" in os.environ:

@@ -5,6 +5,7 @@
 # %% ../nbs/10a_distributed.ipynb #d002
 from __future__ import annotations
 import io, os, queue, socket, time
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Callable, Iterator, Sequence
 import torch
@@ -88,7 +89,7 @@ class DataParallel(SingleProcess):
 
     def no_sync(self,
         net:nn.Module,  # what `wrap` returned
-    ):
+    )->AbstractContextManager:
         "DDP's context that keeps gradients local (for all but the last micro-batch)"
         return net.no_sync()
 
@@ -102,7 +103,7 @@ class DataParallel(SingleProcess):
     def check_same(self,
         value,  # something every process must agree on: seed, configuration...
         what:str,  # its name, for the error
-    ):
+    )->None:
         "Raise the same ValueError on every process unless all have the same `value`"
         values = [None] * self.world_size
         dist.all_gather_object(values, value)
@@ -121,14 +122,15 @@ def init_processes(
     backend:str="gloo",  # "gloo" on CPUs, "nccl" on GPUs
     timeout:float=60,  # seconds a collective may wait for the others before failing
     threads:int=1,  # torch threads of this process
-):
+)->None:
     "Join this process to the group, with a timeout so that no failure hangs"
     torch.set_num_threads(threads)
     if port is None:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
     else:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=timeout))
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}",
+                                rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout))
 
 def _free_port()->int:
     "A TCP port nobody listens on now"
@@ -188,7 +190,7 @@ def spawn(
 def train_replica(
     name:str,  # the task
     steps:int,  # optimiser steps
-    seed:int|Sequence[int]=0,  # the seed; a list gives each rank its own (to see it fail)
+    seed:int|Sequence[int]=0,  # the seed; a list: one per rank, to see them disagree
     overrides:dict|None=None,  # fields of task_config to change
 )->dict:  # {"loss": losses of every step, "state": the model's weights}
     "What each process runs: `train_task` on its shard, with `DataParallel`'s hooks"

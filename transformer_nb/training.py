@@ -178,7 +178,7 @@ class History(NamedTuple):
     lr: list  # learning rate of every step
     tokens: int  # target tokens seen
     seconds: float  # wall time of the run
-    # what `train(..., resume=state)` needs to continue: optimiser, schedule, step, weights
+    # what `train(..., resume=state)` needs to continue: optimiser, schedule, weights
     state: dict|None = None
 
 # %% ../nbs/10_training.ipynb #c028a
@@ -222,7 +222,7 @@ class SingleProcess:
     def check_same(self,
         value,  # something every process must agree on: a seed, a configuration
         what:str,  # its name, for the error
-    ):
+    )->None:
         "Raise unless every process has the same `value`: one process always agrees"
 
 # %% ../nbs/10_training.ipynb #c028b
@@ -239,7 +239,8 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
     check_int(steps, "steps"); check_int(warmup, "warmup")
     check_int(average, "average"); check_int(average_every, "average_every")
     check_int(accumulate, "accumulate")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+    is_number = isinstance(factor, (int, float)) and not isinstance(factor, bool)
+    if not is_number or not factor > 0:
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
 
 def _epochs(
@@ -262,9 +263,8 @@ def _epochs(
             seen += 1; n += 1
             yield b
         if seen == 0:
-            raise ValueError(
-                f"batches ran out after {n} of {steps} steps" if n else "batches is empty"
-            )
+            if n == 0: raise ValueError("batches is empty")
+            raise ValueError(f"batches ran out after {n} of {steps} steps")
         if one_shot:
             raise ValueError(
                 f"batches ran out after {n} of {steps} steps: pass an endless iterator "
@@ -274,7 +274,8 @@ def _epochs(
 
 def _resume(model, opt, sched, state:dict, steps:int)->int:
     "Load a run's state into the model, optimiser and schedule; the steps it had done"
-    if not isinstance(state, dict) or not {"step", "optimizer", "model"} <= state.keys():
+    needed = {"step", "optimizer", "scheduler", "model"}
+    if not isinstance(state, dict) or not needed <= state.keys():
         raise TypeError("resume must be the state of a History (history.state), "
                         f"got {type(state).__name__}")
     if state["step"] >= steps:
@@ -340,8 +341,8 @@ def train(
         opt.step(); sched.step()
         losses.append(procs.sum(total).item() / procs.world_size); tokens += n
         if on_step is not None: on_step(step, model)
-        if (steps - step) % average_every == 0 and steps - step < average * average_every:
-            avg.add(model)
+        left = steps - step
+        if left % average_every == 0 and left < average * average_every: avg.add(model)
         bar.update(step, loss=sum(losses[-50:]) / len(losses[-50:]),
                    tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
     state = dict(step=steps, optimizer=opt.state_dict(), scheduler=sched.state_dict(),
@@ -427,7 +428,8 @@ def save_model(
         )
     if len(vocab) != config.tgt_vocab:
         raise ValueError(
-            f"vocab has {len(vocab)} tokens but config's tgt_vocab is {config.tgt_vocab}"
+            f"vocab has {len(vocab)} tokens but config's tgt_vocab is "
+            f"{config.tgt_vocab}"
         )
     ckpt = dict(format=CHECKPOINT_FORMAT, config=asdict(config),
                 vocab="".join(vocab.itos[4:]), state_dict=state, meta=meta)
@@ -458,13 +460,13 @@ def load_checkpoint(
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path} holds a configuration this version cannot build: "
                          f"{e}") from None
-    return dict(config=config, vocab=Vocab(ckpt["vocab"]), state_dict=ckpt["state_dict"],
-                meta=ckpt["meta"], training=ckpt.get("training"))
+    return dict(config=config, vocab=Vocab(ckpt["vocab"]), meta=ckpt["meta"],
+                state_dict=ckpt["state_dict"], training=ckpt.get("training"))
 
 def load_model(
     path,  # file written by `save_model`
     map_location="cpu",  # where to put the weights
-)->tuple[Transformer, Vocab, dict]:  # the model in eval mode, its vocabulary, the metadata
+)->tuple[Transformer, Vocab, dict]:  # the model (eval mode), its vocabulary, metadata
     "Rebuild a model saved by `save_model`"
     ckpt = load_checkpoint(path, map_location)
     model = Transformer.from_config(ckpt["config"])
@@ -483,7 +485,7 @@ def task_config(
     vocab_size:int,  # size of the task's vocabulary, for source and target
     **overrides,  # fields of TransformerConfig to change, e.g. d_model=16
 )->TransformerConfig:
-    "The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64, no dropout"
+    "The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64"
     check_int(vocab_size, "vocab_size")
     small = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                  d_ff=64, dropout=0.0, max_len=64)
@@ -531,7 +533,7 @@ def train_task(
     n_valid:int=1000,  # validation pairs (before removing those seen in training)
     # checkpoints averaged at the end (50 steps apart); 1: keep the last weights
     average:int=5,
-    warmup:int|None=None,  # warm-up steps; TASK_SETTINGS[name], at most `steps`, if None
+    warmup:int|None=None,  # warm-up steps; None: TASK_SETTINGS[name], at most `steps`
     processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
     resume=None,  # a checkpoint saved with training state: continue that run to `steps`
     **overrides,  # fields of task_config to change, e.g. d_model=16
