@@ -117,27 +117,28 @@ def test_python_dash_m_is_the_same_command():
 
 
 def test_torchrun_two_processes_resume_a_run(trained, tmp_path):
-    "torchrun with 2 processes continues the 5-step run to 8 steps; rank 0 alone prints and writes"
+    "torchrun, 2 processes: the 5-step run goes on to 8; rank 0 alone prints and writes"
     from transformer_nb.training import load_checkpoint
     out, _ = trained
     run = tmp_path / "run"
     torchrun = Path(sys.executable).with_name("torchrun")
-    r = subprocess.run([str(torchrun), "--nproc-per-node", "2", "-m", "transformer_nb", "train",
-                        "--resume", str(out / "copy.pt"), "--steps", "8", "--out", str(run)],
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "MPLBACKEND": "Agg"})
+    cmd = [str(torchrun), "--nproc-per-node", "2", "-m", "transformer_nb", "train",
+           "--resume", str(out / "copy.pt"), "--steps", "8", "--out", str(run)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "MPLBACKEND": "Agg"})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("exact match") == 1 and r.stderr.count("8/8") == 1, (r.stdout, r.stderr)
-    assert "in each of 2 processes" in r.stderr
-    ckpt = load_checkpoint(run / "copy.pt")
-    assert ckpt["training"]["step"] == 8 and ckpt["training"]["settings"]["task"] == "copy"
+    assert r.stdout.count("exact match") == 1, r.stdout
+    assert r.stderr.count("8/8") == 1 and "in each of 2 processes" in r.stderr, r.stderr
+    training = load_checkpoint(run / "copy.pt")["training"]
+    assert training["step"] == 8 and training["settings"]["task"] == "copy"
 
 
 def test_nproc_error_is_one_line_from_rank_0_and_every_process_exits(trained, tmp_path):
     out, _ = trained
-    r = cli("train", "--nproc", "2", "--resume", out / "copy.pt", "--task", "dates", "--steps", "9",
-            "--out", tmp_path, cwd=tmp_path)
+    r = cli("train", "--nproc", "2", "--resume", out / "copy.pt", "--task", "dates",
+            "--steps", "9", "--out", tmp_path, cwd=tmp_path)
     assert r.returncode == 1, (r.returncode, r.stderr)
-    errors = [l for l in r.stderr.splitlines() if "error" in l]
-    assert errors == [f"transformer-nb train: error: resume='{out / 'copy.pt'}' is a run with task 'copy', "
-                      "not 'dates'"], r.stderr
-    assert "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    want = (f"transformer-nb train: error: resume='{out / 'copy.pt'}' is a run with "
+            "task 'copy', not 'dates'")
+    assert errors == [want] and "Traceback" not in r.stderr, r.stderr
