@@ -21,7 +21,7 @@ from transformer_nb.transformer import Transformer
 from transformer_nb.training import train, task_config, SingleProcess, TASK_SETTINGS
 from transformer_nb.distributed import DataParallel, spawn
 
-BATCH = TASK_SETTINGS["dates"]["batch_size"]
+BATCH = TASK_SETTINGS["dates"]["batch_size"]  # pairs per step, by default
 
 
 class NoGradientSync(DataParallel):
@@ -34,7 +34,7 @@ class NoGradientSync(DataParallel):
         return SingleProcess.no_sync(self, net)
 
 
-def step_times(procs, steps: int, warm: int) -> list[float]:
+def step_times(procs, steps: int, warm: int, batch: int) -> list[float]:
     "Seconds of each step after the first `warm`, training the date model"
     task = make_task("dates", seed=0)
     torch.manual_seed(0)
@@ -42,7 +42,7 @@ def step_times(procs, steps: int, warm: int) -> list[float]:
     stamps = []
     train(
         model,
-        procs.batches(task.train, task.vocab, BATCH, seed=0),
+        procs.batches(task.train, task.vocab, batch, seed=0),
         steps=warm + steps,
         average=1,
         progress=False,
@@ -52,18 +52,18 @@ def step_times(procs, steps: int, warm: int) -> list[float]:
     return [b - a for a, b in zip(stamps[warm - 1 :], stamps[warm:])]
 
 
-def one_process(threads: int, steps: int, warm: int) -> list[float]:
+def one_process(threads: int, steps: int, warm: int, batch: int) -> list[float]:
     torch.set_num_threads(threads)
-    return step_times(SingleProcess(), steps, warm)
+    return step_times(SingleProcess(), steps, warm, batch)
 
 
-def two_processes(steps: int, warm: int) -> dict:
+def two_processes(steps: int, warm: int, batch: int) -> dict:
     "On each rank: step times with DDP, without the gradient all-reduce; the all-reduce"
     import torch.distributed as dist
 
     out = dict(
-        ddp=step_times(DataParallel(), steps, warm),
-        no_sync=step_times(NoGradientSync(), steps, warm),
+        ddp=step_times(DataParallel(), steps, warm, batch),
+        no_sync=step_times(NoGradientSync(), steps, warm, batch),
     )
     n = sum(p.numel() for p in Transformer.from_config(task_config(40)).parameters())
     flat, times = torch.randn(n), []
@@ -88,10 +88,10 @@ def processor() -> str:
     return platform.processor() or platform.machine()
 
 
-def tokens_per_step(steps: int, warm: int) -> float:
+def tokens_per_step(steps: int, warm: int, batch: int) -> float:
     "Mean target tokens of the timed steps (the same batches in every setting)"
     task = make_task("dates", seed=0)
-    stream = batch_stream(task.train, task.vocab, BATCH, seed=0)
+    stream = batch_stream(task.train, task.vocab, batch, seed=0)
     n = [next(stream).ntokens for _ in range(warm + steps)]
     return statistics.mean(n[warm:])
 
@@ -115,17 +115,19 @@ def main():
         type=Path,
         default=Path(__file__).parent / "results" / "distributed.json",
     )
+    p.add_argument("--batch-size", type=int, default=BATCH,
+                   help=f"pairs per step, all processes together (default {BATCH})")
     a = p.parse_args()
     load_before = os.getloadavg()
-    tok = tokens_per_step(a.steps, a.warm)
-    best = {}
+    tok = tokens_per_step(a.steps, a.warm, a.batch_size)
+    best, args = {}, (a.steps, a.warm, a.batch_size)
     for r in range(a.rounds):
         for name, run in [
-            ("1 process x 1 thread", lambda: one_process(1, a.steps, a.warm)),
-            ("1 process x 2 threads", lambda: one_process(2, a.steps, a.warm)),
+            ("1 process x 1 thread", lambda: one_process(1, *args)),
+            ("1 process x 2 threads", lambda: one_process(2, *args)),
             (
                 "2 processes x 1 thread",
-                lambda: spawn(two_processes, 2, a.steps, a.warm, timeout=600),
+                lambda: spawn(two_processes, 2, *args, timeout=600),
             ),
         ]:
             res = run()
@@ -168,7 +170,7 @@ def main():
         load_average_before=[round(x, 2) for x in load_before],
         load_average_after=[round(x, 2) for x in os.getloadavg()],
         task="dates",
-        batch_size=BATCH,
+        batch_size=a.batch_size,
         timed_steps=a.steps,
         rounds=a.rounds,
         tokens_per_step=tok,
