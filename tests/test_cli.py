@@ -114,3 +114,31 @@ def test_python_dash_m_is_the_same_command():
     assert version.returncode == 0 and version.stdout.startswith("transformer-nb ")
     wrong = run("decode", "--beam", "0", "--checkpoint", "x.pt", "12")
     assert wrong.returncode == 2 and "--beam" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_torchrun_two_processes_resume_a_run(trained, tmp_path):
+    "torchrun, 2 processes: the 5-step run goes on to 8; rank 0 alone prints and writes"
+    from transformer_nb.training import load_checkpoint
+    out, _ = trained
+    run = tmp_path / "run"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    cmd = [str(torchrun), "--nproc-per-node", "2", "-m", "transformer_nb", "train",
+           "--resume", str(out / "copy.pt"), "--steps", "8", "--out", str(run)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "MPLBACKEND": "Agg"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("exact match") == 1, r.stdout
+    assert r.stderr.count("8/8") == 1 and "in each of 2 processes" in r.stderr, r.stderr
+    training = load_checkpoint(run / "copy.pt")["training"]
+    assert training["step"] == 8 and training["settings"]["task"] == "copy"
+
+
+def test_nproc_error_is_one_line_from_rank_0_and_every_process_exits(trained, tmp_path):
+    out, _ = trained
+    r = cli("train", "--nproc", "2", "--resume", out / "copy.pt", "--task", "dates",
+            "--steps", "9", "--out", tmp_path, cwd=tmp_path)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    want = (f"transformer-nb train: error: resume='{out / 'copy.pt'}' is a run with "
+            "task 'copy', not 'dates'")
+    assert errors == [want] and "Traceback" not in r.stderr, r.stderr

@@ -128,3 +128,45 @@ def test_old_decoding_names_point_to_the_decoding_chapter():
     for name in ("greedy_decode", "translate", "exact_match"):
         with pytest.raises(ImportError, match="transformer_nb.decoding"): getattr(training, name)
     with pytest.raises(AttributeError): training.no_such_name
+
+
+def test_checkpoints_of_the_first_format_still_load(tmp_path):
+    "Written the old way: format 1, its config the keyword arguments of Transformer"
+    from transformer_nb.transformer import TransformerConfig
+    torch.manual_seed(0)
+    kwargs = dict(src_vocab=14, tgt_vocab=14, d_model=16, num_heads=2,
+                  num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0,
+                  max_len=64)
+    m = Transformer(**kwargs)
+    old = dict(format="transformer_nb.checkpoint/1", config=dict(kwargs),
+               vocab="0123456789", state_dict=m.state_dict(), meta={"task": "copy"})
+    torch.save(old, tmp_path / "old.pt")
+    m2, v2, meta = load_model(tmp_path / "old.pt")
+    assert m2.config == TransformerConfig(**kwargs)
+    assert meta == {"task": "copy"} and len(v2) == 14
+    after = m2.state_dict()
+    assert all(torch.equal(v, after[k]) for k, v in m.state_dict().items())
+    torch.save({**old, "config": {**kwargs, "n_layers": 2}}, tmp_path / "odd.pt")
+    with pytest.raises(ValueError, match="odd.pt holds a configuration this version "
+                                         "cannot build: unknown"):
+        load_model(tmp_path / "odd.pt")
+
+
+def test_trained_config_is_a_transformer_config_and_resume_is_exact(tmp_path):
+    from transformer_nb.transformer import TransformerConfig
+    small = dict(n_train=200, n_valid=4, average=1, progress=False, warmup=3,
+                 d_model=16, num_heads=2, d_ff=32)
+    straight = train_task("copy", steps=6, **small)
+    first = train_task("copy", steps=3, **small)
+    assert isinstance(first.config, TransformerConfig)
+    assert first.model.config == first.config
+    save_model(tmp_path / "a.pt", first.model, first.config, first.task.vocab,
+               training=first.history.state)
+    resumed = train_task("copy", steps=6, resume=tmp_path / "a.pt", **small)
+    assert resumed.history.loss == straight.history.loss[3:]
+    after = resumed.model.state_dict()
+    assert all(torch.equal(v, after[k]) for k, v in straight.model.state_dict().items())
+    with pytest.raises(ValueError, match="is a run with seed 0, not 1"):
+        train_task("copy", steps=6, resume=tmp_path / "a.pt", seed=1, **small)
+    with pytest.raises(ValueError, match="already done 3 steps"):
+        train_task("copy", steps=3, resume=tmp_path / "a.pt", **small)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_cli.ipynb #c002
 from __future__ import annotations
-import argparse, sys
+import argparse, os, socket, subprocess, sys, time
 from pathlib import Path
 from . import __version__
 
@@ -43,35 +43,32 @@ def build_parser()->argparse.ArgumentParser:
     t = sub.add_parser(
         "train", help="train a model on a task, save it with its attention plots"
     )
-    t.add_argument(
-        "--task", choices=_TASKS, default="dates", help="the task (default: dates)"
-    )
+    t.add_argument("--task", choices=_TASKS, default=None,
+                   help="the task (default: dates, or the resumed run's)")
     t.add_argument(
         "--steps",
         type=_count,
         default=None,
         help="optimiser steps (default: the task's TASK_SETTINGS)",
     )
-    t.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of data, weights and batches (default: 0)",
-    )
-    t.add_argument(
-        "--n-train", type=_count, default=20_000, help="training pairs (default: 20000)"
-    )
+    t.add_argument("--seed", type=int, default=None,
+                   help="seed of data, weights and batches (default: 0, or the resumed "
+                   "run's)")
+    t.add_argument("--n-train", type=_count, default=None,
+                   help="training pairs (default: 20000, or the resumed run's)")
     t.add_argument(
         "--out",
         default=".",
         help="folder for the checkpoint and plots (default: current folder)",
     )
-    t.add_argument(
-        "--threads",
-        type=_count,
-        default=1,
-        help="torch threads (default: 1, fastest for these models)",
-    )
+    t.add_argument("--threads", type=_count, default=1,
+                   help="torch threads of each process (default: 1, fastest for these "
+                   "models)")
+    t.add_argument("--nproc", type=_count, default=1,
+                   help="processes on this machine, each on a shard of every batch "
+                   "(default: 1)")
+    t.add_argument("--resume", default=None,
+                   help="continue the run saved in this checkpoint, up to --steps")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     d = sub.add_parser("decode", help="decode strings with a saved model")
     d.add_argument(
@@ -119,8 +116,10 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
     )
     name = trained.task.name
     paths = []
-    for kind, maps, q, k in (("cross", attn.cross, in_l, src_l), ("encoder", attn.encoder, src_l, src_l),
-                             ("decoder", attn.decoder, in_l, in_l)):
+    kinds = (("cross", attn.cross, in_l, src_l),
+             ("encoder", attn.encoder, src_l, src_l),
+             ("decoder", attn.decoder, in_l, in_l))
+    for kind, maps, q, k in kinds:
         fig = show_attention_grid(
             maps[:, 0],
             queries=q,
@@ -132,54 +131,68 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
     return paths
 
 # %% ../nbs/14_cli.ipynb #c008
-def cmd_train(args)->int:
-    "Train, report accuracy, save the checkpoint and the attention plots"
+def _rank()->int:
+    "This process's rank under torchrun or --nproc; 0 when alone"
+    return int(os.environ.get("RANK", 0))
+
+def _run_settings(args)->tuple[str, int, int]:
+    "Task, seed and training pairs: as given, else the resumed run's, else the defaults"
+    had = {}
+    if args.resume:
+        from transformer_nb.training import load_checkpoint
+        training = load_checkpoint(args.resume)["training"] or {}
+        had = training.get("settings", {})
+    pick = lambda given, key, default: had.get(key, default) if given is None else given
+    return (pick(args.task, "task", "dates"), pick(args.seed, "seed", 0),
+            pick(args.n_train, "n_train", 20_000))
+
+def cmd_train(
+    args:argparse.Namespace,  # the parsed command line of `train`
+)->int:  # the exit status
+    ("Train (on every process of a group), report accuracy, save the checkpoint and "
+     "the attention plots")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    if args.resume and not Path(args.resume).exists():
+        raise FileNotFoundError(f"no such checkpoint: --resume {args.resume}")
     import torch
     from transformer_nb.training import TASK_SETTINGS, train_task, save_model
     from transformer_nb.decoding import exact_match
-    batch = TASK_SETTINGS[args.task]["batch_size"]
-    if args.n_train < batch:
-        raise ValueError(
-            f"--n-train {args.n_train} is less than one batch ({batch} pairs)"
-        )
+    task, seed, n_train = _run_settings(args)
+    batch = TASK_SETTINGS[task]["batch_size"]
+    if n_train < batch:
+        raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    processes = None
     torch.set_num_threads(args.threads)
-    out.mkdir(parents=True, exist_ok=True)
-    steps = args.steps or TASK_SETTINGS[args.task]["steps"]
-    print(
-        f"training {args.task} for {steps} steps on {args.threads} thread(s)",
-        file=sys.stderr,
-    )
-    t = train_task(
-        args.task,
-        steps=steps,
-        seed=args.seed,
-        n_train=args.n_train,
-        progress=not args.quiet,
-    )
+    if world > 1:
+        from transformer_nb.distributed import init_processes, DataParallel
+        init_processes(threads=args.threads)
+        processes = DataParallel()
+    main_process = _rank() == 0
+    if main_process: out.mkdir(parents=True, exist_ok=True)
+    steps = args.steps or TASK_SETTINGS[task]["steps"]
+    where = f"{args.threads} thread(s)" + (f" in each of {world} processes" if world > 1
+                                          else "")
+    if main_process:
+        print(f"training {task} for {steps} steps on {where}", file=sys.stderr)
+    t = train_task(task, steps=steps, seed=seed, n_train=n_train, resume=args.resume,
+                   progress=not args.quiet, processes=processes)
+    if not main_process: return 0
     acc = exact_match(t.model, t.task.vocab, t.task.valid)
-    print(
-        f"{args.task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
-        f"trained in {t.history.seconds:.1f} s"
-    )
-    path = out / f"{args.task}.pt"
-    save_model(
-        path,
-        t.model,
-        t.config,
-        t.task.vocab,
-        task=args.task,
-        steps=steps,
-        seed=args.seed,
-        accuracy=acc,
-    )
+    print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
+          f"trained in {t.history.seconds:.1f} s")
+    path = out / f"{task}.pt"
+    save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
+               task=task, steps=steps, seed=seed, accuracy=acc)
     print(f"saved {path}")
     for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
     return 0
 
-def cmd_decode(args)->int:
+def cmd_decode(
+    args:argparse.Namespace,  # the parsed command line of `decode`
+)->int:  # the exit status
     "Decode each text with a saved model, one `input<TAB>output` line each"
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
@@ -191,12 +204,8 @@ def cmd_decode(args)->int:
     for text in args.texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
-            print(
-                f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} "
-                "not in the model's "
-                f"vocabulary, read as <unk>",
-                file=sys.stderr,
-            )
+            print(f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} "
+                  "not in the model's vocabulary, read as <unk>", file=sys.stderr)
     if args.beam == 1: outs = translate(model, vocab, args.texts, max_len=args.max_len)
     else:
         outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
@@ -204,16 +213,47 @@ def cmd_decode(args)->int:
     return 0
 
 # %% ../nbs/14_cli.ipynb #c009
-def main(argv:list[str]|None=None)->int:
+def _launch(argv:list[str], nproc:int)->int:
+    ("Run `transformer-nb` with `argv` on `nproc` local processes, as torchrun would; "
+     "stop all if one fails")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    env = dict(os.environ, WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    procs = [subprocess.Popen([sys.executable, "-m", "transformer_nb", *argv],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+             for r in range(nproc)]
+    try:
+        while any(p.poll() is None for p in procs):
+            if any(p.poll() for p in procs): break
+            time.sleep(0.05)
+    except KeyboardInterrupt: pass
+    for p in procs:
+        if p.poll() is None: p.terminate()
+    codes = [p.wait() for p in procs]
+    # the first process's own failure; a process stopped by a signal counts as 1
+    return next((c if c > 0 else 1 for c in codes if c), 0)
+
+def main(
+    argv:list[str]|None=None,  # the arguments; None: the command line's
+)->int:
     ("Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime "
      "error, 2 for a usage error")
+    argv = sys.argv[1:] if argv is None else list(argv)
     # usage errors exit here with status 2
     args = build_parser().parse_args(argv)
+    prog = f"transformer-nb {args.command}"
+    if args.command == "train" and args.nproc > 1 and "WORLD_SIZE" not in os.environ:
+        return _launch(argv, args.nproc)
     try: return {"train": cmd_train, "decode": cmd_decode}[args.command](args)
-    # the user's files and inputs: one line, no traceback
+    # the user's files and inputs: one line, from the first process only, no traceback
     except (ValueError, TypeError, OSError) as e:
-        print(f"transformer-nb {args.command}: error: {e}", file=sys.stderr)
+        if _rank() == 0: print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"transformer-nb {args.command}: interrupted", file=sys.stderr)
+        if _rank() == 0: print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if "WORLD_SIZE" in os.environ:
+            import torch.distributed as dist
+            if dist.is_initialized(): dist.destroy_process_group()

@@ -5,19 +5,21 @@
 # %% ../nbs/10_training.ipynb #c002
 from __future__ import annotations
 import math, sys, time
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
 from .core import check_int, check_tensor
-from .transformer import Transformer
+from .transformer import Transformer, TransformerConfig
 from .data import Vocab, Task, Batch, make_task, make_batch, batch_stream
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'MODEL_CONFIG', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor',
-           'noam_lr', 'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'train', 'Accuracy',
-           'teacher_forced_accuracy', 'save_model', 'load_model', 'Trained', 'train_task', 'smooth', 'attention_maps',
-           'alignment_weight']
+__all__ = ['CHECKPOINT_FORMAT', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr',
+           'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'train', 'Accuracy',
+           'teacher_forced_accuracy', 'save_model', 'load_checkpoint', 'load_model', 'task_config', 'Trained',
+           'train_task', 'smooth', 'attention_maps', 'alignment_weight']
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
@@ -45,14 +47,17 @@ class LabelSmoothingLoss(nn.Module):
     def __init__(self,
         eps:float=0.1,  # ε of section 5.4
         ignore_index:int=Vocab.pad,  # target id that contributes nothing (padding)
+        reduction:str="mean",  # "mean" per non-padding token, or their "sum"
     ):
         super().__init__()
         if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
-        self.eps, self.ignore_index = eps, ignore_index
+        if reduction not in ("mean", "sum"):
+            raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+        self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
     def forward(self,
         logits:Tensor,  # (..., V) unnormalised scores
         target:Tensor,  # (...) true token ids
-    )->Tensor:  # scalar: mean loss per non-padding token
+    )->Tensor:  # scalar: mean (or sum) of the loss over non-padding tokens
         V = logits.shape[-1]
         logp = logits.reshape(-1, V).log_softmax(dim=-1)                 # (N, V)
         target = target.reshape(-1)                                      # (N,)
@@ -63,6 +68,7 @@ class LabelSmoothingLoss(nn.Module):
         # (N,) -(1/V) Σ_k log p(k)
         uniform = -logp.mean(dim=-1)
         loss = (1 - self.eps) * nll + self.eps * uniform                 # (N,)
+        if self.reduction == "sum": return loss[keep].sum()
         return loss[keep].sum() / keep.sum().clamp(min=1)
 
 # %% ../nbs/10_training.ipynb #c013
@@ -172,21 +178,69 @@ class History(NamedTuple):
     lr: list  # learning rate of every step
     tokens: int  # target tokens seen
     seconds: float  # wall time of the run
+    # what `train(..., resume=state)` needs to continue: optimiser, schedule, weights
+    state: dict|None = None
+
+# %% ../nbs/10_training.ipynb #c028a
+class SingleProcess:
+    ("How `train` runs on one process: the hooks that the distributed chapter's "
+     "`DataParallel` overrides")
+    rank, world_size = 0, 1  # this process, and how many train together
+
+    @property
+    def is_main(self)->bool:
+        "True on the one process that prints and writes checkpoints"
+        return self.rank == 0
+
+    def batches(self,
+        pairs:Sequence[tuple[str, str]],  # the training pairs
+        vocab:Vocab,  # their vocabulary
+        batch_size:int,  # pairs per step, over all processes
+        seed:int=0,  # seed of the shuffling
+    )->Iterator[Batch]:
+        "The batches this process trains on: here, all of each batch"
+        return batch_stream(pairs, vocab, batch_size, seed=seed)
+
+    def wrap(self,
+        model:nn.Module,  # the model being trained
+    )->nn.Module:  # what runs forward and backward
+        "The module that shares gradients between processes: here the model itself"
+        return model
+
+    def no_sync(self,
+        net:nn.Module,  # what `wrap` returned
+    )->AbstractContextManager:
+        "A context for micro-batches whose gradients need not be shared yet"
+        return nullcontext()
+
+    def sum(self,
+        x:Tensor,  # a number of this process, as a tensor
+    )->Tensor:  # its sum over all processes
+        "Add `x` up over all processes: here, `x`"
+        return x
+
+    def check_same(self,
+        value,  # something every process must agree on: a seed, a configuration
+        what:str,  # its name, for the error
+    )->None:
+        "Raise unless every process has the same `value`: one process always agrees"
 
 # %% ../nbs/10_training.ipynb #c028b
-def _check_train_args(model, batches, steps, warmup, factor, average, average_every):
+def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
+                      accumulate):
     "Reject what `train` cannot use, naming the argument"
     if not isinstance(model, nn.Module) or not hasattr(model, "d_model"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     if not isinstance(batches, Iterable):
         raise TypeError(
             "batches must be an iterable of Batch (a batch_stream, a list, a "
-            "DataLoader), "
-            f"got {type(batches).__name__}"
+            f"DataLoader), got {type(batches).__name__}"
         )
     check_int(steps, "steps"); check_int(warmup, "warmup")
     check_int(average, "average"); check_int(average_every, "average_every")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+    check_int(accumulate, "accumulate")
+    is_number = isinstance(factor, (int, float)) and not isinstance(factor, bool)
+    if not is_number or not factor > 0:
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
 
 def _epochs(
@@ -209,18 +263,28 @@ def _epochs(
             seen += 1; n += 1
             yield b
         if seen == 0:
-            raise ValueError(
-                f"batches ran out after {n} of {steps} steps"
-                if n
-                else "batches is empty"
-            )
+            if n == 0: raise ValueError("batches is empty")
+            raise ValueError(f"batches ran out after {n} of {steps} steps")
         if one_shot:
             raise ValueError(
-                f"batches ran out after {n} of {steps} steps: pass an endless "
-                "iterator such as "
-                "batch_stream(...), or a list or DataLoader, which train restarts at "
-                "each epoch"
+                f"batches ran out after {n} of {steps} steps: pass an endless iterator "
+                "such as batch_stream(...), or a list or DataLoader, which train "
+                "restarts at each epoch"
             )
+
+def _resume(model, opt, sched, state:dict, steps:int)->int:
+    "Load a run's state into the model, optimiser and schedule; the steps it had done"
+    needed = {"step", "optimizer", "scheduler", "model"}
+    if not isinstance(state, dict) or not needed <= state.keys():
+        raise TypeError("resume must be the state of a History (history.state), "
+                        f"got {type(state).__name__}")
+    if state["step"] >= steps:
+        raise ValueError(f"steps {steps}: the run to resume has already done "
+                         f"{state['step']} steps")
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"]); sched.load_state_dict(state["scheduler"])
+    if "rng" in state: torch.set_rng_state(state["rng"])
+    return state["step"]
 
 # %% ../nbs/10_training.ipynb #c029
 def train(
@@ -228,7 +292,7 @@ def train(
     # an endless iterator (`batch_stream`), or a list or DataLoader of batches,
     # restarted each epoch
     batches:Iterable[Batch],
-    steps:int,  # number of optimiser steps
+    steps:int,  # number of optimiser steps (in all, when resuming)
     warmup:int=400,  # warm-up steps of the schedule
     factor:float=1.0,  # scale of the schedule
     smoothing:float=0.1,  # ε of label smoothing
@@ -236,38 +300,57 @@ def train(
     average:int=5,
     average_every:int=50,  # steps between the averaged checkpoints
     progress:bool=True,  # show a progress bar (on stderr)
+    accumulate:int=1,  # micro-batches (consecutive batches) per optimiser step
+    processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
+    resume:dict|None=None,  # `history.state` of an earlier run: continue it
+    on_step:Callable|None=None,  # called as on_step(step, model) after every step
 )->History:
     ("Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average "
      "the last checkpoints")
-    _check_train_args(model, batches, steps, warmup, factor, average, average_every)
+    _check_train_args(model, batches, steps, warmup, factor, average, average_every,
+                      accumulate)
+    procs = processes or SingleProcess()
     opt, sched = make_optimizer(model, model.d_model, warmup, factor)
-    loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad)
+    start = 0 if resume is None else _resume(model, opt, sched, resume, steps)
+    loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad, reduction="sum")
+    net = procs.wrap(model)
     avg = CheckpointAverage()
-    bar = ProgressBar(steps, enabled=progress)
+    bar = ProgressBar(steps, enabled=progress and procs.is_main)
     losses, lrs, tokens, t0 = [], [], 0, time.perf_counter()
+    stream = _epochs(batches, steps * accumulate)
+    # a resumed run skips the batches that the first part trained on
+    for _ in range(start * accumulate): next(stream)
     model.train()
-    for step, b in zip(range(1, steps + 1), _epochs(batches, steps)):
-        # (B, T, V)
-        logits = model(
-            b.src,
-            b.tgt_in,
-            src_mask=b.src_mask,
-            tgt_mask=b.tgt_mask,
-            memory_mask=b.src_mask,
-        )
-        loss = loss_fn(logits, b.tgt_out)
+    for step in range(start + 1, steps + 1):
+        micro = [next(stream) for _ in range(accumulate)]
+        # the step's target tokens, on all processes: the loss is the mean over them
+        n = procs.sum(torch.tensor(sum(b.ntokens for b in micro))).item()
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        total = torch.zeros(())
+        for i, b in enumerate(micro):
+            # share gradients only after the last micro-batch
+            with procs.no_sync(net) if i < accumulate - 1 else nullcontext():
+                # (B, T, V)
+                logits = net(b.src, b.tgt_in, src_mask=b.src_mask,
+                             tgt_mask=b.tgt_mask, memory_mask=b.src_mask)
+                # DDP averages the processes' gradients: multiply by their number
+                loss = loss_fn(logits, b.tgt_out) / max(n, 1) * procs.world_size
+                loss.backward()
+            total += loss.detach()
         lrs.append(opt.param_groups[0]["lr"])
         opt.step(); sched.step()
-        losses.append(loss.item()); tokens += b.ntokens
-        if (steps - step) % average_every == 0 and steps - step < average * average_every:
-            avg.add(model)
+        losses.append(procs.sum(total).item() / procs.world_size); tokens += n
+        if on_step is not None: on_step(step, model)
+        left = steps - step
+        if left % average_every == 0 and left < average * average_every: avg.add(model)
         bar.update(step, loss=sum(losses[-50:]) / len(losses[-50:]),
                    tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
+    state = dict(step=steps, optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                 model={k: v.clone() for k, v in model.state_dict().items()},
+                 rng=torch.get_rng_state())
     if avg.count > 1: avg.apply(model)
     model.eval()
-    return History(losses, lrs, tokens, time.perf_counter() - t0)
+    return History(losses, lrs, tokens, time.perf_counter() - t0, state)
 
 # %% ../nbs/10_training.ipynb #c033
 class Accuracy(NamedTuple):
@@ -304,26 +387,32 @@ def teacher_forced_accuracy(
     return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
 
 # %% ../nbs/10_training.ipynb #c038
-CHECKPOINT_FORMAT = "transformer_nb.checkpoint/1"
+CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
+# format 1 stored Transformer's keyword arguments: the same names as TransformerConfig
+_READABLE_FORMATS = ("transformer_nb.checkpoint/1", CHECKPOINT_FORMAT)
 
 def save_model(
     path,  # file to write
     model:Transformer,  # the model
-    config:dict,  # the keyword arguments that built it: `Transformer(**config)`
+    config:TransformerConfig|dict,  # what built it: `Transformer.from_config(config)`
     vocab:Vocab,  # its vocabulary
+    training:dict|None=None,  # `history.state`, to resume the run later
     **meta,  # anything else worth keeping: task name, accuracy, steps...
 ):
     ("Save a model with its configuration and vocabulary, after checking that the "
      "configuration rebuilds the model")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    if not isinstance(config, dict):
-        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    if not isinstance(config, (dict, TransformerConfig)):
+        raise TypeError(
+            f"config must be a dict or a TransformerConfig, got {type(config).__name__}"
+        )
     if not isinstance(vocab, Vocab):
         raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    config = TransformerConfig.from_dict(config)
     state = model.state_dict()
     # shapes only, no memory
-    with torch.device("meta"): rebuilt = Transformer(**config).state_dict()
+    with torch.device("meta"): rebuilt = Transformer.from_config(config).state_dict()
     wrong = [
         k
         for k in state.keys() | rebuilt.keys()
@@ -337,28 +426,21 @@ def save_model(
             f"config does not match the model: {len(wrong)} weights differ, e.g. {k} "
             f"is {got} in the model and {need} in Transformer(**config)"
         )
-    if len(vocab) != config.get("tgt_vocab"):
+    if len(vocab) != config.tgt_vocab:
         raise ValueError(
-            f"vocab has {len(vocab)} tokens but config['tgt_vocab'] is "
-            f"{config.get('tgt_vocab')}"
+            f"vocab has {len(vocab)} tokens but config's tgt_vocab is "
+            f"{config.tgt_vocab}"
         )
-    torch.save(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "config": dict(config),
-            "vocab": "".join(vocab.itos[4:]),
-            "state_dict": state,
-            "meta": meta,
-        },
-        path,
-    )
+    ckpt = dict(format=CHECKPOINT_FORMAT, config=asdict(config),
+                vocab="".join(vocab.itos[4:]), state_dict=state, meta=meta)
+    if training is not None: ckpt["training"] = training
+    torch.save(ckpt, path)
 
-def load_model(
+def load_checkpoint(
     path,  # file written by `save_model`
     map_location="cpu",  # where to put the weights
-# the model in eval mode, its vocabulary, the metadata
-)->tuple[Transformer, Vocab, dict]:
-    "Rebuild a model saved by `save_model`"
+)->dict:  # config (a TransformerConfig), vocab, state_dict, meta, training (or None)
+    "Read and check a checkpoint written by `save_model`, without building the model"
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
     try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
@@ -369,34 +451,48 @@ def load_model(
             f"{path} is not a transformer_nb checkpoint (torch.load failed: "
             f"{type(e).__name__})"
         ) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+    if not isinstance(ckpt, dict) or ckpt.get("format") not in _READABLE_FORMATS:
         raise ValueError(
             f"{path} is not a transformer_nb checkpoint (no 'format': "
             f"'{CHECKPOINT_FORMAT}')"
         )
-    model = Transformer(**ckpt["config"])
+    try: config = TransformerConfig.from_dict(ckpt["config"])
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path} holds a configuration this version cannot build: "
+                         f"{e}") from None
+    return dict(config=config, vocab=Vocab(ckpt["vocab"]), meta=ckpt["meta"],
+                state_dict=ckpt["state_dict"], training=ckpt.get("training"))
+
+def load_model(
+    path,  # file written by `save_model`
+    map_location="cpu",  # where to put the weights
+)->tuple[Transformer, Vocab, dict]:  # the model (eval mode), its vocabulary, metadata
+    "Rebuild a model saved by `save_model`"
+    ckpt = load_checkpoint(path, map_location)
+    model = Transformer.from_config(ckpt["config"])
     try: model.load_state_dict(ckpt["state_dict"])
     except RuntimeError as e:
-        first = (
-            str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
-        )
+        lines = str(e).splitlines()
+        first = lines[1].strip() if len(lines) > 1 else str(e)
         raise ValueError(
             f"{path} was saved by another version of transformer_nb whose weights do "
-            "not fit this "
-            f"Transformer ({first}); retrain it with this version"
+            f"not fit this Transformer ({first}); retrain it with this version"
         ) from None
-    return model.eval(), Vocab(ckpt["vocab"]), ckpt["meta"]
+    return model.eval(), ckpt["vocab"], ckpt["meta"]
 
 # %% ../nbs/10_training.ipynb #c040
-MODEL_CONFIG = dict(
-    d_model=32,
-    num_heads=4,
-    num_encoder_layers=2,
-    num_decoder_layers=2,
-    d_ff=64,
-    dropout=0.0,
-    max_len=64,
-)
+def task_config(
+    vocab_size:int,  # size of the task's vocabulary, for source and target
+    **overrides,  # fields of TransformerConfig to change, e.g. d_model=16
+)->TransformerConfig:
+    "The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64"
+    check_int(vocab_size, "vocab_size")
+    small = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
+                 d_ff=64, dropout=0.0, max_len=64)
+    return TransformerConfig.from_dict(
+        dict(src_vocab=vocab_size, tgt_vocab=vocab_size, **{**small, **overrides})
+    )
+
 # optimiser steps of batch_size pairs; warm-up and factor of the schedule
 TASK_SETTINGS = {
     "copy": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
@@ -408,9 +504,25 @@ TASK_SETTINGS = {
 class Trained(NamedTuple):
     "A model trained on a task, with everything needed to use, evaluate and save it"
     model: Transformer  # in eval mode
-    config: dict  # Transformer(**config) rebuilds it
+    config: TransformerConfig  # Transformer.from_config(config) rebuilds it
     task: Task  # vocabulary, training and validation pairs
-    history: History  # losses of the run
+    history: History  # losses of the run, and its state for resuming
+
+def _check_resume(ckpt:dict, path, config:TransformerConfig, settings:dict):
+    "Fail unless the checkpoint at `path` is a run of this task, data and model"
+    if ckpt["training"] is None:
+        raise ValueError(f"resume={str(path)!r} holds no training state: save it with "
+                         "save_model(..., training=history.state)")
+    had = ckpt["training"].get("settings", {})
+    for k in ("task", "seed", "n_train"):
+        if had.get(k) != settings[k]:
+            raise ValueError(f"resume={str(path)!r} is a run with {k} {had.get(k)!r}, "
+                             f"not {settings[k]!r}")
+    old, new = asdict(ckpt["config"]), asdict(config)
+    differ = [f"{k} {old[k]!r} there, {new[k]!r} here" for k in new if old[k] != new[k]]
+    if differ:
+        raise ValueError(f"resume={str(path)!r} holds another model: "
+                         + ", ".join(differ))
 
 def train_task(
     name:str,  # "copy", "reverse" or "dates"
@@ -421,29 +533,42 @@ def train_task(
     n_valid:int=1000,  # validation pairs (before removing those seen in training)
     # checkpoints averaged at the end (50 steps apart); 1: keep the last weights
     average:int=5,
-    **model_config,  # overrides of MODEL_CONFIG, e.g. d_model=32
+    warmup:int|None=None,  # warm-up steps; None: TASK_SETTINGS[name], at most `steps`
+    processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
+    resume=None,  # a checkpoint saved with training state: continue that run to `steps`
+    **overrides,  # fields of task_config to change, e.g. d_model=16
 )->Trained:
-    "Make a task, build a model from MODEL_CONFIG and train it with TASK_SETTINGS"
+    "Make a task, build its model (`task_config`) and train it with TASK_SETTINGS"
     if steps is not None: check_int(steps, "steps")
+    procs = processes or SingleProcess()
     task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
     s = TASK_SETTINGS[name]
     steps = steps or s["steps"]
-    config = dict(
-        src_vocab=len(task.vocab),
-        tgt_vocab=len(task.vocab),
-        **{**MODEL_CONFIG, **model_config},
-    )
+    config = task_config(len(task.vocab), **overrides)
+    settings = dict(task=name, seed=seed, n_train=n_train, batch_size=s["batch_size"],
+                    warmup=warmup or min(s["warmup"], steps), factor=s["factor"])
+    state = None
+    if resume is not None:
+        ckpt = load_checkpoint(resume)
+        _check_resume(ckpt, resume, config, settings)
+        state = ckpt["training"]
+        # the schedule of the first part
+        settings["warmup"] = state["settings"]["warmup"]
+    procs.check_same(dict(settings, steps=steps, config=asdict(config)), "the run")
     torch.manual_seed(seed)
-    model = Transformer(**config)
+    model = Transformer.from_config(config)
     hist = train(
         model,
-        batch_stream(task.train, task.vocab, s["batch_size"], seed=seed),
+        procs.batches(task.train, task.vocab, s["batch_size"], seed=seed),
         steps=steps,
-        warmup=min(s["warmup"], steps),
+        warmup=settings["warmup"],
         factor=s["factor"],
         average=average,
         progress=progress,
+        processes=procs,
+        resume=state,
     )
+    hist = hist._replace(state=dict(hist.state, settings=settings))
     return Trained(model, config, task, hist)
 
 # %% ../nbs/10_training.ipynb #c055
