@@ -27,8 +27,24 @@ def smoothed_targets(
     # rows whose target is this id (padding) get an all-zero distribution
     ignore_index:int|None=None,
 )->Tensor:  # (N, V), each non-ignored row sums to one
-    ("The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on "
-     "every other")
+    """The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on every other
+
+    Parameters
+    ----------
+    target : Tensor
+        (N,) true token ids
+    num_classes : int
+        V, the vocabulary size
+    eps : float
+        ε, the probability mass spread over all V tokens
+    ignore_index : int | None
+        rows whose target is this id (padding) get an all-zero distribution
+
+    Returns
+    -------
+    Tensor
+        (N, V), each non-ignored row sums to one
+    """
     check_tensor(target, "target", ndim=1, floating=False)
     if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
     q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
@@ -40,12 +56,20 @@ def smoothed_targets(
 
 # %% ../nbs/10_training.ipynb #c007
 class LabelSmoothingLoss(nn.Module):
-    ("Cross-entropy against label-smoothed targets, averaged over the tokens that are "
-     "not padding")
+    """Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding
+
+    Parameters
+    ----------
+    eps : float
+        ε of section 5.4
+    ignore_index : int
+        target id that contributes nothing (padding)
+    """
     def __init__(self,
         eps:float=0.1,  # ε of section 5.4
         ignore_index:int=Vocab.pad,  # target id that contributes nothing (padding)
     ):
+        """Build a `LabelSmoothingLoss`: `help(LabelSmoothingLoss)` describes the parameters."""
         super().__init__()
         if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
         self.eps, self.ignore_index = eps, ignore_index
@@ -53,6 +77,20 @@ class LabelSmoothingLoss(nn.Module):
         logits:Tensor,  # (..., V) unnormalised scores
         target:Tensor,  # (...) true token ids
     )->Tensor:  # scalar: mean loss per non-padding token
+        """Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding
+
+        Parameters
+        ----------
+        logits : Tensor
+            (..., V) unnormalised scores
+        target : Tensor
+            (...) true token ids
+
+        Returns
+        -------
+        Tensor
+            scalar: mean loss per non-padding token
+        """
         V = logits.shape[-1]
         logp = logits.reshape(-1, V).log_softmax(dim=-1)                 # (N, V)
         target = target.reshape(-1)                                      # (N,)
@@ -70,8 +108,20 @@ def smoothing_floor(
     vocab_size:int,  # V
     eps:float=0.1,  # ε
 )->float:  # the entropy of q, in nats
-    ("The smallest possible label-smoothed loss per token, reached when the model "
-     "predicts q exactly")
+    """The smallest possible label-smoothed loss per token, reached when the model predicts q exactly
+
+    Parameters
+    ----------
+    vocab_size : int
+        V
+    eps : float
+        ε
+
+    Returns
+    -------
+    float
+        the entropy of q, in nats
+    """
     hi, lo = 1 - eps + eps / vocab_size, eps / vocab_size
     return -(hi * math.log(hi) + (vocab_size - 1) * lo * math.log(lo))
 
@@ -82,7 +132,19 @@ def noam_lr(
     warmup:int=4000,  # warmup_steps: linear growth up to here
     factor:float=1.0,  # multiplies the whole curve; 1 is the paper
 )->float:
-    "The learning rate of equation 3: linear warm-up, then inverse square-root decay"
+    """The learning rate of equation 3: linear warm-up, then inverse square-root decay
+
+    Parameters
+    ----------
+    step : int
+        the optimiser step, counted from 1 (step 0 is read as 1)
+    d_model : int
+        width of the model
+    warmup : int
+        warmup_steps: linear growth up to here
+    factor : float
+        multiplies the whole curve; 1 is the paper
+    """
     step = max(step, 1)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
@@ -93,8 +155,19 @@ def make_optimizer(
     warmup:int=4000,  # warm-up steps
     factor:float=1.0,  # scale of the schedule
 )->tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    ("Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of "
-     "equation 3")
+    """Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of equation 3
+
+    Parameters
+    ----------
+    model : nn.Module
+        the model to train
+    d_model : int
+        its width, for the schedule
+    warmup : int
+        warm-up steps
+    factor : float
+        scale of the schedule
+    """
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     # i counts from 0
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -104,8 +177,20 @@ def make_optimizer(
 
 # %% ../nbs/10_training.ipynb #c022
 class ProgressBar:
-    ("A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the "
-     "way when not in a terminal")
+    """A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the way when not in a terminal
+
+    Parameters
+    ----------
+    total : int
+        number of steps
+    file
+        where to write; sys.stderr by default, like other progress bars, away
+        from the results
+    width : int
+        characters of the bar
+    enabled : bool
+        False: write nothing
+    """
     def __init__(self,
         total:int,  # number of steps
         # where to write; sys.stderr by default, like other progress bars, away from the
@@ -114,6 +199,7 @@ class ProgressBar:
         width:int=20,  # characters of the bar
         enabled:bool=True,  # False: write nothing
     ):
+        """Build a `ProgressBar`: `help(ProgressBar)` describes the parameters."""
         self.total, self.file, self.width, self.enabled = (
             total,
             file or sys.stderr,
@@ -167,7 +253,19 @@ class CheckpointAverage:
 
 # %% ../nbs/10_training.ipynb #c028
 class History(NamedTuple):
-    "What a training run recorded"
+    """What a training run recorded
+
+    Parameters
+    ----------
+    loss : list
+        training loss of every step
+    lr : list
+        learning rate of every step
+    tokens : int
+        target tokens seen
+    seconds : float
+        wall time of the run
+    """
     loss: list  # training loss of every step
     lr: list  # learning rate of every step
     tokens: int  # target tokens seen
@@ -237,8 +335,31 @@ def train(
     average_every:int=50,  # steps between the averaged checkpoints
     progress:bool=True,  # show a progress bar (on stderr)
 )->History:
-    ("Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average "
-     "the last checkpoints")
+    """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints
+
+    Parameters
+    ----------
+    model : Transformer
+        the model to train (in place)
+    batches : Iterable[Batch]
+        an endless iterator (`batch_stream`), or a list or DataLoader of
+        batches, restarted each epoch
+    steps : int
+        number of optimiser steps
+    warmup : int
+        warm-up steps of the schedule
+    factor : float
+        scale of the schedule
+    smoothing : float
+        ε of label smoothing
+    average : int
+        at the end, load the average of this many checkpoints; 1: keep the last
+        weights
+    average_every : int
+        steps between the averaged checkpoints
+    progress : bool
+        show a progress bar (on stderr)
+    """
     _check_train_args(model, batches, steps, warmup, factor, average, average_every)
     opt, sched = make_optimizer(model, model.d_model, warmup, factor)
     loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad)
@@ -271,7 +392,17 @@ def train(
 
 # %% ../nbs/10_training.ipynb #c033
 class Accuracy(NamedTuple):
-    "Teacher-forced accuracy of a model on (source, target) pairs"
+    """Teacher-forced accuracy of a model on (source, target) pairs
+
+    Parameters
+    ----------
+    tokens : float
+        share of target tokens (</s> included) whose most likely prediction is
+        right
+    sequences : float
+        share of targets right at every position: the exact match of greedy
+        decoding
+    """
     # share of target tokens (</s> included) whose most likely prediction is right
     tokens: float
     # share of targets right at every position: the exact match of greedy decoding
@@ -284,8 +415,19 @@ def teacher_forced_accuracy(
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
     batch_size:int=512,  # pairs run together
 )->Accuracy:
-    ("Token and whole-target accuracy of the model's most likely next token, given the "
-     "true prefix")
+    """Token and whole-target accuracy of the model's most likely next token, given the true prefix
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    pairs : Sequence[tuple[str, str]]
+        (source, target) strings
+    batch_size : int
+        pairs run together
+    """
     check_int(batch_size, "batch_size")
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
@@ -313,8 +455,21 @@ def save_model(
     vocab:Vocab,  # its vocabulary
     **meta,  # anything else worth keeping: task name, accuracy, steps...
 ):
-    ("Save a model with its configuration and vocabulary, after checking that the "
-     "configuration rebuilds the model")
+    """Save a model with its configuration and vocabulary, after checking that the configuration rebuilds the model
+
+    Parameters
+    ----------
+    path
+        file to write
+    model : Transformer
+        the model
+    config : dict
+        the keyword arguments that built it: `Transformer(**config)`
+    vocab : Vocab
+        its vocabulary
+    **meta
+        anything else worth keeping: task name, accuracy, steps...
+    """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     if not isinstance(config, dict):
@@ -358,7 +513,20 @@ def load_model(
     map_location="cpu",  # where to put the weights
 # the model in eval mode, its vocabulary, the metadata
 )->tuple[Transformer, Vocab, dict]:
-    "Rebuild a model saved by `save_model`"
+    """Rebuild a model saved by `save_model`
+
+    Parameters
+    ----------
+    path
+        file written by `save_model`
+    map_location
+        where to put the weights
+
+    Returns
+    -------
+    tuple[Transformer, Vocab, dict]
+        the model in eval mode, its vocabulary, the metadata
+    """
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
     try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
@@ -406,7 +574,19 @@ TASK_SETTINGS = {
 
 # %% ../nbs/10_training.ipynb #c041
 class Trained(NamedTuple):
-    "A model trained on a task, with everything needed to use, evaluate and save it"
+    """A model trained on a task, with everything needed to use, evaluate and save it
+
+    Parameters
+    ----------
+    model : Transformer
+        in eval mode
+    config : dict
+        Transformer(**config) rebuilds it
+    task : Task
+        vocabulary, training and validation pairs
+    history : History
+        losses of the run
+    """
     model: Transformer  # in eval mode
     config: dict  # Transformer(**config) rebuilds it
     task: Task  # vocabulary, training and validation pairs
@@ -423,7 +603,28 @@ def train_task(
     average:int=5,
     **model_config,  # overrides of MODEL_CONFIG, e.g. d_model=32
 )->Trained:
-    "Make a task, build a model from MODEL_CONFIG and train it with TASK_SETTINGS"
+    """Make a task, build a model from MODEL_CONFIG and train it with TASK_SETTINGS
+
+    Parameters
+    ----------
+    name : str
+        "copy", "reverse" or "dates"
+    steps : int | None
+        optimiser steps; TASK_SETTINGS[name] by default
+    seed : int
+        seeds the data, the initial weights, dropout and the order of batches
+    progress : bool
+        show a progress bar (on stderr)
+    n_train : int
+        training pairs
+    n_valid : int
+        validation pairs (before removing those seen in training)
+    average : int
+        checkpoints averaged at the end (50 steps apart); 1: keep the last
+        weights
+    **model_config
+        overrides of MODEL_CONFIG, e.g. d_model=32
+    """
     if steps is not None: check_int(steps, "steps")
     task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
     s = TASK_SETTINGS[name]
@@ -451,7 +652,20 @@ def smooth(
     xs:Sequence[float],  # a noisy curve
     k:int=25,  # window
 )->Tensor:  # the running mean over the last k values
-    "A running mean, for plotting noisy losses"
+    """A running mean, for plotting noisy losses
+
+    Parameters
+    ----------
+    xs : Sequence[float]
+        a noisy curve
+    k : int
+        window
+
+    Returns
+    -------
+    Tensor
+        the running mean over the last k values
+    """
     x = torch.tensor(xs, dtype=torch.float64)
     c = torch.cat([torch.zeros(1, dtype=x.dtype), x.cumsum(0)])
     n = torch.arange(1, len(x) + 1).clamp(max=k)
@@ -467,8 +681,20 @@ def attention_maps(
     # `decoding.translate`)
     tgt_text:str,
 ):  # (Attention with B = 1, source labels, decoder-input labels, decoder-output labels)
-    ("Every attention map of one example, with the character labels of its queries and "
-     "keys")
+    """Every attention map of one example, with the character labels of its queries and keys
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    src_text : str
+        one source string
+    tgt_text : str
+        its target, read with teacher forcing (or the model's own output, see
+        `decoding.translate`)
+    """
     b = make_batch([(src_text, tgt_text)], vocab)
     was_training = model.training; model.eval()
     _, attn = model(
@@ -489,8 +715,25 @@ def alignment_weight(
     # look
     align,
 )->Tensor:  # (layers, H): mean cross-attention weight on the expected key
-    ("How much each cross-attention head attends where an alignment says it should, "
-     "averaged over examples")
+    """How much each cross-attention head attends where an alignment says it should, averaged over examples
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    pairs : Sequence[tuple[str, str]]
+        (source, target) examples, run with teacher forcing
+    align
+        align(source, target) -> [(query position, key position)]: where each
+        query should look
+
+    Returns
+    -------
+    Tensor
+        (layers, H): mean cross-attention weight on the expected key
+    """
     b = make_batch(pairs, vocab)
     model.eval()
     _, attn = model(
