@@ -15,3 +15,27 @@ def pytest_collection_modifyitems(items):
         cell = getattr(item, "cell", None)
         if type(item).__name__ == "IPyNbCell" and cell.get("execution_count") is None:
             cell["execution_count"] = item.cell_num + 1
+
+
+# How long each notebook takes to execute under nbval (the sum of its cells, kernel start
+# excluded), printed at the end of the run beside the budgets of issue 13: the training
+# chapter 60 s on one thread, every other notebook 30 s. A figure, not a test: timings
+# depend on the machine and its load, so nothing fails on them.
+BUDGET_S = {"10_training.ipynb": 60.0}
+_NOTEBOOK_S: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and report.nodeid.startswith("nbs/"):
+        nb = report.nodeid.split("::")[0].removeprefix("nbs/")
+        _NOTEBOOK_S[nb] = _NOTEBOOK_S.get(nb, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _NOTEBOOK_S: return
+    tr = terminalreporter
+    tr.section("notebook execution times (budget: 10_training 60 s, others 30 s)")
+    for nb, s in sorted(_NOTEBOOK_S.items(), key=lambda kv: -kv[1]):
+        budget = BUDGET_S.get(nb, 30.0)
+        tr.write_line(f"{s:7.1f} s  {nb}{'  OVER BUDGET' if s > budget else ''}")
+    tr.write_line(f"{sum(_NOTEBOOK_S.values()):7.1f} s  all notebooks")

@@ -47,6 +47,7 @@ MODULES = exported_modules()
 def test_every_module_comes_from_a_notebook():
     on_disk = {".".join(p.relative_to(PKG).with_suffix("").parts) for p in PKG.rglob("*.py")
                if not p.name.startswith("_") or p.name == "__main__.py"}
+    on_disk.add("__init__")  # the package's front door, nbs/99_api.ipynb
     assert on_disk == set(MODULES)
 
 
@@ -83,3 +84,26 @@ def test_the_import_reader_sees_real_imports():
     assert {"core", "attention"} <= package_imports("multihead")
     assert {"embeddings", "layers", "transformer"} <= package_imports("book.grading")
     assert package_imports("core") == set()
+
+
+CHAPTERS = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if p.stem not in ("index", "99_api"))
+
+
+@pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_opens_with_what_it_teaches_and_assumes(nb):
+    "Right after the title: what the reader will learn and what they need first, with links."
+    cells = json.loads(nb.read_text())["cells"]
+    opening = "".join(cells[1]["source"]) if len(cells) > 1 else ""
+    assert opening.startswith("**What you will learn:**") and "**What you need:**" in opening, nb.name
+    need = opening.split("**What you need:**", 1)[1]
+    assert re.search(r"\]\([a-z0-9_]+\.html[)#]", need) or "no earlier chapter" in need, \
+        f"{nb.name}: say which chapters it needs, with links"
+    assert len(opening.split()) < 90, f"{nb.name}: two or three lines, not a section"
+
+
+@pytest.mark.parametrize("nb", sorted((ROOT / "nbs").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_code_lines_fit_88_columns(nb):
+    "The site shows code as written: no line of a code cell is longer than 88 columns."
+    long = [line for cell in json.loads(nb.read_text())["cells"] if cell["cell_type"] == "code"
+            for line in "".join(cell["source"]).split("\n") if len(line) > 88]
+    assert not long, f"{len(long)} lines over 88 columns, e.g. {long[0]!r}"

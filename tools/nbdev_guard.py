@@ -62,12 +62,37 @@ def patch(mod) -> None:
     mod._tnb_guarded = True
 
 
+def patch_export(mod) -> None:
+    """Make `nbdev.export`'s default processor also write docstrings for `help()`.
+
+    `nbdev_export` runs the processor `black_format` on every cell unless told otherwise;
+    wrapped, it then runs `_tnb_docstrings.export_proc` (tools/nbdev_docstrings.py), which
+    turns each exported public API's docments into a numpydoc docstring in the module."""
+    if getattr(mod, "_tnb_docstrings", False):
+        return
+    import functools
+    from _tnb_docstrings import export_proc
+    black_format = mod.black_format
+
+    @functools.wraps(black_format)
+    def black_format_and_docstrings(cell, *args, **kwargs):
+        res = black_format(cell, *args, **kwargs)
+        export_proc(cell)
+        return res
+
+    mod.black_format = black_format_and_docstrings
+    mod._tnb_docstrings = True
+
+
+PATCHES = {"nbdev.quarto": patch, "nbdev.export": patch_export}
+
+
 class _Finder:
-    "A meta-path finder: the normal finders load nbdev.quarto, then it is patched."
+    "A meta-path finder: the normal finders load nbdev.quarto (nbdev.export), then it is patched."
 
     @classmethod
     def find_spec(cls, fullname, path=None, target=None):
-        if fullname != "nbdev.quarto":
+        if fullname not in PATCHES:
             return None
         import importlib.machinery
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
@@ -77,7 +102,7 @@ class _Finder:
 
         def exec_and_patch(module):
             exec_module(module)
-            patch(module)
+            PATCHES[fullname](module)
 
         spec.loader.exec_module = exec_and_patch
         return spec
@@ -85,7 +110,8 @@ class _Finder:
 
 def install() -> None:
     "Called by the `.pth` file at start-up."
-    if "nbdev.quarto" in sys.modules:
-        patch(sys.modules["nbdev.quarto"])
-    elif _Finder not in sys.meta_path:
+    for name, fn in PATCHES.items():
+        if name in sys.modules:
+            fn(sys.modules[name])
+    if _Finder not in sys.meta_path:
         sys.meta_path.insert(0, _Finder)

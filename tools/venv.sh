@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 PY=${PYTHON:-python3}
 hash=$(cat settings.ini setup.py pyproject.toml tools/constraints.txt tools/venv.sh tools/nbdev_guard.py \
+       tools/nbdev_docstrings.py \
        | sha1sum | cut -c1-16)
 stamp="$VENV/.stamp-$hash"
 if [ -f "$stamp" ]; then exit 0; fi
@@ -24,6 +25,8 @@ quiet "$VENV/bin/pip" install -q --no-build-isolation -c tools/constraints.txt -
 # nbdev_docs/nbdev_preview/nbdev_readme… without Quarto stop with one line instead of running sudo and pip.
 site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 cp tools/nbdev_guard.py "$site/_tnb_nbdev_guard.py"
+# ...and nbdev_export writes docstrings for help() from the docments (tools/nbdev_docstrings.py).
+cp tools/nbdev_docstrings.py "$site/_tnb_docstrings.py"
 echo "import _tnb_nbdev_guard; _tnb_nbdev_guard.install()" > "$site/_tnb_nbdev_guard.pth"
 rm -f "$VENV"/.stamp-*
 touch "$stamp"

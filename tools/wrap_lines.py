@@ -66,7 +66,7 @@ def _rewrite(line, row, toks):
         elif t.type == tokenize.OP and t.string == ";" and depth == 0: semis.append(t)
         elif (t.type == tokenize.OP and t.string == ":" and depth == 0 and colon is None
               and first is not None and first.string in
-              ("if", "elif", "else", "for", "while", "with", "try", "except", "finally")):
+              ("if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def")):
             colon = t
     if not starts_here: return None
     if colon is not None:
@@ -120,6 +120,32 @@ def _by_ruff(lines, i, toks, tree):
         lines[b + 1:]
 
 
+def _by_ruff_header(lines, i, toks, tree):
+    "Lay out the header of the compound statement (if/for/def/with...) holding line i, or None."
+    row = i + 1
+    heads = [n for n in ast.walk(tree) if hasattr(n, "body") and isinstance(n, ast.stmt)
+             and isinstance(n.body, list) and n.body and n.lineno <= row < n.body[0].lineno]
+    if not heads: return None
+    n = min(heads, key=lambda n: n.body[0].lineno - n.lineno)
+    a, b = n.lineno - 1, n.body[0].lineno - 2  # the header's lines
+    while b > a and not lines[b].strip(): b -= 1
+    if getattr(n, "decorator_list", None):
+        a = min(d.lineno for d in n.decorator_list) - 1 if row - 1 >= a else a
+    if any(t.type == tokenize.COMMENT and a + 1 <= t.start[0] <= b + 1 for t in toks):
+        return None
+    head = lines[a:b + 1]
+    indent = head[0][:len(head[0]) - len(head[0].lstrip())]
+    text = "\n".join([head[0][len(indent):]] + head[1:])
+    elif_ = text.startswith("elif ")
+    if elif_: text = text[2:]
+    if text.startswith(("else", "try", "finally")): return None
+    out = _ruff(text + "\n" + "    pass\n", LIMIT - len(indent))
+    if out is None or not out.rstrip("\n").endswith("pass"): return None
+    out_lines = out.rstrip("\n").split("\n")[:-1]
+    if elif_: out_lines[0] = "el" + out_lines[0]
+    return lines[:a] + [indent + l if l else l for l in out_lines] + lines[b + 1:]
+
+
 def _split_string(tok, room):
     "Pieces of one string token, each at most `room` wide, split after spaces, or None."
     s = tok.string
@@ -145,6 +171,11 @@ def _split_string(tok, room):
 def _by_string(lines, i, toks, tree):
     "Split the long string on line i (0-based) into adjacent literals, one per line."
     row = i + 1
+    depth, depth_at = 0, {}
+    for t in toks:
+        if t.type == tokenize.OP and t.string in "([{": depth += 1
+        elif t.type == tokenize.OP and t.string in ")]}": depth -= 1
+        elif t.type == tokenize.STRING: depth_at[t.start] = depth
     for t in toks:
         if t.type != tokenize.STRING or t.start[0] != row or t.end[0] != row: continue
         if t.end[1] <= LIMIT: continue
@@ -155,8 +186,7 @@ def _by_string(lines, i, toks, tree):
         head, tail = line[:col], line[t.end[1]:]
         new = [head + pieces[0]] + [" " * col + p for p in pieces[1:-1]] + \
             [" " * col + pieces[-1] + tail]
-        bare = any(isinstance(n, ast.Expr) and (n.lineno, n.col_offset) == (row, col)
-                   for n in ast.walk(tree))
+        bare = depth_at.get(t.start, 0) == 0
         if bare:  # a string statement (a docstring) needs brackets to span lines
             new = [head + "(" + pieces[0]] + [" " * (col + 1) + p for p in pieces[1:-1]] + \
                 [" " * (col + 1) + pieces[-1] + ")" + tail]
@@ -179,14 +209,14 @@ def wrap_cell(source):
             _, tsrc = _tokens(trial)
             if _tree(tsrc) == before: lines, changed = trial, True
         if changed: continue
-        for how in ("ruff", "string"):
+        for how in ("ruff", "header", "string"):
             for i in range(len(lines) - 1, -1, -1):
                 if len(lines[i]) <= LIMIT or lines[i].lstrip().startswith(("#", *MAGIC)):
                     continue
                 toks, src = _tokens(lines)
                 tree = ast.parse(src)
-                trial = _by_ruff(lines, i, toks, tree) if how == "ruff" else \
-                    _by_string(lines, i, toks, tree)
+                trial = {"ruff": _by_ruff, "header": _by_ruff_header,
+                         "string": _by_string}[how](lines, i, toks, tree)
                 if trial is None or trial == lines: continue
                 _, tsrc = _tokens(trial)
                 if _tree(tsrc) == before: lines, changed = trial, True

@@ -149,8 +149,18 @@ def _run_settings(args)->tuple[str, int, int]:
 def cmd_train(
     args:argparse.Namespace,  # the parsed command line of `train`
 )->int:  # the exit status
-    ("Train (on every process of a group), report accuracy, save the checkpoint and "
-     "the attention plots")
+    """Train (on every process of a group), report accuracy, save the checkpoint and the attention plots
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        the parsed command line of `train`
+
+    Returns
+    -------
+    int
+        the exit status
+    """
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
@@ -193,7 +203,18 @@ def cmd_train(
 def cmd_decode(
     args:argparse.Namespace,  # the parsed command line of `decode`
 )->int:  # the exit status
-    "Decode each text with a saved model, one `input<TAB>output` line each"
+    """Decode each text with a saved model, one `input<TAB>output` line each
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        the parsed command line of `decode`
+
+    Returns
+    -------
+    int
+        the exit status
+    """
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
     import torch
@@ -237,8 +258,13 @@ def _launch(argv:list[str], nproc:int)->int:
 def main(
     argv:list[str]|None=None,  # the arguments; None: the command line's
 )->int:
-    ("Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime "
-     "error, 2 for a usage error")
+    """Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime error, 2 for a usage error
+
+    Parameters
+    ----------
+    argv : list[str] | None
+        the arguments; None: the command line's
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     # usage errors exit here with status 2
     args = build_parser().parse_args(argv)

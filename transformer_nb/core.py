@@ -6,6 +6,7 @@
 from __future__ import annotations
 import logging, math, sys
 from contextlib import contextmanager
+from typing import Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -22,9 +23,16 @@ logger.addHandler(logging.NullHandler())  # silent unless the user configures lo
 def log_shapes(
     where:str,  # who is logging, e.g. "attention"
     **tensors:Tensor|None,  # the tensors to describe; None values are skipped
-):
-    ("Log the shape of each tensor at DEBUG level; one cheap check when the trace is "
-     "off, silent while compiling")
+)->None:
+    """Log each tensor's shape at DEBUG level: one cheap check when off, silent when compiling
+
+    Parameters
+    ----------
+    where : str
+        who is logging, e.g. "attention"
+    **tensors : Tensor | None
+        the tensors to describe; None values are skipped
+    """
     if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG): return
     parts = [f"{k} {tuple(v.shape)}" for k, v in tensors.items() if v is not None]
     logger.debug("%s: %s", where, ", ".join(parts))
@@ -34,8 +42,20 @@ def log_shapes(
 def trace_shapes(
     # where to write the trace; `sys.stdout` by default so that it shows in a notebook
     stream=None,
-):
-    "Inside this `with` block, print the shape of every tensor each module receives"
+)->Iterator[logging.Logger]:  # the package's logger, while the trace is on
+    """Inside this `with` block, print the shape of every tensor each module receives
+
+    Parameters
+    ----------
+    stream
+        where to write the trace; `sys.stdout` by default so that it shows in a
+        notebook
+
+    Returns
+    -------
+    Iterator[logging.Logger]
+        the package's logger, while the trace is on
+    """
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(logging.Formatter("%(message)s"))
     old_level = logger.level
@@ -52,7 +72,17 @@ def check_int(
     name:str,  # the argument's name, used in the message
     min_value:int=1,  # smallest allowed value
 )->int:
-    "Check that `value` is an int (not a bool) no smaller than `min_value`"
+    """Check that `value` is an int (not a bool) no smaller than `min_value`
+
+    Parameters
+    ----------
+    value
+        the value to check
+    name : str
+        the argument's name, used in the message
+    min_value : int
+        smallest allowed value
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < min_value:
@@ -64,7 +94,15 @@ def check_dropout(
     p,  # a dropout probability
     name:str="dropout",  # the argument's name, used in the message
 )->float:
-    "Check that a dropout probability is a number in [0, 1)"
+    """Check that a dropout probability is a number in [0, 1)
+
+    Parameters
+    ----------
+    p
+        a dropout probability
+    name : str
+        the argument's name, used in the message
+    """
     if isinstance(p, bool) or not isinstance(p, (int, float)):
         raise TypeError(
             f"{name} must be a float in [0, 1), got {type(p).__name__} {p!r}"
@@ -81,8 +119,19 @@ def check_tensor(
     # True: must be a floating dtype; False: must be an integer dtype
     floating:bool|None=None,
 )->Tensor:
-    ("Check that `x` is a tensor with the expected number of dimensions and kind of "
-     "dtype")
+    """Check that `x` is a tensor with the expected number of dimensions and kind of dtype
+
+    Parameters
+    ----------
+    x
+        the value to check
+    name : str
+        the argument's name, used in the message
+    ndim : int | tuple | None
+        allowed number(s) of dimensions
+    floating : bool | None
+        True: must be a floating dtype; False: must be an integer dtype
+    """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if ndim is not None:
@@ -94,7 +143,8 @@ def check_tensor(
             )
     if floating is True and not x.is_floating_point():
         raise TypeError(f"{name} must have a floating dtype, got {x.dtype}")
-    if floating is False and (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool):
+    not_integer = x.is_floating_point() or x.is_complex() or x.dtype == torch.bool
+    if floating is False and not_integer:
         raise TypeError(
             f"{name} must hold integer token ids (torch.long), got {x.dtype}"
         )
@@ -107,7 +157,19 @@ def check_last_dim(
     name:str,  # the argument's name, used in the message
     what:str="d_model",  # the name of the size, used in the message
 )->Tensor:
-    "Check that the last dimension of `x` is `size`"
+    """Check that the last dimension of `x` is `size`
+
+    Parameters
+    ----------
+    x : Tensor
+        the tensor to check
+    size : int
+        the size its last dimension must have
+    name : str
+        the argument's name, used in the message
+    what : str
+        the name of the size, used in the message
+    """
     if x.dim() == 0 or x.shape[-1] != size:
         raise ValueError(
             f"{name} must have last dimension {what}={size}, got shape {tuple(x.shape)}"
@@ -120,7 +182,17 @@ def check_nonempty(
     name:str,  # the argument's name, used in the message
     dim:int=-1,  # the dimension that holds the positions
 )->Tensor:
-    "Check that a sequence has at least one position"
+    """Check that a sequence has at least one position
+
+    Parameters
+    ----------
+    x : Tensor
+        a (B, T, ...) or (T, ...) tensor of positions
+    name : str
+        the argument's name, used in the message
+    dim : int
+        the dimension that holds the positions
+    """
     if x.shape[dim] == 0:
         raise ValueError(
             f"{name} must hold at least one position, got shape {tuple(x.shape)}"
@@ -134,8 +206,19 @@ def check_mask(
     name:str="mask",  # the argument's name, used in the message
     device:torch.device|None=None,  # the scores' device, which the mask must share
 )->Tensor|None:
-    ("Check that a mask is boolean, broadcasts to the attention scores and lies on "
-     "their device")
+    """Check that a mask is boolean, broadcasts to the scores and lies on their device
+
+    Parameters
+    ----------
+    mask : Tensor | None
+        a boolean mask, True = may attend
+    scores_shape : tuple
+        the shape the mask must broadcast to, e.g. (B, H, T, S)
+    name : str
+        the argument's name, used in the message
+    device : torch.device | None
+        the scores' device, which the mask must share
+    """
     if mask is None: return None
     if not isinstance(mask, Tensor):
         raise TypeError(
@@ -153,9 +236,8 @@ def check_mask(
     except RuntimeError: ok = False
     if not ok:
         raise ValueError(
-            f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention "
-            "scores "
-            f"of shape {tuple(scores_shape)}"
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the "
+            f"attention scores of shape {tuple(scores_shape)}"
         )
     if device is not None and mask.device != torch.device(device):
         raise ValueError(
@@ -170,17 +252,27 @@ def drop_mask(
     p:float,  # the probability of dropping an element
     device:torch.device|str|None=None,  # where to make the mask
 )->Tensor:  # boolean, True (drop) with probability p, independently per element
-    ("A dropout mask from 32 random bits per element, drawn 64 at a time from torch's "
-     "generator")
+    """A dropout mask from 32 random bits per element, drawn 64 at a time from torch's RNG
+
+    Parameters
+    ----------
+    shape : tuple
+        the shape of the tensor to drop out
+    p : float
+        the probability of dropping an element
+    device : torch.device | str | None
+        where to make the mask
+
+    Returns
+    -------
+    Tensor
+        boolean, True (drop) with probability p, independently per element
+    """
     n = math.prod(shape)
-    # full 64-bit range
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device).random_(
-        -(2**63), None
-    )
-    # each uniform on [-2^31, 2^31)
-    bits = bits.view(torch.int32)[:n].view(shape)
-    # P(below the threshold) = p
-    return bits < round(p * 2**32) - 2**31
+    bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
+    bits = bits.random_(-2**63, None)                # the full 64-bit range
+    bits = bits.view(torch.int32)[:n].view(shape)    # each uniform on [-2^31, 2^31)
+    return bits < round(p * 2**32) - 2**31           # P(below the threshold) = p
 
 # %% ../nbs/00_core.ipynb #k002
 def dropout(
@@ -188,37 +280,64 @@ def dropout(
     p:float=0.5,  # probability of dropping each element
     training:bool=True,  # False: return x unchanged
 )->Tensor:  # same shape as x
-    ("F.dropout(x, p, training), with the mask of `drop_mask` on a CPU (torch's own "
-     "elsewhere, where it is fast)")
+    """F.dropout(x, p, training) with the mask of `drop_mask` on a CPU (torch's elsewhere)
+
+    Parameters
+    ----------
+    x : Tensor
+        any tensor
+    p : float
+        probability of dropping each element
+    training : bool
+        False: return x unchanged
+
+    Returns
+    -------
+    Tensor
+        same shape as x
+    """
     if not training or p == 0.0: return x
-    # a compiler makes its own mask
     if p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():
-        return F.dropout(x, p, training)
-    # backward keeps the bool mask
-    return (x * (1.0 / (1.0 - p))).masked_fill(drop_mask(x.shape, p, x.device), 0.0)
+        return F.dropout(x, p, training)             # a compiler makes its own mask
+    keep = x * (1.0 / (1.0 - p))
+    return keep.masked_fill(drop_mask(x.shape, p, x.device), 0.0)  # backward: bool mask
 
 class Dropout(nn.Dropout):
-    ("`nn.Dropout` that draws its mask with `drop_mask` on a CPU; the modules of every "
-     "chapter use it")
-    def forward(self, x:Tensor)->Tensor: return dropout(x, self.p, self.training)
+    "`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"
+    def forward(self, x:Tensor)->Tensor:
+        """`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"""
+        return dropout(x, self.p, self.training)
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(
     ours,  # ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
-    # theirs(*inputs) -> the same: the reference, e.g. a torch.nn module with the same
-    # weights
-    theirs,
-    # tensors (floating ones get gradients, compared too) or other arguments passed as
-    # they are
-    *inputs,
-    # (name, ours, theirs): parameters, or tuples of parameters concatenated, whose
-    # gradients must agree
+    theirs,  # the same for the reference, e.g. a torch.nn module with the same weights
+    *inputs,  # tensors (floating ones get gradients, compared too) or other arguments
+    # (name, ours, theirs): parameters (or tuples of them) whose grads must agree
     params=(),
     seed:int=0,  # seed of the random gradient sent back through both outputs
-# largest absolute difference: "output" (or "output i"), "grad input i", "grad <name>"
-)->dict[str, float]:
-    ("Run two computations on the same inputs and the same upstream gradient; compare "
-     "outputs and gradients")
+)->dict[str, float]:  # largest difference per "output", "grad input i", "grad <name>"
+    """Run both on the same inputs and upstream gradient; compare outputs and gradients
+
+    Parameters
+    ----------
+    ours
+        ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
+    theirs
+        the same for the reference, e.g. a torch.nn module with the same weights
+    params
+        (name, ours, theirs): parameters (or tuples of them) whose grads must
+        agree
+    seed : int
+        seed of the random gradient sent back through both outputs
+    *inputs
+        tensors (floating ones get gradients, compared too) or other arguments
+
+    Returns
+    -------
+    dict[str, float]
+        largest difference per "output", "grad input i", "grad <name>\"
+    """
     def run(fn, side):
         xs = [
             x.detach().clone().requires_grad_()
@@ -227,15 +346,13 @@ def compare_modules(
             for x in inputs
         ]
         for _, *pair in params:
-            for p in (pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)): p.grad = None
+            ps = pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)
+            for p in ps: p.grad = None
         out = fn(*xs)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         if not all(isinstance(o, Tensor) for o in outs):
-            raise TypeError(
-                f"{'theirs' if side else 'ours'} must return a Tensor or a tuple of "
-                "Tensors, "
-                f"got {type(out).__name__}"
-            )
+            raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor or a "
+                            f"tuple of Tensors, got {type(out).__name__}")
         # the same upstream gradient for both
         g = torch.Generator().manual_seed(seed)
         torch.autograd.backward(

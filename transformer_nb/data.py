@@ -17,30 +17,53 @@ __all__ = ['MONTHS', 'WEEKDAYS', 'DATE_FORMATS', 'TASKS', 'DATE_CHARS', 'Vocab',
 
 # %% ../nbs/09_data.ipynb #c006
 class Vocab:
-    "Characters <-> token ids, with the special tokens <pad>=0, <s>=1, </s>=2, <unk>=3"
+    """Characters <-> token ids, with the special tokens <pad>=0, <s>=1, </s>=2, <unk>=3
+
+    Parameters
+    ----------
+    chars : str | Sequence[str]
+        the characters of the task; duplicates are dropped, the order is kept
+    """
     specials = ("<pad>", "<s>", "</s>", "<unk>")
     pad, bos, eos, unk = 0, 1, 2, 3
     def __init__(self,
         # the characters of the task; duplicates are dropped, the order is kept
         chars:str|Sequence[str],
     ):
+        """Build a `Vocab`: `help(Vocab)` describes the parameters."""
         self.itos = list(self.specials) + [
             c for c in dict.fromkeys(chars) if c not in self.specials
         ]
         self.stoi = {s: i for i, s in enumerate(self.itos)}
     def __len__(self): return len(self.itos)
-    def __repr__(self): return f"Vocab({len(self)} tokens: {''.join(self.itos[4:])!r} + {len(self.specials)} specials)"
+    def __repr__(self):
+        return (f"Vocab({len(self)} tokens: {''.join(self.itos[4:])!r} + "
+                f"{len(self.specials)} specials)")
     def encode(self,
         text:str,  # a string, one token per character
         bos:bool=False, eos:bool=False,  # put <s> in front, </s> at the end
     )->list[int]:
-        "The token ids of a string"
+        """The token ids of a string
+
+        Parameters
+        ----------
+        text : str
+            a string, one token per character
+        eos : bool
+            put <s> in front, </s> at the end
+        """
         ids = [self.stoi.get(c, self.unk) for c in text]
         return [self.bos] * bos + ids + [self.eos] * eos
     def decode(self,
         ids:Sequence[int]|Tensor,  # token ids; reading stops at the first </s>
     )->str:
-        "The string of a sequence of ids, without <s> and <pad>, up to the first </s>"
+        """The string of a sequence of ids, without <s> and <pad>, up to the first </s>
+
+        Parameters
+        ----------
+        ids : Sequence[int] | Tensor
+            token ids; reading stops at the first </s>
+        """
         out = []
         for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
             if i == self.eos: break
@@ -57,7 +80,24 @@ def digit_pairs(
     reverse:bool=False,  # False: copy the source; True: reverse it
     min_len:int=1, max_len:int=12,  # lengths are drawn uniformly in [min_len, max_len]
 )->list[tuple[str, str]]:  # (source, target) strings
-    "Random digit strings and their copies (or their reversals)"
+    """Random digit strings and their copies (or their reversals)
+
+    Parameters
+    ----------
+    n : int
+        number of pairs
+    seed : int
+        the same seed gives the same pairs
+    reverse : bool
+        False: copy the source; True: reverse it
+    max_len : int
+        lengths are drawn uniformly in [min_len, max_len]
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (source, target) strings
+    """
     check_int(n, "n")
     check_int(min_len, "min_len")
     check_int(max_len, "max_len", min_value=min_len)
@@ -132,12 +172,30 @@ DATE_FORMATS = {
 def date_pairs(
     n:int,  # number of pairs
     seed:int,  # the same seed gives the same pairs
-    # range of days
-    first:datetime.date=datetime.date(1900, 1, 1), last:datetime.date=datetime.date(2099, 12, 31),
+    first:datetime.date=datetime.date(1900, 1, 1),  # the earliest day
+    last:datetime.date=datetime.date(2099, 12, 31),  # the latest day
     formats:Sequence[str]|None=None,  # names in `DATE_FORMATS`; all of them by default
 )->list[tuple[str, str]]:  # (human date, ISO date)
-    ("Random dates written in random human formats, each with its ISO 8601 form "
-     "YYYY-MM-DD")
+    """Random dates written in random human formats, each with its ISO 8601 form YYYY-MM-DD
+
+    Parameters
+    ----------
+    n : int
+        number of pairs
+    seed : int
+        the same seed gives the same pairs
+    first : datetime.date
+        the earliest day
+    last : datetime.date
+        the latest day
+    formats : Sequence[str] | None
+        names in `DATE_FORMATS`; all of them by default
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (human date, ISO date)
+    """
     check_int(n, "n")
     names = list(DATE_FORMATS) if formats is None else list(formats)
     for f in names:
@@ -154,8 +212,19 @@ def date_pairs(
 
 # %% ../nbs/09_data.ipynb #c021
 class Task(NamedTuple):
-    ("A task: its name, the shared source/target vocabulary, training pairs and "
-     "held-out validation pairs")
+    """A task: its name, the shared source/target vocabulary, training pairs and held-out validation pairs
+
+    Parameters
+    ----------
+    name : str
+        "copy", "reverse" or "dates"
+    vocab : Vocab
+        characters of sources and targets, with the special tokens
+    train : list
+        [(source, target)] strings
+    valid : list
+        [(source, target)] strings whose sources are not in `train`
+    """
     name: str  # "copy", "reverse" or "dates"
     vocab: Vocab  # characters of sources and targets, with the special tokens
     train: list  # [(source, target)] strings
@@ -175,7 +244,20 @@ def make_task(
     n_valid:int=1000,
     seed:int=0,  # seed of the training set
 )->Task:
-    "Generate a task's training and held-out validation pairs, split by seed"
+    """Generate a task's training and held-out validation pairs, split by seed
+
+    Parameters
+    ----------
+    name : str
+        "copy", "reverse" or "dates"
+    n_train : int
+        training pairs, from `seed`
+    n_valid : int
+        validation pairs drawn from `seed + 1` (fewer remain after dropping
+        sources seen in training)
+    seed : int
+        seed of the training set
+    """
     if name not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {name!r}")
     if name == "dates": gen, chars = date_pairs, DATE_CHARS
     else:
@@ -190,7 +272,22 @@ def make_task(
 
 # %% ../nbs/09_data.ipynb #c025
 class Batch(NamedTuple):
-    "A padded batch for teacher forcing, with its masks (boolean, True = may attend)"
+    """A padded batch for teacher forcing, with its masks (boolean, True = may attend)
+
+    Parameters
+    ----------
+    src : Tensor
+        (B, S) source ids, padded
+    tgt_in : Tensor
+        (B, T) <s> + target, padded: what the decoder reads
+    tgt_out : Tensor
+        (B, T) target + </s>, padded: what it must predict
+    src_mask : Tensor
+        (B, 1, 1, S) source padding mask, for encoder self-attention and
+        cross-attention
+    tgt_mask : Tensor
+        (B, 1, T, T) target padding and causal mask, for decoder self-attention
+    """
     src: Tensor  # (B, S) source ids, padded
     tgt_in: Tensor  # (B, T) <s> + target, padded: what the decoder reads
     tgt_out: Tensor  # (B, T) target + </s>, padded: what it must predict
@@ -209,7 +306,17 @@ def make_batch(
     vocab:Vocab,  # their vocabulary
     device:torch.device|str|None=None,  # where to put the tensors
 )->Batch:
-    "Encode, pad and mask a list of pairs"
+    """Encode, pad and mask a list of pairs
+
+    Parameters
+    ----------
+    pairs : Sequence[tuple[str, str]]
+        (source, target) strings
+    vocab : Vocab
+        their vocabulary
+    device : torch.device | str | None
+        where to put the tensors
+    """
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
     # (B, S)
@@ -237,7 +344,21 @@ def batch_stream(
     seed:int=0,  # seed of the shuffling
     device:torch.device|str|None=None,  # where to put the tensors
 )->Iterator[Batch]:
-    "Shuffled batches, reshuffled at every epoch, forever"
+    """Shuffled batches, reshuffled at every epoch, forever
+
+    Parameters
+    ----------
+    pairs : Sequence[tuple[str, str]]
+        the training pairs
+    vocab : Vocab
+        their vocabulary
+    batch_size : int
+        pairs per batch
+    seed : int
+        seed of the shuffling
+    device : torch.device | str | None
+        where to put the tensors
+    """
     check_int(batch_size, "batch_size")
     if len(pairs) < batch_size:
         raise ValueError(

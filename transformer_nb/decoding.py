@@ -21,13 +21,23 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
 
 # %% ../nbs/11_decoding.ipynb #c006
 class KVCache:
-    ("Keys and values of every decoder layer: self-attention's grow by one position "
-     "per step, cross-attention's are fixed")
+    """Keys and values of every decoder layer: self-attention's grow by one position per step, cross-attention's are fixed
+
+    Parameters
+    ----------
+    model : Transformer
+        the model whose decoder is cached
+    memory : Tensor
+        (B, S, d_model), the encoder's output
+    memory_mask : Tensor | None
+        (B, 1, 1, S) source padding mask
+    """
     def __init__(self,
         model:Transformer,  # the model whose decoder is cached
         memory:Tensor,  # (B, S, d_model), the encoder's output
         memory_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
     ):
+        """Build a `KVCache`: `help(KVCache)` describes the parameters."""
         H = model.num_heads
         # length: positions cached so far
         self.memory_mask, self.length = memory_mask, 0
@@ -83,7 +93,22 @@ def decode_step(
     cache:KVCache,  # its cache for this batch of sources; updated in place
     token:Tensor,  # (B,) the token at position cache.length (<s> first)
 )->Tensor:  # (B, V) logits for the next token
-    "Run the decoder on one new position, reading and extending the key/value cache"
+    """Run the decoder on one new position, reading and extending the key/value cache
+
+    Parameters
+    ----------
+    model : Transformer
+        a model in eval mode
+    cache : KVCache
+        its cache for this batch of sources; updated in place
+    token : Tensor
+        (B,) the token at position cache.length (<s> first)
+
+    Returns
+    -------
+    Tensor
+        (B, V) logits for the next token
+    """
     log_shapes("decode_step", token=token)
     # (B, 1, d_model)
     x = model.tgt_embed(token[:, None], offset=cache.length)
@@ -174,7 +199,30 @@ def greedy_search(
     eos:int|None=Vocab.eos,
 # ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
 )->tuple[Tensor, Tensor]:
-    "Greedy decoding, with or without the key/value cache"
+    """Greedy decoding, with or without the key/value cache
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    src : Tensor
+        (B, S) source ids
+    src_mask : Tensor | None
+        (B, 1, 1, S) source padding mask
+    max_len : int
+        most tokens to write (not counting <s>)
+    use_cache : bool
+        False: run the decoder over the whole prefix at every step
+    pad : int
+        special token ids
+    eos : int | None
+        the end token; None: write max_len tokens, never stop early
+
+    Returns
+    -------
+    tuple[Tensor, Tensor]
+        ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
+    """
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
@@ -209,7 +257,21 @@ def translate(
     max_len:int|None=None,  # most tokens to write; the longest source + 8 by default
     batch_size:int=512,  # sources decoded together
 )->list[str]:
-    "Greedy-decode a list of strings, with the key/value cache"
+    """Greedy-decode a list of strings, with the key/value cache
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    texts : Sequence[str]
+        source strings
+    max_len : int | None
+        most tokens to write; the longest source + 8 by default
+    batch_size : int
+        sources decoded together
+    """
     texts = _check_texts(texts)
     _check_model(model)
     check_int(batch_size, "batch_size")
@@ -229,7 +291,22 @@ def exact_match(
     vocab:Vocab,  # its vocabulary
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
 )->float:  # the fraction of targets reproduced exactly
-    "Exact-match accuracy of greedy decoding: the whole output must equal the target"
+    """Exact-match accuracy of greedy decoding: the whole output must equal the target
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    pairs : Sequence[tuple[str, str]]
+        (source, target) strings
+
+    Returns
+    -------
+    float
+        the fraction of targets reproduced exactly
+    """
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
     outs = translate(model, vocab, [s for s, _ in pairs])
@@ -237,7 +314,19 @@ def exact_match(
 
 # %% ../nbs/11_decoding.ipynb #c019
 class Hypothesis(NamedTuple):
-    "One output of beam search"
+    """One output of beam search
+
+    Parameters
+    ----------
+    tokens : list
+        token ids written, without <s> and </s>
+    logprob : float
+        log P(tokens + </s> | source), or of the tokens alone if not finished
+    score : float
+        logprob divided by the length penalty
+    finished : bool
+        True if it ended with </s>
+    """
     tokens: list  # token ids written, without <s> and </s>
     # log P(tokens + </s> | source), or of the tokens alone if not finished
     logprob: float
@@ -248,7 +337,15 @@ def length_penalty(
     length:int,  # number of tokens written, </s> included
     alpha:float=0.6,  # α >= 0; 0 turns the penalty off
 )->float:
-    "The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha"
+    """The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha
+
+    Parameters
+    ----------
+    length : int
+        number of tokens written, </s> included
+    alpha : float
+        α >= 0; 0 turns the penalty off
+    """
     return ((5 + length) / 6) ** alpha
 
 # %% ../nbs/11_decoding.ipynb #c020
@@ -261,8 +358,28 @@ def beam_search(
     alpha:float=0.6,  # length penalty α >= 0; 0: rank by log-probability only
     bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
 )->list[Hypothesis]:  # up to beam_size hypotheses, best score first
-    ("Beam search over one source, with the key/value cache, a length penalty and "
-     "finished hypotheses set aside")
+    """Beam search over one source, with the key/value cache, a length penalty and finished hypotheses set aside
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    src : Tensor
+        (S,) the ids of one source
+    beam_size : int
+        k, hypotheses kept at every step
+    max_len : int
+        most tokens to write, </s> included
+    alpha : float
+        length penalty α >= 0; 0: rank by log-probability only
+    eos : int
+        special token ids
+
+    Returns
+    -------
+    list[Hypothesis]
+        up to beam_size hypotheses, best score first
+    """
     _check_model(model); _check_source(src, ndim=1)
     check_int(beam_size, "beam_size")
     check_int(max_len, "max_len")
@@ -331,7 +448,21 @@ def sequence_logprob(
     finished:bool=True,  # include the probability of </s> at the end
     bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
 )->float:
-    "log P(tokens [+ </s>] | src) under the model, by teacher forcing"
+    """log P(tokens [+ </s>] | src) under the model, by teacher forcing
+
+    Parameters
+    ----------
+    model : Transformer
+        a model
+    src : Tensor
+        (S,) source ids
+    tokens : Sequence[int]
+        the output, without <s> and </s>
+    finished : bool
+        include the probability of </s> at the end
+    eos : int
+        special token ids
+    """
     _check_model(model)
     _check_source(src, ndim=1)
     _check_tokens(model, bos=bos, eos=eos)
@@ -356,7 +487,23 @@ def beam_translate(
     alpha:float=0.6,  # length penalty
     max_len:int|None=None,  # most tokens; the source length + 8 by default
 )->list[str]:
-    "The best beam-search output for each string"
+    """The best beam-search output for each string
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    texts : Sequence[str]
+        source strings
+    beam_size : int
+        k
+    alpha : float
+        length penalty
+    max_len : int | None
+        most tokens; the source length + 8 by default
+    """
     texts = _check_texts(texts); _check_model(model)
     if max_len is not None: check_int(max_len, "max_len")
     out = []

@@ -26,8 +26,24 @@ def _check_seq(x, name:str, d_model:int)->Tensor:
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(nn.Module):
-    ("Self-attention, then the position-wise FFN, each inside a residual connection "
-     "with a LayerNorm (section 3.1)")
+    """Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)
+
+    Parameters
+    ----------
+    d_model : int
+        width of the residual stream
+    num_heads : int
+        H, heads of the self-attention; must divide d_model
+    d_ff : int
+        hidden units of the feed-forward network
+    dropout : float
+        dropout on each sublayer's output, on the attention weights and inside
+        the FFN
+    norm_first : bool
+        True: pre-LN (ours); False: post-LN (the paper)
+    activation : str
+        "relu" (the paper) or "gelu\"
+    """
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads of the self-attention; must divide d_model
@@ -37,6 +53,7 @@ class EncoderLayer(nn.Module):
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
+        """Build a `EncoderLayer`: `help(EncoderLayer)` describes the parameters."""
         super().__init__()
         self.d_model, self.num_heads, self.norm_first = (
             check_int(d_model, "d_model"),
@@ -61,6 +78,24 @@ class EncoderLayer(nn.Module):
         need_weights:bool=True,  # False: no weights, the fast path of the attention
     # (B, S, d_model) and the self-attention weights (B, H, S, S), or None
     )->tuple[Tensor, Tensor|None]:
+        """Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)
+
+        Parameters
+        ----------
+        x : Tensor
+            (B, S, d_model), the source positions
+        src_mask : Tensor | None
+            boolean, True = may attend; broadcasts to (B, H, S, S), e.g.
+            padding (B, 1, 1, S)
+        need_weights : bool
+            False: no weights, the fast path of the attention
+
+        Returns
+        -------
+        tuple[Tensor, Tensor | None]
+            (B, S, d_model) and the self-attention weights (B, H, S, S), or
+            None
+        """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = {}
@@ -76,8 +111,24 @@ class EncoderLayer(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(nn.Module):
-    ("Masked self-attention, cross-attention over the encoder output, then the FFN; "
-     "each in a residual connection")
+    """Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection
+
+    Parameters
+    ----------
+    d_model : int
+        width of the residual stream (and of the memory)
+    num_heads : int
+        H, heads of both attentions; must divide d_model
+    d_ff : int
+        hidden units of the feed-forward network
+    dropout : float
+        dropout on each sublayer's output, on the attention weights and inside
+        the FFN
+    norm_first : bool
+        True: pre-LN (ours); False: post-LN (the paper)
+    activation : str
+        "relu" (the paper) or "gelu\"
+    """
     def __init__(self,
         d_model:int,  # width of the residual stream (and of the memory)
         num_heads:int,  # H, heads of both attentions; must divide d_model
@@ -87,6 +138,7 @@ class DecoderLayer(nn.Module):
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
+        """Build a `DecoderLayer`: `help(DecoderLayer)` describes the parameters."""
         super().__init__()
         self.d_model, self.num_heads, self.norm_first = (
             check_int(d_model, "d_model"),
@@ -114,6 +166,28 @@ class DecoderLayer(nn.Module):
         need_weights:bool=True,  # False: no weights, the fast path of both attentions
     # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
     )->tuple[Tensor, Tensor|None, Tensor|None]:
+        """Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection
+
+        Parameters
+        ----------
+        y : Tensor
+            (B, T, d_model), the target positions
+        memory : Tensor
+            (B, S, d_model), the encoder's output
+        tgt_mask : Tensor | None
+            for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T,
+            T), & padding
+        memory_mask : Tensor | None
+            for cross-attention, broadcasts to (B, H, T, S): source padding
+            (B, 1, 1, S)
+        need_weights : bool
+            False: no weights, the fast path of both attentions
+
+        Returns
+        -------
+        tuple[Tensor, Tensor | None, Tensor | None]
+            (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
+        """
         log_shapes(
             "DecoderLayer",
             y=y,
@@ -157,7 +231,27 @@ def _check_final_norm(final_norm, norm_first)->bool:
 
 # %% ../nbs/06_layers.ipynb #c016
 class Encoder(nn.Module):
-    "N encoder layers, then a final LayerNorm in pre-LN"
+    """N encoder layers, then a final LayerNorm in pre-LN
+
+    Parameters
+    ----------
+    d_model : int
+        width of the residual stream
+    num_heads : int
+        H, heads per layer
+    d_ff : int
+        hidden units of each FFN
+    num_layers : int
+        N, the number of layers
+    dropout : float
+        dropout inside each layer
+    norm_first : bool
+        True: pre-LN; False: post-LN (the paper)
+    activation : str
+        "relu" or "gelu"
+    final_norm : bool | None
+        a LayerNorm after the last layer; None: only when norm_first
+    """
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads per layer
@@ -169,6 +263,7 @@ class Encoder(nn.Module):
         # a LayerNorm after the last layer; None: only when norm_first
         final_norm:bool|None=None,
     ):
+        """Build a `Encoder`: `help(Encoder)` describes the parameters."""
         super().__init__()
         check_int(num_layers, "num_layers")
         self.d_model, self.num_layers = d_model, num_layers
@@ -188,6 +283,17 @@ class Encoder(nn.Module):
     # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S,
     # S)
     ):
+        """N encoder layers, then a final LayerNorm in pre-LN
+
+        Parameters
+        ----------
+        x : Tensor
+            (B, S, d_model), the embedded source
+        src_mask : Tensor | None
+            boolean, True = may attend; broadcasts to (B, H, S, S)
+        return_attention : bool
+            also return each layer's self-attention weights
+        """
         log_shapes("Encoder", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = []
@@ -200,7 +306,27 @@ class Encoder(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c017
 class Decoder(nn.Module):
-    "N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN"
+    """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
+
+    Parameters
+    ----------
+    d_model : int
+        width of the residual stream
+    num_heads : int
+        H, heads per attention
+    d_ff : int
+        hidden units of each FFN
+    num_layers : int
+        N, the number of layers
+    dropout : float
+        dropout inside each layer
+    norm_first : bool
+        True: pre-LN; False: post-LN (the paper)
+    activation : str
+        "relu" or "gelu"
+    final_norm : bool | None
+        a LayerNorm after the last layer; None: only when norm_first
+    """
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads per attention
@@ -212,6 +338,7 @@ class Decoder(nn.Module):
         # a LayerNorm after the last layer; None: only when norm_first
         final_norm:bool|None=None,
     ):
+        """Build a `Decoder`: `help(Decoder)` describes the parameters."""
         super().__init__()
         check_int(num_layers, "num_layers")
         self.d_model, self.num_layers = d_model, num_layers
@@ -233,6 +360,21 @@ class Decoder(nn.Module):
     # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T,
     # T), cross (B, H, T, S)
     ):
+        """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
+
+        Parameters
+        ----------
+        y : Tensor
+            (B, T, d_model), the embedded target
+        memory : Tensor
+            (B, S, d_model), the encoder's output
+        tgt_mask : Tensor | None
+            broadcasts to (B, H, T, T)
+        memory_mask : Tensor | None
+            broadcasts to (B, H, T, S)
+        return_attention : bool
+            also return each layer's self- and cross-attention weights
+        """
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
@@ -333,7 +475,20 @@ def encoder_layer_to_torch(
     # receives them; same sizes, norm_first and activation
     theirs:nn.TransformerEncoderLayer,
 )->nn.TransformerEncoderLayer:  # `theirs`, with our weights
-    "Copy the weights of our `EncoderLayer` into an `nn.TransformerEncoderLayer`"
+    """Copy the weights of our `EncoderLayer` into an `nn.TransformerEncoderLayer`
+
+    Parameters
+    ----------
+    ours : EncoderLayer
+        the source of the weights
+    theirs : nn.TransformerEncoderLayer
+        receives them; same sizes, norm_first and activation
+
+    Returns
+    -------
+    nn.TransformerEncoderLayer
+        `theirs`, with our weights
+    """
     _copy_layer(ours, theirs, decoder=False, to_torch=True)
     return theirs
 
@@ -341,7 +496,20 @@ def encoder_layer_from_torch(
     theirs:nn.TransformerEncoderLayer,  # the source of the weights
     ours:EncoderLayer,  # receives them; same sizes, norm_first and activation
 )->EncoderLayer:  # `ours`, with torch's weights
-    "Copy the weights of an `nn.TransformerEncoderLayer` into our `EncoderLayer`"
+    """Copy the weights of an `nn.TransformerEncoderLayer` into our `EncoderLayer`
+
+    Parameters
+    ----------
+    theirs : nn.TransformerEncoderLayer
+        the source of the weights
+    ours : EncoderLayer
+        receives them; same sizes, norm_first and activation
+
+    Returns
+    -------
+    EncoderLayer
+        `ours`, with torch's weights
+    """
     _copy_layer(ours, theirs, decoder=False, to_torch=False)
     return ours
 
@@ -351,8 +519,20 @@ def decoder_layer_to_torch(
     # receives them; same sizes, norm_first and activation
     theirs:nn.TransformerDecoderLayer,
 )->nn.TransformerDecoderLayer:  # `theirs`, with our weights
-    ("Copy the weights of our `DecoderLayer` into an `nn.TransformerDecoderLayer` "
-     "(cross_attn -> multihead_attn)")
+    """Copy the weights of our `DecoderLayer` into an `nn.TransformerDecoderLayer` (cross_attn -> multihead_attn)
+
+    Parameters
+    ----------
+    ours : DecoderLayer
+        the source of the weights
+    theirs : nn.TransformerDecoderLayer
+        receives them; same sizes, norm_first and activation
+
+    Returns
+    -------
+    nn.TransformerDecoderLayer
+        `theirs`, with our weights
+    """
     _copy_layer(ours, theirs, decoder=True, to_torch=True)
     return theirs
 
@@ -360,7 +540,19 @@ def decoder_layer_from_torch(
     theirs:nn.TransformerDecoderLayer,  # the source of the weights
     ours:DecoderLayer,  # receives them; same sizes, norm_first and activation
 )->DecoderLayer:  # `ours`, with torch's weights
-    ("Copy the weights of an `nn.TransformerDecoderLayer` into our `DecoderLayer` "
-     "(multihead_attn -> cross_attn)")
+    """Copy the weights of an `nn.TransformerDecoderLayer` into our `DecoderLayer` (multihead_attn -> cross_attn)
+
+    Parameters
+    ----------
+    theirs : nn.TransformerDecoderLayer
+        the source of the weights
+    ours : DecoderLayer
+        receives them; same sizes, norm_first and activation
+
+    Returns
+    -------
+    DecoderLayer
+        `ours`, with torch's weights
+    """
     _copy_layer(ours, theirs, decoder=True, to_torch=False)
     return ours

@@ -30,8 +30,20 @@ def split_heads(
     x:Tensor,  # (B, T, d_model), e.g. the queries of all heads side by side
     num_heads:int,  # H, the number of heads; must divide d_model
 )->Tensor:  # (B, H, T, d_k) with d_k = d_model // H
-    ("Cut the last dimension into `num_heads` slices of width d_k and put the heads "
-     "before the positions")
+    """Cut the last dimension into `num_heads` slices of width d_k and put the heads before the positions
+
+    Parameters
+    ----------
+    x : Tensor
+        (B, T, d_model), e.g. the queries of all heads side by side
+    num_heads : int
+        H, the number of heads; must divide d_model
+
+    Returns
+    -------
+    Tensor
+        (B, H, T, d_k) with d_k = d_model // H
+    """
     check_tensor(x, "x", ndim=3); check_int(num_heads, "num_heads")
     B, T, d_model = x.shape
     _check_divisible(d_model, num_heads)
@@ -42,16 +54,38 @@ def split_heads(
 def merge_heads(
     x:Tensor,  # (B, H, T, d_k), e.g. the outputs of all heads
 )->Tensor:  # (B, T, H * d_k) = (B, T, d_model)
-    ("The inverse of `split_heads`: put the heads' slices side by side again (the "
-     "Concat of the paper)")
+    """The inverse of `split_heads`: put the heads' slices side by side again (the Concat of the paper)
+
+    Parameters
+    ----------
+    x : Tensor
+        (B, H, T, d_k), e.g. the outputs of all heads
+
+    Returns
+    -------
+    Tensor
+        (B, T, H * d_k) = (B, T, d_model)
+    """
     check_tensor(x, "x", ndim=4)
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
 
 # %% ../nbs/03_multihead.ipynb #c016
 class MultiHeadAttention(nn.Module):
-    ("Multi-head attention of section 3.2.2: project, split into heads, attend in "
-     "parallel, merge, project")
+    """Multi-head attention of section 3.2.2: project, split into heads, attend in parallel, merge, project
+
+    Parameters
+    ----------
+    d_model : int
+        width of the inputs and the output
+    num_heads : int
+        H, the number of heads; must divide d_model
+    dropout : float
+        dropout on the attention weights while training
+    bias : bool
+        biases in the four projections (the paper has none;
+        nn.MultiheadAttention has them)
+    """
     def __init__(self,
         d_model:int,  # width of the inputs and the output
         num_heads:int,  # H, the number of heads; must divide d_model
@@ -60,6 +94,7 @@ class MultiHeadAttention(nn.Module):
         # them)
         bias:bool=True,
     ):
+        """Build a `MultiHeadAttention`: `help(MultiHeadAttention)` describes the parameters."""
         super().__init__()
         check_int(d_model, "d_model"); check_int(num_heads, "num_heads")
         _check_divisible(d_model, num_heads)
@@ -87,6 +122,28 @@ class MultiHeadAttention(nn.Module):
         need_weights:bool=True,
     # output (B, T, d_model) and per-head weights (B, H, T, S) before dropout, or None
     )->tuple[Tensor, Tensor|None]:
+        """Multi-head attention of section 3.2.2: project, split into heads, attend in parallel, merge, project
+
+        Parameters
+        ----------
+        query : Tensor
+            (B, T, d_model), the positions that look
+        key : Tensor
+            (B, S, d_model), the positions looked at
+        value : Tensor
+            (B, S, d_model), what they hand over
+        mask : Tensor | None
+            boolean, True = may attend; broadcasts to (B, H, T, S)
+        need_weights : bool
+            False: skip the weights and take the fast path (chapter "Fast
+            path"), same output
+
+        Returns
+        -------
+        tuple[Tensor, Tensor | None]
+            output (B, T, d_model) and per-head weights (B, H, T, S) before
+            dropout, or None
+        """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         self._check_inputs(query, key, value)
         B, T, _ = query.shape
@@ -133,8 +190,21 @@ def to_torch_masks(
     num_heads:int,  # H of the nn.MultiheadAttention that will receive the masks
 # (attn_mask, key_padding_mask), boolean with True = blocked, or None
 )->tuple[Tensor|None, Tensor|None]:
-    ("Our mask as the `(attn_mask, key_padding_mask)` pair that "
-     "`nn.MultiheadAttention(batch_first=True)` expects")
+    """Our mask as the `(attn_mask, key_padding_mask)` pair that `nn.MultiheadAttention(batch_first=True)` expects
+
+    Parameters
+    ----------
+    mask : Tensor | None
+        ours: boolean, True = may attend, broadcasting to (B, H, T, S); 2 to 4
+        dimensions
+    num_heads : int
+        H of the nn.MultiheadAttention that will receive the masks
+
+    Returns
+    -------
+    tuple[Tensor | None, Tensor | None]
+        (attn_mask, key_padding_mask), boolean with True = blocked, or None
+    """
     check_int(num_heads, "num_heads")
     if mask is None: return None, None
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
@@ -195,7 +265,24 @@ def from_torch_masks(
 # ours: boolean, True = may attend, (1, 1, T, S), (B, 1, 1, S), (B, 1, T, S) or (B, H,
 # T, S)
 )->Tensor|None:
-    "The masks of `nn.MultiheadAttention` as one of ours, broadcasting to (B, H, T, S)"
+    """The masks of `nn.MultiheadAttention` as one of ours, broadcasting to (B, H, T, S)
+
+    Parameters
+    ----------
+    attn_mask : Tensor | None
+        torch's attn_mask: (T, S) or (B*num_heads, T, S), True (or -inf) =
+        blocked
+    key_padding_mask : Tensor | None
+        torch's key_padding_mask: (B, S), True (or -inf) = a padded key
+    num_heads : int | None
+        needed only for a 3-D attn_mask, to separate B from the heads
+
+    Returns
+    -------
+    Tensor | None
+        ours: boolean, True = may attend, (1, 1, T, S), (B, 1, 1, S), (B, 1, T,
+        S) or (B, H, T, S)
+    """
     mask = None
     if attn_mask is not None:
         a = _allowed(attn_mask, "attn_mask")
@@ -273,8 +360,20 @@ def mha_to_torch(
     ours:MultiHeadAttention,  # the source of the weights
     theirs:nn.MultiheadAttention,  # receives them; same embed_dim, num_heads and bias
 )->nn.MultiheadAttention:  # `theirs`, with our weights
-    ("Copy our W_q, W_k, W_v, W_o into an `nn.MultiheadAttention` "
-     "(in_proj_weight/in_proj_bias and out_proj)")
+    """Copy our W_q, W_k, W_v, W_o into an `nn.MultiheadAttention` (in_proj_weight/in_proj_bias and out_proj)
+
+    Parameters
+    ----------
+    ours : MultiHeadAttention
+        the source of the weights
+    theirs : nn.MultiheadAttention
+        receives them; same embed_dim, num_heads and bias
+
+    Returns
+    -------
+    nn.MultiheadAttention
+        `theirs`, with our weights
+    """
     _check_pair(ours, theirs)
     with torch.no_grad():
         # (3 d_model, d_model)
@@ -294,7 +393,20 @@ def mha_from_torch(
     theirs:nn.MultiheadAttention,  # the source of the weights
     ours:MultiHeadAttention,  # receives them; same d_model, num_heads and bias
 )->MultiHeadAttention:  # `ours`, with torch's weights
-    "Copy the weights of an `nn.MultiheadAttention` into our W_q, W_k, W_v, W_o"
+    """Copy the weights of an `nn.MultiheadAttention` into our W_q, W_k, W_v, W_o
+
+    Parameters
+    ----------
+    theirs : nn.MultiheadAttention
+        the source of the weights
+    ours : MultiHeadAttention
+        receives them; same d_model, num_heads and bias
+
+    Returns
+    -------
+    MultiHeadAttention
+        `ours`, with torch's weights
+    """
     _check_pair(ours, theirs)
     with torch.no_grad():
         for lin, w in zip((ours.W_q, ours.W_k, ours.W_v), theirs.in_proj_weight.chunk(3)): lin.weight.copy_(w)
@@ -309,7 +421,20 @@ def fused_projection(
     x:Tensor,  # (..., d_in)
     linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
 )->Tensor:  # (..., sum of their out_features): their outputs side by side
-    "Apply several `nn.Linear` to the same input with one matrix multiply"
+    """Apply several `nn.Linear` to the same input with one matrix multiply
+
+    Parameters
+    ----------
+    x : Tensor
+        (..., d_in)
+    linears : tuple
+        nn.Linear layers that all read x, with or without biases alike
+
+    Returns
+    -------
+    Tensor
+        (..., sum of their out_features): their outputs side by side
+    """
     # (sum d_out, d_in)
     weight = torch.cat([l.weight for l in linears])
     bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
@@ -324,7 +449,27 @@ def fast_multihead(
     value:Tensor,  # (B, S, d_model)
     mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
 )->Tensor:  # (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
-    "Multi-head attention without the weights: fused projections and `fused_attention`"
+    """Multi-head attention without the weights: fused projections and `fused_attention`
+
+    Parameters
+    ----------
+    mha
+        a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout
+        are used
+    query : Tensor
+        (B, T, d_model)
+    key : Tensor
+        (B, S, d_model)
+    value : Tensor
+        (B, S, d_model)
+    mask : Tensor | None
+        boolean, True = may attend; broadcasts to (B, H, T, S)
+
+    Returns
+    -------
+    Tensor
+        (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
+    """
     H, d_k = mha.num_heads, mha.d_k
     # (B, L, n*d_model) -> n x (B, H, L, d_k)
     heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)

@@ -52,8 +52,39 @@ def show_heatmaps(
     max_width:float=6.6,
     colorbar:bool=True,  # draw one colour bar for the whole grid
 ):
-    ("A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x "
-     "keys) matrices")
+    """A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x keys) matrices
+
+    Parameters
+    ----------
+    matrices
+        (rows, cols, Q, K) tensor, or (Q, K) / (n, Q, K) which become one row
+    row_titles : Sequence[str] | None
+        a title on the left of each row, e.g. "layer 0"
+    col_titles : Sequence[str] | None
+        a title above each column, e.g. "head 0"
+    xlabel : str
+        label of the x axis (columns of each matrix)
+    ylabel : str
+        label of the y axis (rows of each matrix)
+    xticks : Sequence[str] | None
+        a label per column, e.g. the key tokens
+    yticks : Sequence[str] | None
+        a label per row, e.g. the query tokens
+    title : str | None
+        a title over the whole figure
+    cmap : str
+        matplotlib colour map
+    vmax : float | None
+        colour range; the data's own range by default
+    cell_size : float
+        size in inches of each panel (shrunk if the grid would be wider than
+        `max_width`)
+    max_width : float
+        widest figure in inches: at 100 dpi, the width of a page's text, so
+        labels keep their size
+    colorbar : bool
+        draw one colour bar for the whole grid
+    """
     plt = pyplot()
     m = _as_numpy(matrices)
     if m.ndim == 2: m = m[None, None]
@@ -111,8 +142,23 @@ def show_attention(
     head_titles:Sequence[str]|None=None,
     **kwargs,  # passed on to `show_heatmaps`
 ):
-    ("Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows "
-     "are queries, columns are keys")
+    """Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows are queries, columns are keys
+
+    Parameters
+    ----------
+    weights : Tensor
+        attention weights (T, S) or (H, T, S)
+    queries : Sequence[str] | None
+        a label per query (row), e.g. the target tokens
+    keys : Sequence[str] | None
+        a label per key (column), e.g. the source tokens
+    title : str | None
+        a title over the figure
+    head_titles : Sequence[str] | None
+        a title per head; "head 0", "head 1", ... by default
+    **kwargs
+        passed on to `show_heatmaps`
+    """
     if not isinstance(weights, Tensor):
         raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
     if weights.dim() not in (2, 3):
@@ -147,7 +193,25 @@ def show_curves(
     figsize:tuple=(6, 3.2),  # size in inches
     styles:dict|None=None,  # {label: matplotlib format string}, e.g. {"scaled": "--"}
 ):
-    "Line plots of several curves against the same x values, with a legend"
+    """Line plots of several curves against the same x values, with a legend
+
+    Parameters
+    ----------
+    x
+        x values, shape (N,)
+    curves : dict
+        {label: y values of shape (N,)}
+    ylabel : str
+        axis labels
+    title : str | None
+        a title over the plot
+    logy : bool
+        logarithmic axes
+    figsize : tuple
+        size in inches
+    styles : dict | None
+        {label: matplotlib format string}, e.g. {"scaled": "--"}
+    """
     plt = pyplot()
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     xs = _as_numpy(x)
@@ -188,7 +252,21 @@ def _token_args(name:str)->tuple[str, str]:
 
 # %% ../nbs/00a_plotting.ipynb #x003
 class AttentionExplorer:
-    "A self-contained interactive HTML view of attention maps; a notebook displays it"
+    """A self-contained interactive HTML view of attention maps; a notebook displays it
+
+    Parameters
+    ----------
+    maps : dict
+        {name: (weights (L, H, T, S), queries, keys, what each are)}
+    start : tuple
+        (kind, layer, head) shown first; head may be "all"
+    title : str | None
+        a title over the view
+    decimals : int
+        weights are rounded to this many decimals
+    fallback : bool
+        embed a static picture for where scripts do not run
+    """
     def __init__(self,
         maps:dict,  # {name: (weights (L, H, T, S), queries, keys, what each are)}
         start:tuple,  # (kind, layer, head) shown first; head may be "all"
@@ -196,6 +274,7 @@ class AttentionExplorer:
         decimals:int=3,  # weights are rounded to this many decimals
         fallback:bool=True,  # embed a static picture for where scripts do not run
     ):
+        """Build a `AttentionExplorer`: `help(AttentionExplorer)` describes the parameters."""
         self.maps, self.start, self.title = maps, start, title
         self.decimals, self.fallback = decimals, fallback
 
@@ -267,7 +346,29 @@ def attention_explorer(
     decimals:int=3,  # weights are rounded to this many decimals
     fallback:bool=True,  # embed a static picture for where scripts do not run
 )->AttentionExplorer:
-    "An interactive view of attention maps: pick kind, layer and head; point at tokens"
+    """An interactive view of attention maps: pick kind, layer and head; point at tokens
+
+    Parameters
+    ----------
+    maps : dict | Tensor
+        {name: weights (L, H, T, S) or (H, T, S)}, or one tensor
+    src_tokens : Sequence[str]
+        label the encoder self-attention, and cross's keys
+    tgt_tokens : Sequence[str] | None
+        label decoder self-attention, cross's queries
+    title : str | None
+        a title over the view
+    kind : str | None
+        the map shown first; the first of `maps` by default
+    layer : int
+        the layer shown first; negative counts from the last
+    head : int | str
+        the head shown first, or "all" for every head at once
+    decimals : int
+        weights are rounded to this many decimals
+    fallback : bool
+        embed a static picture for where scripts do not run
+    """
     if isinstance(maps, Tensor): maps = {"self-attention": maps}
     if not isinstance(maps, dict) or not maps:
         got = f"{type(maps).__name__} of length {len(maps)}" if isinstance(maps, dict) \

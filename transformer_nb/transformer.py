@@ -27,16 +27,56 @@ __all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid
 
 # %% ../nbs/07_transformer.ipynb #c007
 class Attention(NamedTuple):
-    ("Every attention map of one forward pass, each stacked over layers: (layers, B, "
-     "H, queries, keys)")
+    """Every attention map of one forward pass, each stacked over layers: (layers, B, H, queries, keys)
+
+    Parameters
+    ----------
+    encoder : Tensor
+        encoder self-attention (N_enc, B, H, S, S)
+    decoder : Tensor
+        decoder (masked) self-attention (N_dec, B, H, T, T)
+    cross : Tensor
+        decoder cross-attention over the memory (N_dec, B, H, T, S)
+    """
     encoder: Tensor  # encoder self-attention (N_enc, B, H, S, S)
     decoder: Tensor  # decoder (masked) self-attention (N_dec, B, H, T, T)
     cross: Tensor  # decoder cross-attention over the memory (N_dec, B, H, T, S)
 
 # %% ../nbs/07_transformer.ipynb #c008
 class Transformer(nn.Module):
-    ("The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and "
-     "output projection to logits")
+    """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
+
+    Parameters
+    ----------
+    src_vocab : int
+        source vocabulary size
+    tgt_vocab : int
+        target vocabulary size, V, the number of logits per position
+    d_model : int
+        width of the residual stream
+    num_heads : int
+        H, heads of every attention
+    num_encoder_layers : int
+        N of the encoder
+    num_decoder_layers : int
+        N of the decoder
+    d_ff : int
+        hidden units of every FFN
+    dropout : float
+        P_drop: on embeddings + positions, sublayer outputs, attention weights,
+        inside FFNs
+    max_len : int
+        longest sequence the position table covers
+    norm_first : bool
+        True: pre-LN (ours); False: post-LN (the paper)
+    positions : str
+        "sinusoidal" (the paper) or "learned"
+    share_embeddings : bool
+        tie target embedding and output projection (and the source embedding, if
+        src_vocab == tgt_vocab)
+    activation : str
+        "relu" (the paper) or "gelu\"
+    """
     def __init__(self,
         src_vocab:int,  # source vocabulary size
         tgt_vocab:int,  # target vocabulary size, V, the number of logits per position
@@ -56,6 +96,7 @@ class Transformer(nn.Module):
         share_embeddings:bool=False,
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
+        """Build a `Transformer`: `help(Transformer)` describes the parameters."""
         super().__init__()
         for name, v in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("d_model", d_model), ("d_ff", d_ff),
                         ("num_heads", num_heads), ("num_encoder_layers", num_encoder_layers),
@@ -114,7 +155,17 @@ class Transformer(nn.Module):
         # also return the list of per-layer self-attention weights
         return_attention:bool=False,
     ):  # memory (B, S, d_model)
-        "Embed the source and run the encoder"
+        """Embed the source and run the encoder
+
+        Parameters
+        ----------
+        src : Tensor
+            (B, S) source token ids
+        src_mask : Tensor | None
+            boolean, True = may attend; e.g. padding (B, 1, 1, S)
+        return_attention : bool
+            also return the list of per-layer self-attention weights
+        """
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
@@ -134,8 +185,24 @@ class Transformer(nn.Module):
         # also return the per-layer self- and cross-attention weights
         return_attention:bool=False,
     ):  # logits (B, T, V)
-        ("Embed the target, run the decoder over the memory, project to "
-         "target-vocabulary logits")
+        """Embed the target, run the decoder over the memory, project to target-vocabulary logits
+
+        Parameters
+        ----------
+        tgt : Tensor
+            (B, T) target token ids (shifted right: they start with the
+            start-of-sequence token)
+        memory : Tensor
+            (B, S, d_model), from `encode`
+        tgt_mask : Tensor | None
+            e.g. causal (1, 1, T, T), combined with target padding (B, 1, T,
+            T)
+        memory_mask : Tensor | None
+            source padding (B, 1, 1, S); None lets cross-attention see
+            padded source keys
+        return_attention : bool
+            also return the per-layer self- and cross-attention weights
+        """
         log_shapes(
             "Transformer.decode",
             tgt=tgt,
@@ -171,6 +238,24 @@ class Transformer(nn.Module):
         # also return an `Attention` with every attention map
         return_attention:bool=False,
     ):  # logits (B, T, V); with return_attention, (logits, Attention)
+        """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
+
+        Parameters
+        ----------
+        src : Tensor
+            (B, S) source token ids
+        tgt : Tensor
+            (B, T) target token ids, shifted right
+        src_mask : Tensor | None
+            encoder self-attention mask, broadcasts to (B, H, S, S)
+        tgt_mask : Tensor | None
+            decoder self-attention mask, broadcasts to (B, H, T, T)
+        memory_mask : Tensor | None
+            cross-attention mask (B, H, T, S); None lets it see padded
+            source keys: pass src_mask
+        return_attention : bool
+            also return an `Attention` with every attention map
+        """
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         if src.shape[0] != tgt.shape[0]:
@@ -223,8 +308,37 @@ class Transformer(nn.Module):
 # %% ../nbs/07_transformer.ipynb #cf01
 @dataclass(frozen=True)
 class TransformerConfig:
-    ("The arguments of `Transformer`, by the same names: "
-     "`Transformer.from_config(config)`, `model.config`")
+    """The arguments of `Transformer`, by the same names: `Transformer.from_config(config)`, `model.config`
+
+    Parameters
+    ----------
+    src_vocab : int
+        source vocabulary size
+    tgt_vocab : int
+        target vocabulary size
+    d_model : int
+        width of the residual stream
+    num_heads : int
+        H, heads of every attention
+    num_encoder_layers : int
+        N of the encoder
+    num_decoder_layers : int
+        N of the decoder
+    d_ff : int
+        hidden units of every FFN
+    dropout : float
+        P_drop
+    max_len : int
+        longest sequence the position table covers
+    norm_first : bool
+        True: pre-LN; False: post-LN (the paper)
+    positions : str
+        "sinusoidal" or "learned"
+    share_embeddings : bool
+        tie target embedding and output projection
+    activation : str
+        "relu" or "gelu\"
+    """
     src_vocab:int  # source vocabulary size
     tgt_vocab:int  # target vocabulary size
     d_model:int=512  # width of the residual stream
@@ -300,8 +414,22 @@ def show_attention_grid(
     title:str|None=None,  # a title over the figure
     **kwargs,  # passed on to `show_heatmaps`
 ):
-    ("A layer x head grid of attention heatmaps with token labels: rows of panels are "
-     "layers, columns are heads")
+    """A layer x head grid of attention heatmaps with token labels: rows of panels are layers, columns are heads
+
+    Parameters
+    ----------
+    maps : Tensor
+        (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:,
+        0]`
+    queries : Sequence[str] | None
+        a label per query (row)
+    keys : Sequence[str] | None
+        a label per key (column)
+    title : str | None
+        a title over the figure
+    **kwargs
+        passed on to `show_heatmaps`
+    """
     check_tensor(maps, "maps", ndim=4)
     L, H, T, S = maps.shape
     for labels, n, what in ((queries, T, "queries"), (keys, S, "keys")):
@@ -374,8 +502,21 @@ def to_torch_transformer(
     # receives them; same sizes, layers, norm placement and final norms
     theirs:nn.Transformer,
 )->nn.Transformer:  # `theirs`, with our weights
-    ("Copy the encoder and decoder stacks of our `Transformer` into an "
-     "`nn.Transformer`, layer by layer")
+    """Copy the encoder and decoder stacks of our `Transformer` into an `nn.Transformer`, layer by layer
+
+    Parameters
+    ----------
+    ours : Transformer
+        the source of the weights (its encoder and decoder; embeddings and
+        output have no counterpart)
+    theirs : nn.Transformer
+        receives them; same sizes, layers, norm placement and final norms
+
+    Returns
+    -------
+    nn.Transformer
+        `theirs`, with our weights
+    """
     _copy_stacks(ours, theirs, to_torch=True)
     return theirs
 
@@ -385,7 +526,20 @@ def from_torch_transformer(
     # are
     ours:Transformer,
 )->Transformer:  # `ours`, with torch's stack weights
-    ("Copy the weights of an `nn.Transformer` into the encoder and decoder of our "
-     "`Transformer`")
+    """Copy the weights of an `nn.Transformer` into the encoder and decoder of our `Transformer`
+
+    Parameters
+    ----------
+    theirs : nn.Transformer
+        the source of the weights
+    ours : Transformer
+        receives them in its encoder and decoder; embeddings and output are left
+        as they are
+
+    Returns
+    -------
+    Transformer
+        `ours`, with torch's stack weights
+    """
     _copy_stacks(ours, theirs, to_torch=False)
     return ours

@@ -102,8 +102,18 @@ def bench_training(config:dict, reps:int=7, impls=IMPLEMENTATIONS)->dict:
 def bench_memory(
     configs:dict,  # name -> configuration
 )->dict:  # name -> implementation -> {"peak_mb", "saved_mb"}
-    ("Peak memory of a training step (MB above the memory before it) and MB saved for "
-     "backward, per implementation")
+    """Peak memory of a training step (MB above the memory before it) and MB saved for backward, per implementation
+
+    Parameters
+    ----------
+    configs : dict
+        name -> configuration
+
+    Returns
+    -------
+    dict
+        name -> implementation -> {"peak_mb", "saved_mb"}
+    """
     # In a fresh process, where glibc returns freed blocks from the start (see
     # `release_freed_memory`): here, blocks
     # freed by earlier measurements would be reused without showing in the resident
@@ -176,8 +186,24 @@ def run_benchmark(
     compiled:bool=False,
     log=print,  # where progress goes
 )->dict:
-    ("Every measurement of this chapter; a dict that `save_results` writes and "
-     "`show_benchmark` draws")
+    """Every measurement of this chapter; a dict that `save_results` writes and `show_benchmark` draws
+
+    Parameters
+    ----------
+    seq_lens
+        training lengths of the small configuration
+    dropouts
+        training dropouts: the paper's, and none
+    reps : int
+        timed rounds per measurement
+    quick : bool
+        tiny sizes and few rounds: checks that everything runs, measures nothing
+    compiled : bool
+        also train the fast path through torch.compile (about a minute of
+        compiling per size)
+    log
+        where progress goes
+    """
     torch.manual_seed(0)
     res = dict(
         torch=torch.__version__,
@@ -346,8 +372,15 @@ def show_benchmark(
     res:dict,  # from run_benchmark or load_results
     title:str|None=None,  # over the figure; by default the machine and torch version
 ):
-    ("Four panels: training tokens/s, peak training memory, base-model forward "
-     "tokens/s, decoding tokens/s")
+    """Four panels: training tokens/s, peak training memory, base-model forward tokens/s, decoding tokens/s
+
+    Parameters
+    ----------
+    res : dict
+        from run_benchmark or load_results
+    title : str | None
+        over the figure; by default the machine and torch version
+    """
     plt = pyplot()
     fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))
     train = {

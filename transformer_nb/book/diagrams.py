@@ -54,7 +54,8 @@ class _Sketch:
         self.ax = self.fig.add_axes((0, 0, 1, 1))
         self.ax.axis("off")
 
-    def box(self, cx, cy, text, kind, w=2.6, h=0.46, detail=None, fontsize=8, dashed=None):
+    def box(self, cx, cy, text, kind, w=2.6, h=0.46, detail=None, fontsize=8,
+            dashed=None):
         from matplotlib.patches import FancyBboxPatch
         dashed = kind == "dropout" if dashed is None else dashed
         self.ax.add_patch(
@@ -233,8 +234,19 @@ def diagram_texts(
     fig,  # a figure returned by one of the `draw_` functions
 # every string written on it, from the bottom to the top, then from left to right
 )->list[str]:
-    ("The text of a diagram, in reading order from the bottom up: what the tests of "
-     "the diagrams check")
+    """The text of a diagram, in reading order from the bottom up: what the tests of the diagrams check
+
+    Parameters
+    ----------
+    fig
+        a figure returned by one of the `draw_` functions
+
+    Returns
+    -------
+    list[str]
+        every string written on it, from the bottom to the top, then from left
+        to right
+    """
     items = [t for ax in fig.axes for t in ax.texts if t.get_text()]
     items.sort(
         key=lambda t: (round(float(t.get_position()[1]), 3), float(t.get_position()[0]))
@@ -246,9 +258,10 @@ GAP = 0.27  # vertical space between two boxes, for an arrow
 
 # %% ../../nbs/00b_diagrams.ipynb #c012
 def _residual_stack(sk, cx, y, w, sublayers, norm_first=True, dropout=True):
-    """Draw sublayer connections upwards from (cx, y): pre-LN `x + Dropout(Sublayer(LayerNorm(x)))` or post-LN
-    `LayerNorm(x + Dropout(Sublayer(x)))`. `sublayers` is a list of (title, detail, kind); returns the height where
-    the stack ends and the box of each sublayer"""
+    """Draw sublayer connections upwards from (cx, y): pre-LN
+    `x + Dropout(Sublayer(LayerNorm(x)))` or post-LN
+    `LayerNorm(x + Dropout(Sublayer(x)))`. `sublayers` is a list of (title, detail,
+    kind); returns the height where the stack ends and the box of each sublayer"""
     xr, boxes = cx + w / 2 + 0.3, []
     for title, detail, kind in sublayers:
         yb = y + 0.2
@@ -294,7 +307,14 @@ def draw_architecture(
     # pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
     norm_first:bool=True,
 ):  # a matplotlib Figure
-    "The encoder-decoder Transformer, as built in this project"
+    """The encoder-decoder Transformer, as built in this project
+
+    Parameters
+    ----------
+    norm_first : bool
+        pre-LN (our default, with a final LayerNorm per stack) or post-LN (the
+        paper)
+    """
     sk, ex, dx, w = _Sketch(), 2.55, 7.2, 2.9
     src = sk.box(ex, 0.4, "source tokens", "io", w=2.2, h=0.4)
     tgt = sk.box(dx, 0.4, "target tokens (shifted right)", "io", w=2.9, h=0.4)
@@ -488,8 +508,13 @@ HEAD_COLORS = ("#fbd3a0", "#f6b26b", "#fde6c4", "#e9a15a")
 def draw_multihead(
     num_heads:int=4,  # H, the number of heads drawn
 ):  # a matplotlib Figure
-    ("Multi-head attention: project, split d_model into heads, attend per head, merge, "
-     "project")
+    """Multi-head attention: project, split d_model into heads, attend per head, merge, project
+
+    Parameters
+    ----------
+    num_heads : int
+        H, the number of heads drawn
+    """
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
     H, sk, xs = num_heads, _Sketch(), (2.0, 5.0, 8.0)
@@ -603,7 +628,15 @@ def draw_layer(
     kind:str="encoder",  # "encoder" (two sublayers) or "decoder" (three)
     norm_first:bool=True,  # pre-LN (our default) or post-LN (the paper)
 ):  # a matplotlib Figure
-    "One encoder or decoder layer: where LayerNorm, dropout and the residual sit"
+    """One encoder or decoder layer: where LayerNorm, dropout and the residual sit
+
+    Parameters
+    ----------
+    kind : str
+        "encoder" (two sublayers) or "decoder" (three)
+    norm_first : bool
+        pre-LN (our default) or post-LN (the paper)
+    """
     if kind not in ("encoder", "decoder"):
         raise ValueError(f'kind must be "encoder" or "decoder", got {kind!r}')
     sk, cx, w = _Sketch(), 5.0, 3.4
@@ -647,8 +680,15 @@ def draw_masks(
     lengths:tuple=(5, 3),  # the real length of each sequence of the batch, at most T
     T:int=5,  # the padded length (S = T: the keys are the same sequence)
 ):  # a matplotlib Figure
-    ("The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and "
-     "the decoder's both at once")
+    """The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and the decoder's both at once
+
+    Parameters
+    ----------
+    lengths : tuple
+        the real length of each sequence of the batch, at most T
+    T : int
+        the padded length (S = T: the keys are the same sequence)
+    """
     from matplotlib.patches import Rectangle, Patch
     if not isinstance(T, int) or T < 1:
         raise ValueError(f"T must be a positive int, got {T!r}")
@@ -777,7 +817,18 @@ DIAGRAMS = {  # file name: how to draw it
 def save_diagrams(
     out_dir:str|Path="images",  # folder to write into; created if missing
 )->list[Path]:  # the files written, in the order of `DIAGRAMS`
-    "Write every diagram as a PNG with a fixed name; the same code gives the same bytes"
+    """Write every diagram as a PNG with a fixed name; the same code gives the same bytes
+
+    Parameters
+    ----------
+    out_dir : str | Path
+        folder to write into; created if missing
+
+    Returns
+    -------
+    list[Path]
+        the files written, in the order of `DIAGRAMS`
+    """
     plt = pyplot()
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -793,8 +844,13 @@ def save_diagrams(
 def main(
     argv:list[str]|None=None,  # command-line arguments; `sys.argv[1:]` by default
 ):
-    ("`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into "
-     "OUT_DIR (default `images`)")
+    """`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into OUT_DIR (default `images`)
+
+    Parameters
+    ----------
+    argv : list[str] | None
+        command-line arguments; `sys.argv[1:]` by default
+    """
     import matplotlib
     matplotlib.use("Agg")  # no display needed
     args = sys.argv[1:] if argv is None else argv

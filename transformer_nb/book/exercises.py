@@ -20,8 +20,18 @@ EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")
 def split_directives(
     source:str,  # a code cell's source
 )->tuple[list[str], str]:  # the directive lines, and the code after them
-    ("Separate the `#|` lines at the top of a cell, which nbdev reads as directives, "
-     "from the code")
+    """Separate the `#|` lines at the top of a cell, which nbdev reads as directives, from the code
+
+    Parameters
+    ----------
+    source : str
+        a code cell's source
+
+    Returns
+    -------
+    tuple[list[str], str]
+        the directive lines, and the code after them
+    """
     lines = source.split("\n")
     n = 0
     while n < len(lines) and lines[n].startswith("#|"): n += 1
@@ -30,7 +40,18 @@ def split_directives(
 def exercise_checker(
     source:str,  # a code cell's source
 )->str|None:  # the checker's name, or None if the cell is not an exercise
-    "The checker named by the cell's `#| exercise` directive"
+    """The checker named by the cell's `#| exercise` directive
+
+    Parameters
+    ----------
+    source : str
+        a code cell's source
+
+    Returns
+    -------
+    str | None
+        the checker's name, or None if the cell is not an exercise
+    """
     return next(
         (
             m.group(1)
@@ -73,7 +94,11 @@ def _attrs(init:ast.FunctionDef)->list[str]:
                 else None
             )
             for t in targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                if (
+                    isinstance(t, ast.Attribute)
+                    and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"
+                ):
                     made = (
                         f" ({maker})"
                         if maker
@@ -82,12 +107,21 @@ def _attrs(init:ast.FunctionDef)->list[str]:
                         else ""
                     )
                     out.append(f"self.{t.attr}{made}")
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "self.register_buffer" and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) == "self.register_buffer"
+            and node.args
+        ):
             out.append(f"the buffer {ast.unparse(node.args[0])} (self.register_buffer)")
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/90_exercises.ipynb #c008
-def _todo(fn:ast.FunctionDef, cls:ast.ClassDef|None, body_lines:list[str], section:str|None)->list[str]:
+def _todo(
+    fn: ast.FunctionDef,
+    cls: ast.ClassDef | None,
+    body_lines: list[str],
+    section: str | None,
+) -> list[str]:
     ("The TODO comment lines that replace the body of `fn` (a function, or a method of "
      "`cls`)")
     doc = (
@@ -127,7 +161,9 @@ def _wrap(text:str, indent:str, width:int=116)->list[str]:
         break_on_hyphens=False,
     ) or [first]
 
-def _stub_body(lines:list[str], fn:ast.FunctionDef, cls:ast.ClassDef|None, section:str|None)->tuple[int, int, list[str]]:
+def _stub_body(
+    lines: list[str], fn: ast.FunctionDef, cls: ast.ClassDef | None, section: str | None
+) -> tuple[int, int, list[str]]:
     ("(first, last, replacement): the 0-based line range of `fn`'s body after its "
      "docstring, and the stub for it")
     body = fn.body
@@ -156,8 +192,21 @@ def make_exercise_source(
     section:str|None=None,  # the paper's section to name when the docstrings name none
 # the exercise's source, and the names of the functions and classes it defines
 )->tuple[str, list[str]]:
-    ("Replace the bodies of the functions and public methods of a cell by a TODO and "
-     "`...`, keeping signatures and docstrings")
+    """Replace the bodies of the functions and public methods of a cell by a TODO and `...`, keeping signatures and docstrings
+
+    Parameters
+    ----------
+    source : str
+        the source of a cell marked `#| exercise`, directives included
+    section : str | None
+        the paper's section to name when the docstrings name none
+
+    Returns
+    -------
+    tuple[str, list[str]]
+        the exercise's source, and the names of the functions and classes it
+        defines
+    """
     src = split_directives(source)[1]
     tree = ast.parse(src)
     lines = src.split("\n")
@@ -173,7 +222,9 @@ def make_exercise_source(
         elif isinstance(node, ast.ClassDef):
             sec = _section(ast.get_docstring(node)) or section
             for m in node.body:
-                if isinstance(m, ast.FunctionDef) and (m.name == "__init__" or not m.name.startswith("_")):
+                if isinstance(m, ast.FunctionDef) and (
+                    m.name == "__init__" or not m.name.startswith("_")
+                ):
                     edits.append(
                         _stub_body(
                             lines, m, node, _section(ast.get_docstring(m)) or sec
@@ -215,8 +266,19 @@ def _intro(stem:str, checkers:list[str])->str:
 def comment_out_error_lessons(
     code:str,  # the source of a lesson cell
 )->str:  # the same source with every top-level `test_fail(...)` statement commented out
-    ("Comment out the book's error-message lessons, which a learner's correct answer "
-     "need not satisfy")
+    """Comment out the book's error-message lessons, which a learner's correct answer need not satisfy
+
+    Parameters
+    ----------
+    code : str
+        the source of a lesson cell
+
+    Returns
+    -------
+    str
+        the same source with every top-level `test_fail(...)` statement
+        commented out
+    """
     try: tree = ast.parse(code)
     except SyntaxError: return code
     lines = code.split("\n")
@@ -242,12 +304,28 @@ def embed_images(
     cells:list,  # notebook cells (nbformat 4 JSON dicts), changed in place
     base:Path,  # the folder that relative image paths start from (the chapters' nbs/)
 )->list:  # the same cells
-    ("Turn Markdown images with a relative path into cell attachments, so that a "
-     "notebook shows them on its own")
+    """Turn Markdown images with a relative path into cell attachments, so that a notebook shows them on its own
+
+    Parameters
+    ----------
+    cells : list
+        notebook cells (nbformat 4 JSON dicts), changed in place
+    base : Path
+        the folder that relative image paths start from (the chapters' nbs/)
+
+    Returns
+    -------
+    list
+        the same cells
+    """
     for cell in cells:
         if cell["cell_type"] != "markdown": continue
         src = _src(cell)
-        for path in dict.fromkeys(re.findall(r"!\[[^\]]*\]\(((?!https?:|data:|attachment:)[^)\s]+\.png)\)", src)):
+        for path in dict.fromkeys(
+            re.findall(
+                r"!\[[^\]]*\]\(((?!https?:|data:|attachment:)[^)\s]+\.png)\)", src
+            )
+        ):
             f = base / path
             if not f.is_file(): continue
             name = Path(path).name
@@ -263,8 +341,19 @@ def make_exercise_notebook(
     chapter:Path|str,  # a chapter notebook with cells marked `#| exercise CHECKER`
 # the exercise notebook (nbformat 4 JSON), or None if the chapter has no exercise
 )->dict|None:
-    ("The exercise notebook of a chapter: exercises stubbed, each followed by its "
-     "check; nbdev plumbing and outputs gone")
+    """The exercise notebook of a chapter: exercises stubbed, each followed by its check; nbdev plumbing and outputs gone
+
+    Parameters
+    ----------
+    chapter : Path | str
+        a chapter notebook with cells marked `#| exercise CHECKER`
+
+    Returns
+    -------
+    dict | None
+        the exercise notebook (nbformat 4 JSON), or None if the chapter has no
+        exercise
+    """
     chapter = Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
     checkers = [
@@ -304,10 +393,15 @@ def make_exercise_notebook(
             cells.append(_cell("markdown", src, len(cells)))
             continue
         if kind != "code": continue
-        if any("default_exp" in l for l in split_directives(src)[0]) or "nbdev_export" in src:
+        if (
+            any("default_exp" in l for l in split_directives(src)[0])
+            or "nbdev_export" in src
+        ):
             continue
         if re.match(r"^\s*show_doc\(", split_directives(src)[1]): continue
-        if own and re.search(rf"\btransformer_nb\.{re.escape(own)}\b|from transformer_nb import {re.escape(own)}\b", src):
+        name = re.escape(own or "")
+        uses = rf"\btransformer_nb\.{name}\b|from transformer_nb import {name}\b"
+        if own and re.search(uses, src):
             raise ValueError(
                 f"{chapter.name}: a cell imports the chapter's own module "
                 f"transformer_nb.{own}; "
@@ -367,8 +461,20 @@ def make_exercises(
     # where the exercise notebooks go (created; stale ones removed)
     out_dir:Path|str="exercises",
 )->list[Path]:  # the notebooks written
-    ("Write the exercise notebook of every chapter that has exercises; remove those of "
-     "chapters that have none")
+    """Write the exercise notebook of every chapter that has exercises; remove those of chapters that have none
+
+    Parameters
+    ----------
+    nbs_dir : Path | str
+        the chapters
+    out_dir : Path | str
+        where the exercise notebooks go (created; stale ones removed)
+
+    Returns
+    -------
+    list[Path]
+        the notebooks written
+    """
     nbs_dir, out_dir = Path(nbs_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -389,7 +495,7 @@ def main(argv:list[str]|None=None):
     import argparse
     p = argparse.ArgumentParser(
         prog="python -m transformer_nb.book.exercises",
-        description=make_exercises.__doc__,
+        description=make_exercises.__doc__.split("\n\n")[0],
     )
     p.add_argument("nbs_dir", nargs="?", default="nbs")
     p.add_argument("out_dir", nargs="?", default="exercises")
@@ -534,7 +640,27 @@ EFFORT = {
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing
 class Exercise(NamedTuple):
-    "One exercise of a chapter, as `list_exercises` finds it"
+    """One exercise of a chapter, as `list_exercises` finds it
+
+    Parameters
+    ----------
+    checker : str
+        the check that grades it, in transformer_nb.book.grading
+    names : list
+        the functions and classes the learner writes
+    summary : str
+        the first line of the docstring of the first of them
+    chapter : str
+        the chapter's notebook, e.g. 02_attention.ipynb
+    title : str
+        the chapter's title
+    minutes : int
+        an honest time estimate
+    level : int
+        1 (a formula) to 3 (several parts put together)
+    hint : str
+        a nudge, for a learner who is stuck
+    """
     checker: str  # the check that grades it, in transformer_nb.book.grading
     names: list  # the functions and classes the learner writes
     summary: str  # the first line of the docstring of the first of them
@@ -547,8 +673,18 @@ class Exercise(NamedTuple):
 def list_exercises(
     nbs_dir:Path|str="nbs",  # the chapters
 )->list[Exercise]:  # every exercise, in reading order
-    ("Every exercise of the chapters, from their `#| exercise` directives, with its "
-     "estimate, level and hint from `EFFORT`")
+    """Every exercise of the chapters, from their `#| exercise` directives, with its estimate, level and hint from `EFFORT`
+
+    Parameters
+    ----------
+    nbs_dir : Path | str
+        the chapters
+
+    Returns
+    -------
+    list[Exercise]
+        every exercise, in reading order
+    """
     out = []
     for chapter in sorted(Path(nbs_dir).glob("[0-9]*.ipynb")):
         nb = json.loads(chapter.read_text(encoding="utf-8"))
@@ -596,15 +732,28 @@ def exercise_table(
 # an HTML table: one row per exercise, with its chapter, download, time, level and a
 # hint to open
 )->str:
-    "The table of exercises that the Exercises page shows"
+    """The table of exercises that the Exercises page shows
+
+    Parameters
+    ----------
+    exercises : list[Exercise]
+        from list_exercises
+
+    Returns
+    -------
+    str
+        an HTML table: one row per exercise, with its chapter, download, time,
+        level and a hint to open
+    """
     from html import escape
     def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))
     page = lambda nb: re.sub(r"^\d+[a-z]?_", "", Path(nb).stem) + ".html"
     rows = []
+    names = lambda e: ", ".join(f"<code>{escape(x)}</code>" for x in e.names)
     for i, e in enumerate(exercises, 1):
         n = int(e.chapter.split("_")[0])
         rows.append(
-            f"<tr><td>{i}</td><td>{', '.join(f'<code>{escape(x)}</code>' for x in e.names)}<br>"
+            f"<tr><td>{i}</td><td>{names(e)}<br>"
             f"<small>{code(e.summary)}; checked by "
             f"<code>{e.checker}</code></small></td>"
             f'<td><a href="{page(e.chapter)}">{n}. {escape(e.title)}</a><br>'

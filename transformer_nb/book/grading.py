@@ -26,16 +26,27 @@ __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grad
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
-    ("What a checker found: `passed` (also the truth value) and a `message` in plain "
-     "words; shows as ✓/✗ and the message")
+    """What a checker found: `passed` (also the truth value) and a `message` in plain words; shows as ✓/✗ and the message
+
+    Parameters
+    ----------
+    passed : bool
+        did the answer pass every check?
+    name : str
+        the name of the function or class that was checked
+    message : str
+        "passed: …" or the hint
+    """
     def __init__(self,
         passed:bool,  # did the answer pass every check?
         name:str,  # the name of the function or class that was checked
         message:str,  # "passed: …" or the hint
     ):
+        """Build a `Verdict`: `help(Verdict)` describes the parameters."""
         self.passed, self.name, self.message = passed, name, message
     def __bool__(self): return self.passed
-    def __repr__(self): return f"{'✓' if self.passed else '✗'} {self.name}: {self.message}"
+    def __repr__(self):
+        return f"{'✓' if self.passed else '✗'} {self.name}: {self.message}"
 
 # %% ../../nbs/91_grading.ipynb #c008
 class Hint(Exception):
@@ -151,8 +162,17 @@ def run(
     # arguments for `f`; `advice` is appended to an error's hint
     *args, advice:str="", **kwargs,
 ):
-    ("Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or "
-     "changes a tensor it was given")
+    """Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or changes a tensor it was given
+
+    Parameters
+    ----------
+    what : str
+        what is called, for the message: "your function", "your module"
+    f
+        the learner's callable
+    advice : str
+        arguments for `f`; `advice` is appended to an error's hint
+    """
     before = _snapshot(f, args, kwargs)
     try: out = f(*args, **kwargs)
     except Hint: raise
@@ -184,7 +204,8 @@ def _close(a, b, eps:float=1e-5)->bool:
     return isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and \
         bool(torch.allclose(a.float(), b.float(), atol=eps, rtol=1e-4, equal_nan=False))
 
-def _shape(t)->str: return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
+def _shape(t)->str:
+    return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
 
 def _tensor(x, what:str, shape:tuple|None=None, meaning:str="")->Tensor:
     "Check that the learner returned a tensor, of `shape` if given"
@@ -208,7 +229,8 @@ def _tuple(x, n:int, what:str, names:str)->tuple:
         raise Hint(f"{what} must return {n} things, {names}; it returned {got}.")
     return tuple(x)
 
-def _diff(a:Tensor, b:Tensor)->str: return f"{(a.float() - b.float()).abs().max().item():.1e}"
+def _diff(a:Tensor, b:Tensor)->str:
+    return f"{(a.float() - b.float()).abs().max().item():.1e}"
 
 def _far(got:Tensor, want:Tensor, eps:float=1e-5)->str:
     ("How far `got` is from `want`: largest error, share of values within tolerance, "
@@ -243,8 +265,20 @@ def build(
     cls,  # the learner's nn.Module class
     *args, **kwargs,  # its constructor's arguments
 )->nn.Module:  # the module, in eval mode
-    ("Construct the learner's module; raise a `Hint` if that fails or if it is not a "
-     "proper nn.Module")
+    """Construct the learner's module; raise a `Hint` if that fails or if it is not a proper nn.Module
+
+    Parameters
+    ----------
+    cls
+        the learner's nn.Module class
+    **kwargs
+        its constructor's arguments
+
+    Returns
+    -------
+    nn.Module
+        the module, in eval mode
+    """
     if not isinstance(cls, type):
         raise Hint(
             f"pass the class itself (e.g. `{_name(cls)}`), not {type(cls).__name__}."
@@ -263,10 +297,19 @@ def load_reference(
     ours:nn.Module,  # the book's module, whose weights are copied
     theirs:nn.Module,  # the learner's module, which receives them
 ):
-    ("Copy the book's parameters into the learner's module, by name or else in order; "
-     "raise a `Hint` if impossible")
+    """Copy the book's parameters into the learner's module, by name or else in order; raise a `Hint` if impossible
+
+    Parameters
+    ----------
+    ours : nn.Module
+        the book's module, whose weights are copied
+    theirs : nn.Module
+        the learner's module, which receives them
+    """
     ref, mine = dict(ours.named_parameters()), dict(theirs.named_parameters())
-    if len(mine) < len(ref) and len(list(theirs.named_parameters(remove_duplicate=False))) > len(mine):
+    if len(mine) < len(ref) and len(
+        list(theirs.named_parameters(remove_duplicate=False))
+    ) > len(mine):
         raise Hint(
             "some of your layers share their parameters: create a new layer for each "
             "position of the "
@@ -310,7 +353,8 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
     ("The learner's module must have the book's parts and settings under the chapter's "
      "names: later cells use them")
     for k, v in vars(ref).items():
-        if k.startswith("_") or k == "training" or not (v is None or isinstance(v, (bool, int, float, str))): continue
+        setting = v is None or isinstance(v, (bool, int, float, str))
+        if k.startswith("_") or k == "training" or not setting: continue
         if k not in vars(m) and not hasattr(m, k):
             raise Hint(
                 f"{what} has no attribute `{k}`: the TODO asks for `self.{k}`, and "
@@ -374,8 +418,14 @@ def grade_token_embedding(
     # (B, T) ids to (B, T, d_model)
     cls,
 )->Verdict:
-    ("Check a token embedding against `TokenEmbedding`: the lookup, the √d_model "
-     "scale, the initialisation, padding_idx")
+    """Check a token embedding against `TokenEmbedding`: the lookup, the √d_model scale, the initialisation, padding_idx
+
+    Parameters
+    ----------
+    cls
+        your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module
+        mapping (B, T) ids to (B, T, d_model)
+    """
     # d = 24: √d, d / 2 and d all differ
     V, d, pad = 50, 24, 3
     ref, m = TokenEmbedding(V, d), build(cls, V, d)
@@ -463,8 +513,13 @@ def _pe_variant(max_len:int, d:int, kind:str)->Tensor:
 def grade_positional_encoding(
     fn,  # your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
 )->Verdict:
-    ("Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), "
-     "with the default and another base")
+    """Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), with the default and another base
+
+    Parameters
+    ----------
+    fn
+        your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
+    """
     for L, d, base in ((50, 16, None), (7, 6, None), (9, 10, 100.0)):
         kw = {} if base is None else {"base": base}
         call = f"sinusoidal_encoding({L}, {d}{', base=' + str(base) if base else ''})"
@@ -565,14 +620,22 @@ def grade_embeddings(
     # padding_idx) -> forward(ids, offset)
     cls,
 )->Verdict:
-    ("Check the input block: scaled token embedding plus positions (sinusoidal or "
-     "learned, from an offset), then dropout")
+    """Check the input block: scaled token embedding plus positions (sinusoidal or learned, from an offset), then dropout
+
+    Parameters
+    ----------
+    cls
+        your Embeddings class: (vocab_size, d_model, max_len, dropout,
+        positions, padding_idx) -> forward(ids, offset)
+    """
     V, d, L = 30, 20, 24
     ids = torch.randint(0, V, (3, 6))
     for positions in ("sinusoidal", "learned"):
         ref = Embeddings(V, d, max_len=L, dropout=0.0, positions=positions).eval()
         m = build(cls, V, d, max_len=L, dropout=0.0, positions=positions)
-        if positions == "learned" and not any(tuple(p.shape) == (L, d) for p in m.parameters()):
+        if positions == "learned" and not any(
+            tuple(p.shape) == (L, d) for p in m.parameters()
+        ):
             raise Hint(
                 'positions="learned" is ignored: build LearnedPositions(d_model, '
                 'max_len), a table of '
@@ -657,7 +720,8 @@ def grade_embeddings(
             "(p = 0.5); yours are not, so dropout was applied before the addition or "
             "twice."
         )
-    return "tokens·√d_model + positions (sinusoidal and learned, from an offset), padding_idx, dropout in training only."
+    return ("tokens·√d_model + positions (sinusoidal and learned, from an offset), "
+            "padding_idx, dropout in training only.")
 
 # %% ../../nbs/91_grading.ipynb #c023
 def _fit_scale(w:Tensor, scores:Tensor)->float|None:
@@ -701,20 +765,24 @@ def _scale_hint(w:Tensor, scores:Tensor, d_k:int, d_model:int|None=None)->str|No
         ]
     for value, hint in named:
         if abs(c - value) < 1e-3 * value: return hint
-    return f"your weights are softmax(QKᵀ / c) with c = {c:.2f}; c must be √d_k = {right:.2f}."
+    return (f"your weights are softmax(QKᵀ / c) with c = {c:.2f}; c must be √d_k = "
+            f"{right:.2f}.")
 
 # %% ../../nbs/91_grading.ipynb #c024
 def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None)->str:
     "Why the learner's attention weights differ from the book's"
     T, S = q.shape[-2], k.shape[-2]
     if tuple(w.shape[-2:]) == (S, T) and S != T:
-        return f"the weights have shape {_shape(w)}, keys before queries: rows are queries, use q @ k.transpose(-2, -1)."
+        return (f"the weights have shape {_shape(w)}, keys before queries: rows are "
+                "queries, use q @ k.transpose(-2, -1).")
     scores = q @ k.transpose(-2, -1)
     if mask is None:
         if not _close(w.sum(-1), torch.ones_like(w.sum(-1)), 1e-4):
             if _close(w.sum(-2), torch.ones_like(w.sum(-2)), 1e-4):
-                return "the softmax runs over the wrong axis: each query's weights over the keys must sum to 1, use dim=-1."
-            return "each query's weights must sum to 1: apply the softmax over the keys (dim=-1)."
+                return ("the softmax runs over the wrong axis: each query's weights "
+                        "over the keys must sum to 1, use dim=-1.")
+            return ("each query's weights must sum to 1: apply the softmax over the "
+                    "keys (dim=-1).")
         return (
             _scale_hint(w, scores, q.shape[-1])
             or "the weights differ from softmax(QKᵀ/√d_k)."
@@ -725,7 +793,8 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None)->str
         mixed = allowed.any(-1) & (~allowed).any(-1)
         rows, ok = w[mixed], allowed[mixed]
         if (rows[ok] == 0).all() and (rows[~ok] > 0).any():
-            return "the mask is inverted: True means *may attend*; fill the scores where the mask is False (~mask)."
+            return ("the mask is inverted: True means *may attend*; fill the scores "
+                    "where the mask is False (~mask).")
         return (
             "keys where the mask is False still get weight (up to "
             f"{w[~allowed].abs().max().item():.1e}), not exactly "
@@ -733,7 +802,8 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None)->str
             "torch.finfo(scores.dtype).min; 0 or a small number like -100 is not "
             "enough."
         )
-    return "the masked keys get zero weight, but the other weights differ from softmax(QKᵀ/√d_k)."
+    return ("the masked keys get zero weight, but the other weights differ from "
+            "softmax(QKᵀ/√d_k).")
 
 # %% ../../nbs/91_grading.ipynb #c025b
 def _attention_dropout(fn, q, k, v, mask):
@@ -767,7 +837,10 @@ def _attention_dropout(fn, q, k, v, mask):
             "on the weights, "
             "before multiplying by v, not on the output."
         )
-    if not torch.isfinite(out).all() or (out - want_out).abs().mean() > 4 * want_out.abs().mean():
+    if (
+        not torch.isfinite(out).all()
+        or (out - want_out).abs().mean() > 4 * want_out.abs().mean()
+    ):
         raise Hint(
             "with dropout_p=0.5 the output is far from the book's expectation: "
             f"{_far(out, want_out)}."
@@ -780,8 +853,14 @@ def grade_attention(
     # weights)
     fn,
 )->Verdict:
-    ("Check scaled dot-product attention against the book's: shapes, masks, dropout, "
-     "half precision (section 3.2.1)")
+    """Check scaled dot-product attention against the book's: shapes, masks, dropout, half precision (section 3.2.1)
+
+    Parameters
+    ----------
+    fn
+        your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) ->
+        (output, weights)
+    """
     # d_k = 8: √d_k, d_k / 2 and d_k all differ
     B, H, T, S, dk, dv = 2, 3, 5, 7, 8, 6
     q, k, v = (
@@ -825,7 +904,10 @@ def grade_attention(
         want_out, want_w = scaled_dot_product_attention(q_, k_, v_, mask=mask)
         _tensor(w, f"the weights {case}")
         if not _close(w, want_w):
-            if w.shape != want_w.shape and tuple(w.shape[-2:]) != (k_.shape[-2], q_.shape[-2]):
+            if w.shape != want_w.shape and tuple(w.shape[-2:]) != (
+                k_.shape[-2],
+                q_.shape[-2],
+            ):
                 raise Hint(
                     f"{case}: the weights have shape {_shape(w)}, expected "
                     f"{_shape(want_w)} (..., T, S)."
@@ -835,7 +917,8 @@ def grade_attention(
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
         _tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
         if not _close(out, want_out):
-            if _close(out, (w @ k_) if k_.shape == v_.shape else None): raise Hint("the weights multiply k; they must multiply v.")
+            if _close(out, (w @ k_) if k_.shape == v_.shape else None):
+                raise Hint("the weights multiply k; they must multiply v.")
             raise Hint(
                 f"{case}: the weights are right but the output is not weights @ v: "
                 f"{_far(out, want_out)}."
@@ -907,8 +990,13 @@ def grade_attention(
 def grade_split_heads(
     fn,  # your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
 )->Verdict:
-    ("Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every "
-     "position")
+    """Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every position
+
+    Parameters
+    ----------
+    fn
+        your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
+    """
     B, T, d, H = 2, 5, 24, 4
     x = torch.randn(B, T, d)
     got = _tensor(run("your function", fn, x, H), "the result")
@@ -936,7 +1024,13 @@ def grade_split_heads(
 def grade_merge_heads(
     fn,  # your merge_heads(x): (B, H, T, d_k) -> (B, T, H·d_k)
 )->Verdict:
-    "Check `merge_heads`, the inverse of `split_heads` (the Concat of section 3.2.2)"
+    """Check `merge_heads`, the inverse of `split_heads` (the Concat of section 3.2.2)
+
+    Parameters
+    ----------
+    fn
+        your merge_heads(x): (B, H, T, d_k) -> (B, T, H·d_k)
+    """
     B, H, T, dk = 2, 4, 5, 6
     x = torch.randn(B, H, T, dk)
     got = _tensor(
@@ -969,7 +1063,17 @@ def grade_merge_heads(
     return "the heads are put back side by side at every position."
 
 # %% ../../nbs/91_grading.ipynb #c028
-def _mha_variant(ref:MultiHeadAttention, query, key, value, mask=None, split="ok", merge="ok", scale=None, w_o=True):
+def _mha_variant(
+    ref: MultiHeadAttention,
+    query,
+    key,
+    value,
+    mask=None,
+    split="ok",
+    merge="ok",
+    scale=None,
+    w_o=True,
+):
     ("The book's multi-head attention with one classic mistake; returns (output, "
      "weights)")
     B, T, d = query.shape; S, H, dk = key.shape[1], ref.num_heads, ref.d_k
@@ -995,8 +1099,14 @@ def grade_multihead(
     # forward(query, key, value, mask, need_weights)
     cls,
 )->Verdict:
-    ("Check multi-head attention against the book's, given the same weights: masks, "
-     "need_weights, dropout, bias")
+    """Check multi-head attention against the book's, given the same weights: masks, need_weights, dropout, bias
+
+    Parameters
+    ----------
+    cls
+        your MultiHeadAttention class: (d_model, num_heads, dropout, bias) ->
+        forward(query, key, value, mask, need_weights)
+    """
     # d_k = 6: √d_k, d_k / 2, √d_model all differ
     B, T, S, d, H = 2, 5, 7, 24, 4
     ref, m = MultiHeadAttention(d, H), build(cls, d, H)
@@ -1090,10 +1200,12 @@ def grade_multihead(
             if scale: raise Hint(f"{case}: {scale}")
             if mask is not None and _close(out, ref(qu, ke, va)[0]):
                 raise Hint(f"{case}: the mask is ignored; pass it to the attention.")
+            weights = (
+                _diff(w, want_w) if w.shape == want_w.shape else "shape " + _shape(w)
+            )
             raise Hint(
                 f"{case}: the output differs from the book's: {_far(out, want_out)} "
-                "(weights: "
-                f"{_diff(w, want_w) if w.shape == want_w.shape else 'shape ' + _shape(w)}). "
+                f"(weights: {weights}). "
                 "Follow the steps: project, split, attend, merge, W_o."
             )
         res = run("your module", m, x, src, src, mask=pad, need_weights=False)
@@ -1153,7 +1265,8 @@ def grade_multihead(
             "before dropout (the "
             "chapter's attention returns them so), and drop only those that multiply v."
         )
-    return "self- and cross-attention with masks, need_weights=False, bias=False and dropout match the book's."
+    return ("self- and cross-attention with masks, need_weights=False, bias=False and "
+            "dropout match the book's.")
 
 # %% ../../nbs/91_grading.ipynb #c031
 @checker
@@ -1162,8 +1275,14 @@ def grade_ffn(
     # on (B, T, d_model)
     cls,
 )->Verdict:
-    ("Check the position-wise feed-forward network against the book's, given the same "
-     "weights (section 3.3)")
+    """Check the position-wise feed-forward network against the book's, given the same weights (section 3.3)
+
+    Parameters
+    ----------
+    cls
+        your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation)
+        -> module on (B, T, d_model)
+    """
     B, T, d, dff = 2, 5, 24, 96
     x = torch.randn(B, T, d)
     with torch.no_grad():
@@ -1232,7 +1351,8 @@ def grade_ffn(
             "the hidden units, "
             "between the activation and linear2, not on the output."
         )
-    return "linear1 → activation (relu and gelu) → dropout on the hidden units in training only → linear2."
+    return ("linear1 → activation (relu and gelu) → dropout on the hidden units in "
+            "training only → linear2.")
 
 # %% ../../nbs/91_grading.ipynb #c033
 def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True):
@@ -1254,8 +1374,14 @@ def grade_layer_norm(
     # dimension
     cls,
 )->Verdict:
-    ("Check a LayerNorm against the book's (biased variance, ε inside the square root, "
-     "weight and bias), for any eps")
+    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps
+
+    Parameters
+    ----------
+    cls
+        your LayerNorm class: (d_model, eps, fused) -> module normalising the
+        last dimension
+    """
     d = 12
     # entries of size 10, and tiny ones
     x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
@@ -1345,7 +1471,8 @@ def grade_layer_norm(
                     f"{_far(got, want)}."
                 )
             )
-    return "biased variance, ε inside the root for any eps, weight and bias, fused or not: the numbers of nn.LayerNorm."
+    return ("biased variance, ε inside the root for any eps, weight and bias, fused or "
+            "not: the numbers of nn.LayerNorm.")
 
 # %% ../../nbs/91_grading.ipynb #c035
 def _norm_of(m:nn.Module):
@@ -1369,8 +1496,14 @@ def grade_sublayer(
     # forward(x, sublayer)
     cls,
 )->Verdict:
-    ("Check the residual connection in both placements of the norm (section 3.1; "
-     "pre-LN and post-LN), with dropout")
+    """Check the residual connection in both placements of the norm (section 3.1; pre-LN and post-LN), with dropout
+
+    Parameters
+    ----------
+    cls
+        your SublayerConnection class: (d_model, dropout, norm_first) -> module,
+        forward(x, sublayer)
+    """
     B, T, d = 2, 5, 16
     x = torch.randn(B, T, d)
     lin = nn.Linear(d, d)
@@ -1457,7 +1590,8 @@ def grade_sublayer(
                     )
                 )
             m.eval()
-    return "pre-LN and post-LN residual connections, with dropout on the sublayer's output in training only."
+    return ("pre-LN and post-LN residual connections, with dropout on the sublayer's "
+            "output in training only.")
 
 # %% ../../nbs/91_grading.ipynb #c038
 def _pair(cls, ref_cls, *args, **kwargs):
@@ -1557,8 +1691,14 @@ def grade_encoder_layer(
     # activation) -> forward(x, src_mask, need_weights)
     cls,
 )->Verdict:
-    ("Check an encoder layer against the book's, given the same weights, in pre-LN and "
-     "post-LN")
+    """Check an encoder layer against the book's, given the same weights, in pre-LN and post-LN
+
+    Parameters
+    ----------
+    cls
+        your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first,
+        activation) -> forward(x, src_mask, need_weights)
+    """
     d, H, dff = 24, 4, 40
     _, x, pad, _ = _inputs()
     with torch.no_grad():
@@ -1627,8 +1767,14 @@ def grade_decoder_layer(
     # -> (y, self weights, cross weights)
     cls,
 )->Verdict:
-    ("Check a decoder layer against the book's, given the same weights, in pre-LN and "
-     "post-LN")
+    """Check a decoder layer against the book's, given the same weights, in pre-LN and post-LN
+
+    Parameters
+    ----------
+    cls
+        your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask,
+        need_weights) -> (y, self weights, cross weights)
+    """
     d, H, dff = 24, 4, 40
     y, mem, pad_S, tgt = _inputs()
     with torch.no_grad():
@@ -1923,14 +2069,27 @@ def grade_encoder(
     # forward(x, src_mask)
     cls,
 )->Verdict:
-    "Check an encoder stack against the book's `Encoder`"
+    """Check an encoder stack against the book's `Encoder`
+
+    Parameters
+    ----------
+    cls
+        your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout,
+        norm_first) -> forward(x, src_mask)
+    """
     return _check_stack(cls, Encoder, decoder=False)
 
 @checker
 def grade_decoder(
     cls,  # your Decoder class: forward(y, memory, tgt_mask, memory_mask)
 )->Verdict:
-    "Check a decoder stack against the book's `Decoder`"
+    """Check a decoder stack against the book's `Decoder`
+
+    Parameters
+    ----------
+    cls
+        your Decoder class: forward(y, memory, tgt_mask, memory_mask)
+    """
     return _check_stack(cls, Decoder, decoder=True)
 
 # %% ../../nbs/91_grading.ipynb #c044
@@ -1940,8 +2099,15 @@ def grade_transformer(
     # num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len, norm_first, ...)
     cls,
 )->Verdict:
-    ("Check the full model against the book's `Transformer`, given the same weights: "
-     "logits, encode, decode, attention")
+    """Check the full model against the book's `Transformer`, given the same weights: logits, encode, decode, attention
+
+    Parameters
+    ----------
+    cls
+        your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads,
+        num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len,
+        norm_first, ...)
+    """
     Vs, Vt, d, H, dff = 11, 13, 24, 4, 40
     _, _, pad_S, tgt_mask = _inputs()
     src, tgt = torch.randint(0, Vs, (2, 7)), torch.randint(0, Vt, (2, 5))
@@ -2100,11 +2266,21 @@ def grade_causal_mask(
     # your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may attend
     fn,
 )->Verdict:
-    ("Check a causal mask: query t may attend to keys 0 … t, itself included, shaped "
-     "(1, 1, T, T), on the device asked")
+    """Check a causal mask: query t may attend to keys 0 … t, itself included, shaped (1, 1, T, T), on the device asked
+
+    Parameters
+    ----------
+    fn
+        your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may
+        attend
+    """
     for T in (4, 7, 1):
         got = _tensor(run("your function", fn, T), f"the mask for T={T}")
-        if got.dim() < 2 or tuple(got.shape[-2:]) != (T, T) or any(s != 1 for s in got.shape[:-2]):
+        if (
+            got.dim() < 2
+            or tuple(got.shape[-2:]) != (T, T)
+            or any(s != 1 for s in got.shape[:-2])
+        ):
             raise Hint(
                 f"the mask for T={T} has shape {_shape(got)}; expected (1, 1, T, T)."
             )
@@ -2126,7 +2302,8 @@ def grade_causal_mask(
                                  "attends to itself (tril(), not tril(-1))."),
                             (1, "off by one: position t sees position t + 1; use "
                                 "tril(), not tril(1).")):
-                if torch.equal(flat, torch.ones(T, T, dtype=torch.bool).tril(k)): raise Hint(hint)
+                if torch.equal(flat, torch.ones(T, T, dtype=torch.bool).tril(k)):
+                    raise Hint(hint)
             if torch.equal(flat, want.T):
                 raise Hint(
                     "the mask lets each position see the future and not the past: "
@@ -2152,7 +2329,8 @@ def grade_causal_mask(
                 "the device argument is not used: create the mask there, "
                 "torch.ones(..., device=device)."
             )
-    return "lower-triangular, diagonal included, boolean, (1, 1, T, T), on the device asked."
+    return ("lower-triangular, diagonal included, boolean, (1, 1, T, T), on the device "
+            "asked.")
 
 # %% ../../nbs/91_grading.ipynb #c047
 def _ids(pad:int=0):
@@ -2170,8 +2348,14 @@ def grade_padding_mask(
     # token
     fn,
 )->Verdict:
-    ("Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast "
-     "against the scores")
+    """Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast against the scores
+
+    Parameters
+    ----------
+    fn
+        your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True =
+        a real token
+    """
     for pad in (0, 3):
         ids, real = _ids(pad)
         got = _tensor(run("your function", fn, ids, pad), "the mask")
@@ -2208,8 +2392,13 @@ def grade_padding_mask(
 def grade_target_mask(
     fn,  # your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
 )->Verdict:
-    ("Check the decoder's target mask: a key may be attended to if it is a real token "
-     "AND not in the future")
+    """Check the decoder's target mask: a key may be attended to if it is a real token AND not in the future
+
+    Parameters
+    ----------
+    fn
+        your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
+    """
     for pad in (0, 3):
         ids, real = _ids(pad)
         T = ids.shape[1]

@@ -25,8 +25,19 @@ def small_config(
     vocab:int=1000,  # source and target vocabulary
     dropout:float=0.1,  # the paper's P_drop
 )->dict:
-    ("The small configuration of the benchmark: d_model 128, 4 heads, d_ff 512, 2 + 2 "
-     "layers")
+    """The small configuration of the benchmark: d_model 128, 4 heads, d_ff 512, 2 + 2 layers
+
+    Parameters
+    ----------
+    seq_len : int
+        source and target length
+    batch_size : int
+        sentence pairs per step
+    vocab : int
+        source and target vocabulary
+    dropout : float
+        the paper's P_drop
+    """
     return dict(
         d_model=128,
         num_heads=4,
@@ -59,6 +70,7 @@ class TorchTransformer(nn.Module):
     ("`nn.Transformer` between the embeddings and the output layer of one of our "
      "models, with a copy of its weights")
     def __init__(self, ours:Transformer):
+        """Build a `TorchTransformer`: `help(TorchTransformer)` describes the parameters."""
         super().__init__()
         enc, dec = ours.encoder, ours.decoder
         layer = enc.layers[0]
@@ -84,11 +96,17 @@ class TorchTransformer(nn.Module):
             self.transformer.encoder.norm = self.transformer.decoder.norm = None
         to_torch_transformer(ours, self.transformer)
 
-    def forward(self, src:Tensor, tgt:Tensor, src_mask=None, tgt_mask=None, memory_mask=None)->Tensor:
+    def forward(
+        self, src: Tensor, tgt: Tensor, src_mask=None, tgt_mask=None, memory_mask=None
+    ) -> Tensor:
         ("The signature of `Transformer.forward`; our masks go through "
          "`to_torch_masks`, the one conversion")
         kw = {}
-        for name, mask in (("src", src_mask), ("tgt", tgt_mask), ("memory", memory_mask)):
+        for name, mask in (
+            ("src", src_mask),
+            ("tgt", tgt_mask),
+            ("memory", memory_mask),
+        ):
             attn, pad = to_torch_masks(mask, self.num_heads)
             kw[f"{name}_mask"], kw[f"{name}_key_padding_mask"] = attn, pad
         kw["tgt_is_causal"] = tgt_mask is not None and is_causal(
@@ -99,7 +117,14 @@ class TorchTransformer(nn.Module):
         )
 
 # %% ../../nbs/12_fast.ipynb #h003
-def readable_forward(model:Transformer, src:Tensor, tgt:Tensor, src_mask=None, tgt_mask=None, memory_mask=None):
+def readable_forward(
+    model: Transformer,
+    src: Tensor,
+    tgt: Tensor,
+    src_mask=None,
+    tgt_mask=None,
+    memory_mask=None,
+):
     ("`model(src, tgt, ...)` with every attention weight requested (so chapter 2's "
      "code runs), the weights dropped")
     memory, _ = model.encode(src, src_mask, return_attention=True)
@@ -165,8 +190,22 @@ def interleaved(
     warmup:int=2,  # untimed rounds first
     device="cpu",
 )->dict[str, dict]:  # name -> {"median", "min", "max"} in seconds
-    ("Time several functions in turn, round after round, so that the machine's "
-     "changing load hits all alike")
+    """Time several functions in turn, round after round, so that the machine's changing load hits all alike
+
+    Parameters
+    ----------
+    fns : dict
+        name -> function to time
+    reps : int
+        rounds; each runs every function once
+    warmup : int
+        untimed rounds first
+
+    Returns
+    -------
+    dict[str, dict]
+        name -> {"median", "min", "max"} in seconds
+    """
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
@@ -178,9 +217,30 @@ def interleaved(
     }
 
 # %% ../../nbs/12_fast.ipynb #h006
+def _as_written(o) -> str:
+    "The source of `o` as its notebook cell shows it, else as its module has it"
+    import ast, inspect, json, re
+    from pathlib import Path
+    text = inspect.getsource(o)
+    try:  # the exported module carries docstrings for help() that the notebook does not
+        file = Path(inspect.getsourcefile(o))
+        start = inspect.getsourcelines(o)[1]
+        above = file.read_text().split("\n")[:start - 1]
+        marker = next(l for l in reversed(above) if l.startswith("# %% "))
+        nb, cell_id = re.match(r"# %% (\S+\.ipynb) #(\S+)", marker).groups()
+        cells = json.loads((file.parent / nb).read_text())["cells"]
+        src = "".join(next(c for c in cells if c.get("id") == cell_id)["source"])
+        src = "\n".join(l for l in src.split("\n") if not l.startswith("#|"))
+        node = next(
+            n for n in ast.parse(src).body if getattr(n, "name", "") == o.__name__
+        )
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        return "\n".join(src.split("\n")[first - 1:node.end_lineno])
+    except Exception:  # an installed package has no notebooks beside it
+        return text
+
 def show_source(*objs):
     "Show the source code of functions and classes defined elsewhere in the package"
-    import inspect
     from IPython.display import HTML
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
@@ -188,7 +248,7 @@ def show_source(*objs):
     # inline colours: no stylesheet needed
     fmt = HtmlFormatter(noclasses=True, nowrap=True)
     blocks = [
-        highlight(inspect.getsource(o).rstrip(), PythonLexer(), fmt) for o in objs
+        highlight(_as_written(o).rstrip(), PythonLexer(), fmt) for o in objs
     ]
     return HTML(
         "".join(
@@ -204,8 +264,20 @@ def profile_step(
     row_limit:int|None=8,  # how many operations to list; None: all
 # (operation, milliseconds, share of the step) for the most expensive ones
 )->list[tuple[str, float, float]]:
-    ("Run `step` once under torch's profiler and list the operations that took the "
-     "most time (self time, CPU)")
+    """Run `step` once under torch's profiler and list the operations that took the most time (self time, CPU)
+
+    Parameters
+    ----------
+    step
+        a function that runs one training step
+    row_limit : int | None
+        how many operations to list; None: all
+
+    Returns
+    -------
+    list[tuple[str, float, float]]
+        (operation, milliseconds, share of the step) for the most expensive ones
+    """
     import os
     from torch.profiler import profile, ProfilerActivity
     # warm-up: allocations, first-call costs
@@ -229,8 +301,15 @@ def show_profile(
     profiles:dict,  # name -> the rows that profile_step returned
     title:str|None=None,  # over the figure
 ):
-    ("Side-by-side bars of the most expensive operations of profiled steps, "
-     "random-number operations highlighted")
+    """Side-by-side bars of the most expensive operations of profiled steps, random-number operations highlighted
+
+    Parameters
+    ----------
+    profiles : dict
+        name -> the rows that profile_step returned
+    title : str | None
+        over the figure
+    """
     plt = pyplot()
     n = max(len(rows) for rows in profiles.values())
     fig, axs = plt.subplots(
