@@ -52,6 +52,8 @@ def test_attention_cells_and_labels_are_legible_at_the_natural_size(H, T, S):
     assert m["cell"] >= MIN_CELL_PX - 0.1, m
     assert m["label"] >= MIN_LABEL_PX, m
     assert panels_square(fig)
+    box, (w, h) = fig.get_tightbbox(), fig.get_size_inches()  # no text cut off at the edges
+    assert box.x0 >= -0.01 and box.y0 >= -0.01 and box.x1 <= w + 0.01 and box.y1 <= h + 0.01, (box, w, h)
     leg = figure_legibility(fig)
     assert leg["cell"] == pytest.approx(m["cell"], abs=0.2) and leg["label"] == pytest.approx(m["label"], abs=0.1)
     assert (leg["width"], leg["height"]) == tuple(round(x) for x in fig.get_size_inches() * PX_PER_INCH)
@@ -68,6 +70,8 @@ def test_heads_wrap_into_rows_that_fit_the_text_column():
 def test_a_layer_by_head_grid_and_small_label_sizes_stay_legible():
     fig = show_attention_grid(torch.rand(2, 4, 11, 24).softmax(-1), words(11), words(24), cell_size=1.6)
     m = measured(fig)
+    box, (w, h) = fig.get_tightbbox(), fig.get_size_inches()  # the row titles are not cut off
+    assert box.x0 >= -0.01 and box.x1 <= w + 0.01, (box, w)
     assert m["cell"] >= MIN_CELL_PX - 0.1 and m["label"] >= MIN_LABEL_PX
     fig = show_heatmaps(torch.rand(5, 5), xticks=words(5), yticks=words(5), label_size=4)  # raised to the minimum
     assert measured(fig)["label"] >= MIN_LABEL_PX

@@ -39,7 +39,7 @@ MIN_CELL_PX = 12  # the smallest heatmap cell, in CSS px at the natural size
 MIN_LABEL_PX = 9  # the smallest text (tick labels, titles, values), in CSS px
 
 def figure_legibility(fig)->dict:
-    "A figure's natural size, smallest heatmap cell and smallest text, in CSS px"
+    "Natural size, smallest cell of a map read cell by cell, smallest text: CSS px"
     from matplotlib.text import Text
     for _ in range(2): fig.draw_without_rendering()  # the layout settles in two
     scale = PX_PER_INCH / fig.dpi
@@ -47,6 +47,7 @@ def figure_legibility(fig)->dict:
     for ax in fig.axes:
         box = ax.get_window_extent()
         for im in ax.get_images():
+            if im.get_gid() != "tnb-cells": continue  # a picture, not read cell by cell
             rows, cols = im.get_array().shape[:2]
             cells.append(min(box.width / cols, box.height / rows) * scale)
     texts = [t.get_fontsize() * PX_PER_INCH / 72 for t in fig.findobj(Text)
@@ -79,7 +80,7 @@ def _sharp_in_ipython(plt):
     import importlib, matplotlib
     from matplotlib.figure import Figure
     backend = matplotlib.get_backend()
-    if backend.startswith("module://"):  # the inline backend registers its own on import
+    if backend.startswith("module://"):  # the inline backend registers on import
         importlib.import_module(backend.removeprefix("module://"))
     ip.display_formatter.formatters["image/png"].for_type(Figure, _show_sharp)
 
@@ -93,13 +94,16 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
                 color="white" if dark else "black")
 
 def _grow_to(fig, least:float, tries:int=6):
-    "Enlarge `fig` until its smallest heatmap cell is at least `least` CSS px"
+    "Enlarge `fig` until its cells are at least `least` CSS px and no text sticks out"
     for _ in range(tries):
-        cell = figure_legibility(fig)["cell"]
-        if cell is None or cell >= least - 0.05: return
+        cell = figure_legibility(fig)["cell"]  # lays the figure out
         w, h = fig.get_size_inches()
-        grow = 1.02 * least / cell
-        fig.set_size_inches(w * grow + 0.05, h * grow + 0.05)
+        box = fig.get_tightbbox()  # inches
+        out_w = max(0, -box.x0) + max(0, box.x1 - w)
+        out_h = max(0, -box.y0) + max(0, box.y1 - h)
+        grow = 1.02 * least / cell if cell is not None and cell < least - 0.05 else 1
+        if grow == 1 and out_w < 0.01 and out_h < 0.01: return
+        fig.set_size_inches(w * grow + 2 * out_w, h * grow + 2 * out_h)
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
@@ -120,7 +124,7 @@ def show_heatmaps(
     annotate:str|None=None,  # write each value in its cell with this format, "{:.2f}"
     label_size:float=8,  # font size of tick labels, points
 ):
-    "A grid of heatmaps with one colour scale, sized so that cells and labels are legible"
+    "A grid of heatmaps with one colour scale, sized for legible cells and labels"
     plt = pyplot()
     from matplotlib.colors import LogNorm
     m = _as_numpy(matrices)
@@ -138,32 +142,40 @@ def show_heatmaps(
         vmin = float(pos.min()) if vmin is None else vmin
     vmin = float(m.min()) if vmin is None else vmin
     vmax = float(m.max()) if vmax is None else vmax
-    # the smallest cell: room for a label per row, and for the values written in it
-    least = max(MIN_CELL_PX, 1.3 * px if xticks is not None or yticks is not None else 0)
+    # a map read cell by cell (labels per row or column, or values written in) gets
+    # cells of at least MIN_CELL_PX, with room for a label per row and for the values
+    read = xticks is not None or yticks is not None or annotate is not None
+    least = max(MIN_CELL_PX, 1.3 * px) if read else 0
     if annotate:
         chars = max(len(annotate.format(v)) for v in (vmin, vmax, 0.5 * (vmin + vmax)))
-        least = max(least, 0.62 * px * chars + 6)
+        least = max(least, 0.55 * px * chars + 6)
     # margins, CSS px: tick labels, axis labels, colour bar
     ylen = max((len(str(t)) for t in yticks), default=0) if yticks is not None else 2
     xlen = max((len(str(t)) for t in xticks), default=0) if xticks is not None else 2
     left = 0.62 * px * ylen + 40 + (40 if row_titles is not None else 0)
     bottom, right = 0.62 * px * xlen + 40, 90 if colorbar else 15
     top = (30 if title else 8) + (22 if col_titles is not None else 0)
-    # heads of one row wrap into several rows rather than shrink
+    # the heads of one row wrap into several rows rather than shrink
     avail = max_width * PX_PER_INCH - left - right
-    if nr == 1 and nc > 1 and nc * (k * least + 12) > avail:
-        fit = max(1, int(avail // (k * least + 12)))
+    smallest = k * least if read else 120  # a picture of a matrix: 1.2 inches at least
+    if nr == 1 and nc > 1 and nc * (smallest + 12) > avail:
+        fit = max(1, int(avail // (smallest + 12)))
         cols = max(c for c in range(1, fit + 1) if nc % c == 0 or c == fit)
         grid, titles = m[0], list(col_titles) if col_titles is not None else None
         nr, nc = -(-nc // cols), cols
     else:
         grid, titles = m.reshape(nr * nc, q, k), None
-    cell = max(least, min(cell_size * PX_PER_INCH / max(q, k), avail / (nc * k) - 12 / k))
+    if read:  # square cells
+        preferred = cell_size * PX_PER_INCH / max(q, k)
+        cell = max(least, min(preferred, (avail / nc - 12) / k))
+        pw, ph = k * cell, q * cell
+    else:  # square panels
+        pw = ph = max(smallest, min(cell_size * PX_PER_INCH, avail / nc - 12))
     extra_top = 22 if titles is not None else 0
-    size = [left + right + nc * (k * cell + 12),
-            top + bottom + nr * (q * cell + 12 + extra_top)]
-    fig, axes = plt.subplots(nr, nc, figsize=[s / PX_PER_INCH for s in size],
-                             squeeze=False, sharex=True, sharey=True, layout="constrained")
+    size = [left + right + nc * (pw + 12), top + bottom + nr * (ph + 12 + extra_top)]
+    inches = [s / PX_PER_INCH for s in size]
+    fig, axes = plt.subplots(nr, nc, figsize=inches, squeeze=False, sharex=True,
+                             sharey=True, layout="compressed")
     norm = LogNorm(vmin, vmax) if log else None
     cm = plt.get_cmap(cmap).with_extremes(bad="#f4f4f4")
     for n, ax in enumerate(axes.flat):
@@ -172,7 +184,9 @@ def show_heatmaps(
             ax.set_axis_off()
             continue
         im = ax.imshow(grid[n], cmap=cm, norm=norm, vmin=None if log else vmin,
-                       vmax=None if log else vmax, interpolation="nearest")
+                       vmax=None if log else vmax, interpolation="nearest",
+                       aspect="equal" if read else "auto")
+        if read: im.set_gid("tnb-cells")  # what figure_legibility measures
         if xticks is not None:
             ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=label_size)
         if yticks is not None:
