@@ -107,10 +107,30 @@ def test_katex_is_local_and_complete(docs):
 def test_chapter_has_plots_and_maths(docs, page):
     "Every chapter page has at least one stored plot, typeset-ready maths, and a title."
     html = (docs / page).read_text(encoding="utf-8")
-    plots = re.findall(r'<div class="cell-output cell-output-display">\s*(?:<div[^>]*>\s*<figure[^>]*>\s*<p>)?<img src="(?:data:image/png;base64,|[^"]+\.png)', html)
+    plots = re.findall(r'<div class="cell-output cell-output-display">\s*(?:<div[^>]*>\s*(?:<figure[^>]*>\s*<p>)?)?<img src="(?:data:image/png;base64,|[^"]+\.png)', html)
     assert plots, f"{page}: no plot among the cell outputs"
     assert 'class="math' in html, f"{page}: no maths"
     assert parse(docs / page).title.strip()
+
+
+def test_plots_are_shown_at_their_natural_size_and_legible(docs):
+    """Each plot the helpers drew sits in a scroll box at its natural size (width and height from the PNG's text
+    chunk), with an alt text, and its smallest cell and text at that size are at least the helpers' minimums."""
+    from transformer_nb.plotting import MIN_CELL_PX, MIN_LABEL_PX
+    n, bad = 0, []
+    for p in html_pages(docs):
+        html = p.read_text(encoding="utf-8")
+        for img in re.findall(r'<div class="figure-scroll"><img [^>]*class="tnb-figure"[^>]*>', html):
+            n += 1
+            a = dict(re.findall(r'([\w-]+)="([^"]*)"', img))
+            if not (a.get("alt") and int(a["width"]) > 0 and int(a["height"]) > 0):
+                bad.append(f"{p.name}: {a.get('alt')!r} without alt text or size")
+            if float(a.get("data-min-cell", MIN_CELL_PX)) < MIN_CELL_PX:
+                bad.append(f"{p.name}: {a['alt']!r} has cells of {a['data-min-cell']} px")
+            if float(a.get("data-min-label", 0)) < MIN_LABEL_PX:
+                bad.append(f"{p.name}: {a['alt']!r} has text of {a.get('data-min-label')} px")
+    assert n >= 20, f"only {n} sized plots on the site"
+    assert not bad, "\n".join(bad)
 
 
 def test_sidebar_lists_chapters_in_reading_order(docs):

@@ -17,7 +17,9 @@ The steps are those of `nbdev_docs`, with smalldocs in Quarto's place:
    their constructor's parameters, NamedTuples with their fields, annotations and defaults as written) and the
    "Exported source" under it is folded; chapters get their number (the file's) in the title, and every chapter
    a download of its notebook near the top.
-6. After smalldocs, the pages are fixed (`postprocess_pages`): tables scroll in a box of their own, and an automatic
+6. After smalldocs, the pages are fixed (`postprocess_pages`): tables scroll in a box of their own, and so do figures:
+   a plot drawn by the package's helpers carries its natural size and legibility in a PNG text chunk
+   (`transformer_nb.plotting.figure_png`), and is shown at that size, never smaller (`figure_html`); an automatic
    link to an anchor that does not exist (nbdev links private names too) becomes plain code.
 
 Deployment publishes `_docs/` as built here (.github/workflows/deploy.yaml runs `make site`).
@@ -512,6 +514,40 @@ def postprocess_notebooks(cache: Path, renames: dict[str, str]) -> dict[str, int
     return stats
 
 
+def png_text(png: bytes) -> dict[str, str]:
+    "The tEXt chunks of a PNG: {keyword: text}"
+    import struct
+    out, at = {}, 8
+    while at + 8 <= len(png):
+        n, kind = struct.unpack(">I4s", png[at:at + 8])
+        if kind == b"tEXt":
+            key, _, text = png[at + 8:at + 8 + n].partition(b"\0")
+            out[key.decode("latin-1")] = text.decode("latin-1")
+        if kind in (b"IDAT", b"IEND"):  # matplotlib writes its text before the pixels
+            break
+        at += 12 + n
+    return out
+
+
+FIGURE = re.compile(r'<img src="data:image/png;base64,([^"]+)" class="img-fluid">')
+
+
+def figure_html(m: re.Match) -> str:
+    """A plot with its legibility (`tnb-legibility`, see transformer_nb.plotting) at its natural size, in a box that
+    scrolls sideways when the column is narrower; the figure's title is its alt text. Other pictures stay as they are."""
+    import base64
+    import html
+    import json
+    try:
+        leg = json.loads(png_text(base64.b64decode(m.group(1)))["tnb-legibility"])
+    except (KeyError, ValueError):
+        return m.group(0)
+    alt = html.escape(leg.get("title") or "a figure", quote=True)
+    data = "".join(f' data-min-{k}="{leg[k]}"' for k in ("cell", "label") if leg.get(k) is not None)
+    return (f'<div class="figure-scroll"><img src="data:image/png;base64,{m.group(1)}" class="tnb-figure" '
+            f'alt="{alt}" width="{leg["width"]}" height="{leg["height"]}"{data}></div>')
+
+
 def postprocess_pages(docs: Path) -> dict[str, int]:
     """Fixes of the rendered pages: every table in a container that scrolls sideways (with a shadow while more lies to
     either side), no link to the documentation host, and no automatic link to an anchor that does not exist (nbdev
@@ -520,7 +556,7 @@ def postprocess_pages(docs: Path) -> dict[str, int]:
     host = doc_host()
     pages = sorted(docs.glob("*.html"))
     ids = {p.name: set(re.findall(r'\sid="([^"]+)"', p.read_text(encoding="utf-8"))) for p in pages}
-    stats = dict(tables=0, unlinked=0, links=0)
+    stats = dict(tables=0, figures=0, unlinked=0, links=0)
     for p in pages:
         html = p.read_text(encoding="utf-8")
         stats["links"] += html.count(host)
@@ -545,6 +581,8 @@ def postprocess_pages(docs: Path) -> dict[str, int]:
         body = re.sub(r"<table\b", '<div class="table-scroll"><table', body)
         body = body.replace("</table>", "</table></div>")
         stats["tables"] += n
+        body = FIGURE.sub(figure_html, body)
+        stats["figures"] += body.count('class="tnb-figure"')
         p.write_text(head + body, encoding="utf-8")
     return stats
 

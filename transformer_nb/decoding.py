@@ -416,7 +416,8 @@ def beam_search(
                         )
                     )
             else:
-                rows.append(row); new_beams.append(beams[row] + [tok]); new_lp.append(lp); new_last.append(tok)
+                rows.append(row); new_beams.append(beams[row] + [tok])
+                new_lp.append(lp); new_last.append(tok)
             if len(new_beams) == beam_size: break
         if not new_beams: break
         # out of room: unfinished ones count too

@@ -4,12 +4,14 @@
 
 # %% ../nbs/00a_plotting.ipynb #c002
 from __future__ import annotations
+import base64, io, json, sys
 from typing import Sequence
 import torch
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['pyplot', 'show_heatmaps', 'show_attention', 'show_curves', 'AttentionExplorer', 'attention_explorer']
+__all__ = ['PX_PER_INCH', 'MIN_CELL_PX', 'MIN_LABEL_PX', 'pyplot', 'figure_legibility', 'figure_png', 'show_heatmaps',
+           'show_attention', 'show_curves', 'AttentionExplorer', 'attention_explorer']
 
 # %% ../nbs/00a_plotting.ipynb #c005
 def _as_numpy(x):
@@ -20,8 +22,7 @@ def _as_numpy(x):
 
 # %% ../nbs/00a_plotting.ipynb #q001
 def pyplot():
-    ("matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if it is "
-     "missing")
+    "matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if missing"
     try:
         import matplotlib.pyplot as plt
     except ImportError as e:
@@ -29,13 +30,85 @@ def pyplot():
             "the plotting helpers need matplotlib: "
             "pip install \"transformer_nb[plot]\" (or pip install matplotlib)"
         ) from e
+    _sharp_in_ipython(plt)
     return plt
+
+# %% ../nbs/00a_plotting.ipynb #f001
+PX_PER_INCH = 100  # CSS px per inch of a figure shown at its natural size
+MIN_CELL_PX = 12  # the smallest heatmap cell, in CSS px at the natural size
+MIN_LABEL_PX = 9  # the smallest text (tick labels, titles, values), in CSS px
+
+def figure_legibility(fig)->dict:
+    "Natural size, smallest cell of a map read cell by cell, smallest text: CSS px"
+    from matplotlib.text import Text
+    for _ in range(2): fig.draw_without_rendering()  # the layout settles in two
+    scale = PX_PER_INCH / fig.dpi
+    cells = []
+    for ax in fig.axes:
+        box = ax.get_window_extent()
+        for im in ax.get_images():
+            if im.get_gid() != "tnb-cells": continue  # a picture, not read cell by cell
+            rows, cols = im.get_array().shape[:2]
+            cells.append(min(box.width / cols, box.height / rows) * scale)
+    texts = [t.get_fontsize() * PX_PER_INCH / 72 for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip()]
+    title = fig.get_suptitle() or next(
+        (ax.get_title() for ax in fig.axes if ax.get_title()), "")
+    w, h = fig.get_size_inches() * PX_PER_INCH
+    return dict(width=round(w), height=round(h), title=title,
+                cell=round(float(min(cells)), 1) if cells else None,
+                label=round(float(min(texts)), 1) if texts else None)
+
+# %% ../nbs/00a_plotting.ipynb #f003
+def figure_png(fig, scale:int=2)->tuple[bytes, dict]:
+    "PNG at `scale` x the natural size, its legibility in a text chunk; and that size"
+    leg = figure_legibility(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=PX_PER_INCH * scale,
+                metadata={"Software": None, "tnb-legibility": json.dumps(leg)})
+    return buf.getvalue(), dict(width=leg["width"], height=leg["height"])
+
+def _show_sharp(fig):
+    "IPython's PNG of a figure: twice the pixels, shown at its natural width"
+    png, size = figure_png(fig)
+    return base64.b64encode(png).decode(), size
+
+def _sharp_in_ipython(plt):
+    "Make IPython show every figure with `_show_sharp` (as the 'retina' format does)"
+    ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if ip is None: return
+    import importlib, matplotlib
+    from matplotlib.figure import Figure
+    backend = matplotlib.get_backend()
+    if backend.startswith("module://"):  # the inline backend registers on import
+        importlib.import_module(backend.removeprefix("module://"))
+    ip.display_formatter.formatters["image/png"].for_type(Figure, _show_sharp)
+
+# %% ../nbs/00a_plotting.ipynb #f004
+def _annotate(ax, matrix, fmt:str, im, size:float):
+    "Write each value of `matrix` in its cell, white on dark colours"
+    import numpy as np
+    for (r, c), v in np.ndenumerate(matrix):
+        dark = sum(im.to_rgba(v)[:3]) < 1.5
+        ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=size,
+                color="white" if dark else "black")
+
+def _grow_to(fig, least:float, tries:int=6):
+    "Enlarge `fig` until its cells are at least `least` CSS px and no text sticks out"
+    for _ in range(tries):
+        cell = figure_legibility(fig)["cell"]  # lays the figure out
+        w, h = fig.get_size_inches()
+        box = fig.get_tightbbox()  # inches
+        out_w = max(0, -box.x0) + max(0, box.x1 - w)
+        out_h = max(0, -box.y0) + max(0, box.y1 - h)
+        grow = 1.02 * least / cell if cell is not None and cell < least - 0.05 else 1
+        if grow == 1 and out_w < 0.01 and out_h < 0.01: return
+        fig.set_size_inches(w * grow + 2 * out_w, h * grow + 2 * out_h)
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
     matrices,  # (rows, cols, Q, K) tensor, or (Q, K) / (n, Q, K) which become one row
-    # a title on the left of each row, e.g. "layer 0"
-    row_titles:Sequence[str]|None=None,
+    row_titles:Sequence[str]|None=None,  # a title left of each row, e.g. "layer 0"
     col_titles:Sequence[str]|None=None,  # a title above each column, e.g. "head 0"
     xlabel:str="keys",  # label of the x axis (columns of each matrix)
     ylabel:str="queries",  # label of the y axis (rows of each matrix)
@@ -43,23 +116,22 @@ def show_heatmaps(
     yticks:Sequence[str]|None=None,  # a label per row, e.g. the query tokens
     title:str|None=None,  # a title over the whole figure
     cmap:str="viridis",  # matplotlib colour map
-    # colour range; the data's own range by default
-    vmin:float|None=None, vmax:float|None=None,
-    # size in inches of each panel (shrunk if the grid would be wider than `max_width`)
-    cell_size:float=2.2,
-    # widest figure in inches: at 100 dpi, the width of a page's text, so labels keep
-    # their size
-    max_width:float=6.6,
+    vmin:float|None=None, vmax:float|None=None,  # colour range; the data's by default
+    cell_size:float=2.2,  # preferred side of a panel, inches; cells stay legible
+    max_width:float=6.4,  # width of the text column, inches: more panels wrap
     colorbar:bool=True,  # draw one colour bar for the whole grid
+    log:bool=False,  # logarithmic colour scale (zeros are drawn blank)
+    annotate:str|None=None,  # write each value in its cell with this format, "{:.2f}"
+    label_size:float=8,  # font size of tick labels, points
 ):
-    """A grid of heatmaps drawn with one colour scale: rows x cols panels of (queries x keys) matrices
+    """A grid of heatmaps with one colour scale, sized for legible cells and labels
 
     Parameters
     ----------
     matrices
         (rows, cols, Q, K) tensor, or (Q, K) / (n, Q, K) which become one row
     row_titles : Sequence[str] | None
-        a title on the left of each row, e.g. "layer 0"
+        a title left of each row, e.g. "layer 0"
     col_titles : Sequence[str] | None
         a title above each column, e.g. "head 0"
     xlabel : str
@@ -75,17 +147,22 @@ def show_heatmaps(
     cmap : str
         matplotlib colour map
     vmax : float | None
-        colour range; the data's own range by default
+        colour range; the data's by default
     cell_size : float
-        size in inches of each panel (shrunk if the grid would be wider than
-        `max_width`)
+        preferred side of a panel, inches; cells stay legible
     max_width : float
-        widest figure in inches: at 100 dpi, the width of a page's text, so
-        labels keep their size
+        width of the text column, inches: more panels wrap
     colorbar : bool
         draw one colour bar for the whole grid
+    log : bool
+        logarithmic colour scale (zeros are drawn blank)
+    annotate : str | None
+        write each value in its cell with this format, "{:.2f}"
+    label_size : float
+        font size of tick labels, points
     """
     plt = pyplot()
+    from matplotlib.colors import LogNorm
     m = _as_numpy(matrices)
     if m.ndim == 2: m = m[None, None]
     elif m.ndim == 3: m = m[None]
@@ -94,42 +171,74 @@ def show_heatmaps(
             f"matrices must have 2, 3 or 4 dimensions, got shape {tuple(m.shape)}"
         )
     nr, nc, q, k = m.shape
-    if vmin is None: vmin = float(m.min())
-    if vmax is None: vmax = float(m.max())
-    extra = 0.8 if colorbar else 0
-    # many heads: smaller panels, same font
-    cell_size = min(cell_size, (max_width - extra) / nc)
-    fig, axes = plt.subplots(
-        nr,
-        nc,
-        figsize=(cell_size * nc + extra, cell_size * nr + 0.4),
-        squeeze=False,
-        sharex=True,
-        sharey=True,
-        layout="constrained",
-    )
-    for i in range(nr):
-        for j in range(nc):
-            ax = axes[i, j]
-            im = ax.imshow(
-                m[i, j],
-                cmap=cmap,
-                vmin=vmin,
-                vmax=vmax,
-                aspect="auto",
-                interpolation="nearest",
-            )
-            if xticks is not None:
-                ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=8)
-            if yticks is not None:
-                ax.set_yticks(range(q), list(yticks), fontsize=8)
-            if i == nr - 1 and xlabel: ax.set_xlabel(xlabel)
-            if j == 0:
-                lab = ylabel if row_titles is None else f"{row_titles[i]}\n{ylabel}"
-                if lab: ax.set_ylabel(lab)
-            if i == 0 and col_titles is not None: ax.set_title(col_titles[j])
+    label_size = max(label_size, MIN_LABEL_PX * 72 / PX_PER_INCH)
+    px = label_size * PX_PER_INCH / 72  # label height, CSS px
+    if log:
+        pos = m[m > 0]
+        vmin = float(pos.min()) if vmin is None else vmin
+    vmin = float(m.min()) if vmin is None else vmin
+    vmax = float(m.max()) if vmax is None else vmax
+    # a map read cell by cell (labels per row or column, or values written in) gets
+    # cells of at least MIN_CELL_PX, with room for a label per row and for the values
+    read = xticks is not None or yticks is not None or annotate is not None
+    least = max(MIN_CELL_PX, 1.3 * px) if read else 0
+    if annotate:
+        chars = max(len(annotate.format(v)) for v in (vmin, vmax, 0.5 * (vmin + vmax)))
+        least = max(least, 0.55 * px * chars + 6)
+    # margins, CSS px: tick labels, axis labels, colour bar
+    ylen = max((len(str(t)) for t in yticks), default=0) if yticks is not None else 2
+    xlen = max((len(str(t)) for t in xticks), default=0) if xticks is not None else 2
+    left = 0.62 * px * ylen + 40 + (40 if row_titles is not None else 0)
+    bottom, right = 0.62 * px * xlen + 40, 90 if colorbar else 15
+    top = (30 if title else 8) + (22 if col_titles is not None else 0)
+    # the heads of one row wrap into several rows rather than shrink
+    avail = max_width * PX_PER_INCH - left - right
+    smallest = k * least if read else 120  # a picture of a matrix: 1.2 inches at least
+    if nr == 1 and nc > 1 and nc * (smallest + 12) > avail:
+        fit = max(1, int(avail // (smallest + 12)))
+        cols = max(c for c in range(1, fit + 1) if nc % c == 0 or c == fit)
+        grid, titles = m[0], list(col_titles) if col_titles is not None else None
+        nr, nc = -(-nc // cols), cols
+    else:
+        grid, titles = m.reshape(nr * nc, q, k), None
+    if read:  # square cells
+        preferred = cell_size * PX_PER_INCH / max(q, k)
+        cell = max(least, min(preferred, (avail / nc - 12) / k))
+        pw, ph = k * cell, q * cell
+    else:  # square panels
+        pw = ph = max(smallest, min(cell_size * PX_PER_INCH, avail / nc - 12))
+    extra_top = 22 if titles is not None else 0
+    size = [left + right + nc * (pw + 12), top + bottom + nr * (ph + 12 + extra_top)]
+    inches = [s / PX_PER_INCH for s in size]
+    fig, axes = plt.subplots(nr, nc, figsize=inches, squeeze=False, sharex=True,
+                             sharey=True, layout="compressed")
+    norm = LogNorm(vmin, vmax) if log else None
+    cm = plt.get_cmap(cmap).with_extremes(bad="#f4f4f4")
+    for n, ax in enumerate(axes.flat):
+        i, j = divmod(n, nc)
+        if n >= len(grid):
+            ax.set_axis_off()
+            continue
+        im = ax.imshow(grid[n], cmap=cm, norm=norm, vmin=None if log else vmin,
+                       vmax=None if log else vmax, interpolation="nearest",
+                       aspect="equal" if read else "auto")
+        if read: im.set_gid("tnb-cells")  # what figure_legibility measures
+        if xticks is not None:
+            ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=label_size)
+        if yticks is not None:
+            ax.set_yticks(range(q), list(yticks), fontsize=label_size)
+        if annotate: _annotate(ax, grid[n], annotate, im, label_size)
+        if (i == nr - 1 or n + nc >= len(grid)) and xlabel:
+            ax.set_xlabel(xlabel)
+            ax.xaxis.set_tick_params(labelbottom=True)
+        if j == 0:
+            lab = ylabel if row_titles is None else f"{row_titles[i]}\n{ylabel}"
+            if lab: ax.set_ylabel(lab)
+        if titles is not None: ax.set_title(titles[n])
+        elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
     if colorbar: fig.colorbar(im, ax=axes, shrink=0.8)
     if title: fig.suptitle(title)
+    _grow_to(fig, least)
     return fig
 
 # %% ../nbs/00a_plotting.ipynb #c009
@@ -225,7 +334,7 @@ def show_curves(
     return fig
 
 # %% ../nbs/00a_plotting.ipynb #x001
-import base64, html, io, json, re
+import html, re
 from importlib import resources
 
 def _explorer_asset(name:str)->str:

@@ -184,7 +184,7 @@ def show_referent_preference(
     """
     plt = pyplot()
     _, L, H = shares.shape
-    fig, axs = plt.subplots(1, 2, figsize=(6.6, 0.75 * L + 1.3), sharey=True)
+    fig, axs = plt.subplots(1, 2, figsize=(6.4, 0.75 * L + 1.3), sharey=True)
     for ax, s, title in zip(axs, shares, titles):
         ax.imshow(s, cmap="RdBu", vmin=0, vmax=1)
         for l in range(L):
@@ -219,7 +219,7 @@ def show_links(
     """
     plt = pyplot()
     n, S = weights.shape
-    fig, axs = plt.subplots(1, n, figsize=(3.3 * n, 0.3 * S + 0.9), squeeze=False)
+    fig, axs = plt.subplots(1, n, figsize=(3.2 * n, 0.3 * S + 0.9), squeeze=False)
     for ax, w, t in zip(axs[0], weights, titles or [None] * n):
         ys, qy, top = [S - 1 - s for s in range(S)], (S - 1) / 2, float(w.max())
         for y, k, wt in zip(ys, keys, w.tolist()):

@@ -1,0 +1,101 @@
+"""The plotting helpers size their figures for the page: at the natural size (PX_PER_INCH CSS px per inch, the size
+the site shows them at), every cell of a map read cell by cell is at least MIN_CELL_PX and every text at least
+MIN_LABEL_PX, whatever the number of tokens and heads; the PNG they are shown as is twice that size and carries it."""
+import io, json
+import pytest
+import torch
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+from transformer_nb.plotting import (show_heatmaps, show_attention, figure_legibility, figure_png, PX_PER_INCH,
+                                     MIN_CELL_PX, MIN_LABEL_PX)
+from transformer_nb.transformer import show_attention_grid
+
+
+def words(n):
+    return [f"w{i:02d}" for i in range(n)]
+
+
+def measured(fig) -> dict:
+    """The smallest cell and text of a figure, measured here from the drawn artists (not by figure_legibility), in
+    CSS px at the natural size."""
+    from matplotlib.text import Text
+    fig.canvas.draw()
+    scale = PX_PER_INCH / fig.dpi
+    cells = [min(ax.get_window_extent().width / im.get_array().shape[1],
+                 ax.get_window_extent().height / im.get_array().shape[0]) * scale
+             for ax in fig.axes for im in ax.get_images()]
+    texts = [t.get_fontsize() * PX_PER_INCH / 72 for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    return dict(cell=min(cells), label=min(texts))
+
+
+def panels_square(fig) -> bool:
+    "Every heatmap's cells are square"
+    fig.canvas.draw()
+    for ax in fig.axes:
+        for im in ax.get_images():
+            box, (r, c) = ax.get_window_extent(), im.get_array().shape[:2]
+            if abs(box.width / c - box.height / r) > 0.5:
+                return False
+    return True
+
+
+CASES = [  # (H, T, S): one head of a few tokens up to many heads of many tokens
+    (1, 3, 4), (8, 11, 11), (4, 11, 24), (2, 60, 40)]
+
+
+@pytest.mark.parametrize("H, T, S", CASES)
+def test_attention_cells_and_labels_are_legible_at_the_natural_size(H, T, S):
+    w = torch.rand(H, T, S).softmax(-1)
+    fig = show_attention(w, words(T), words(S), title=f"{H} heads")
+    m = measured(fig)
+    assert m["cell"] >= MIN_CELL_PX - 0.1, m
+    assert m["label"] >= MIN_LABEL_PX, m
+    assert panels_square(fig)
+    box, (w, h) = fig.get_tightbbox(), fig.get_size_inches()  # no text cut off at the edges
+    assert box.x0 >= -0.01 and box.y0 >= -0.01 and box.x1 <= w + 0.01 and box.y1 <= h + 0.01, (box, w, h)
+    leg = figure_legibility(fig)
+    assert leg["cell"] == pytest.approx(m["cell"], abs=0.2) and leg["label"] == pytest.approx(m["label"], abs=0.1)
+    assert (leg["width"], leg["height"]) == tuple(round(x) for x in fig.get_size_inches() * PX_PER_INCH)
+
+
+def test_heads_wrap_into_rows_that_fit_the_text_column():
+    fig = show_attention(torch.rand(8, 11, 11).softmax(-1), words(11), words(11))
+    leg = figure_legibility(fig)
+    assert leg["width"] <= 640 and leg["cell"] >= MIN_CELL_PX
+    rows = {round(ax.get_position().y0, 3) for ax in fig.axes if ax.get_images()}
+    assert len(rows) > 1  # wrapped
+
+
+def test_a_layer_by_head_grid_and_small_label_sizes_stay_legible():
+    fig = show_attention_grid(torch.rand(2, 4, 11, 24).softmax(-1), words(11), words(24), cell_size=1.6)
+    m = measured(fig)
+    box, (w, _) = fig.get_tightbbox(), fig.get_size_inches()  # the row titles are not cut off
+    assert box.x0 >= -0.01 and box.x1 <= w + 0.01, (box, w)
+    assert m["cell"] >= MIN_CELL_PX - 0.1 and m["label"] >= MIN_LABEL_PX
+    fig = show_heatmaps(torch.rand(5, 5), xticks=words(5), yticks=words(5), label_size=4)  # raised to the minimum
+    assert measured(fig)["label"] >= MIN_LABEL_PX
+
+
+def test_values_written_in_cells_fit_and_log_scale_shows_small_values():
+    q = torch.full((6, 14), 0.1 / 14); q[torch.arange(5), torch.arange(5)] += 0.9; q[-1] = 0
+    fig = show_heatmaps(q, xticks=words(14), yticks=words(6), log=True, annotate="{:.3f}", colorbar=False)
+    m = measured(fig)
+    assert m["cell"] >= MIN_CELL_PX and m["label"] >= MIN_LABEL_PX
+    im = fig.axes[0].get_images()[0]
+    small, big, zero = (im.to_rgba(v) for v in (0.1 / 14, 0.9 + 0.1 / 14, 0.0))
+    assert small != big and small != zero  # ε/V has a colour of its own
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("0.007") == 5 * 13 and texts.count("0.907") == 5
+
+
+def test_the_png_is_twice_the_natural_size_and_carries_it():
+    from PIL import Image
+    fig = show_attention(torch.rand(2, 5, 7).softmax(-1), words(5), words(7), title="a title")
+    png, size = figure_png(fig)
+    img = Image.open(io.BytesIO(png))
+    leg = json.loads(img.text["tnb-legibility"])
+    assert size == dict(width=leg["width"], height=leg["height"])
+    assert abs(img.width - 2 * leg["width"]) <= 2 and abs(img.height - 2 * leg["height"]) <= 2
+    assert leg["title"] == "a title" and leg["cell"] >= MIN_CELL_PX and leg["label"] >= MIN_LABEL_PX
+    assert "Software" not in img.text  # the same bytes with another matplotlib version
