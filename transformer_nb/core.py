@@ -214,6 +214,9 @@ def compare_modules(
     # (name, ours, theirs): parameters, or tuples of parameters concatenated, whose
     # gradients must agree
     params=(),
+    # (our module, theirs, key_map): the gradient of every parameter, ours renamed by
+    # key_map, a function of a dict such as multihead.to_torch_state
+    modules:tuple|None=None,
     seed:int=0,  # seed of the random gradient sent back through both outputs
 # largest absolute difference: "output" (or "output i"), "grad input i", "grad <name>"
 )->dict[str, float]:
@@ -228,6 +231,7 @@ def compare_modules(
         ]
         for _, *pair in params:
             for p in (pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)): p.grad = None
+        if modules: modules[side].zero_grad(set_to_none=True)
         out = fn(*xs)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         if not all(isinstance(o, Tensor) for o in outs):
@@ -258,10 +262,17 @@ def compare_modules(
                     for p in ps
                 ]
             )
+        if modules:
+            g = {n: p.grad if p.grad is not None else torch.zeros_like(p)
+                 for n, p in modules[side].named_parameters()}
+            if side == 0: g = modules[2](g)
+            res |= {f"grad {n}": v for n, v in g.items()}
         return res
     a, b = run(ours, 0), run(theirs, 1)
-    for k in a:
-        if k not in b or a[k].shape != b[k].shape:
-            raise ValueError(f"{k} differs in shape: ours {tuple(a[k].shape)}, "
-                             f"theirs {tuple(b[k].shape) if k in b else 'missing'}")
+    for k in a.keys() | b.keys():
+        if k not in a or k not in b or a[k].shape != b[k].shape:
+            shape = lambda d: tuple(d[k].shape) if k in d else "missing"
+            raise ValueError(
+                f"{k} differs in shape: ours {shape(a)}, theirs {shape(b)}"
+            )
     return {k: (a[k].float() - b[k].float()).abs().max().item() for k in a}

@@ -11,14 +11,7 @@ from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask)
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
-from transformer_nb.layers import (
-    Encoder,
-    Decoder,
-    encoder_layer_to_torch,
-    encoder_layer_from_torch,
-    decoder_layer_to_torch,
-    decoder_layer_from_torch,
-)
+from .layers import Encoder, Decoder, layer_to_torch, layer_from_torch
 from .plotting import show_heatmaps
 
 # %% auto #0
@@ -322,70 +315,40 @@ def show_attention_grid(
 
 # %% ../nbs/07_transformer.ipynb #c028
 def _check_stacks(ours, theirs):
-    if not isinstance(ours, Transformer): raise TypeError("ours must be a "
-                                                          "Transformer, got "
-                                                          f"{type(ours).__name__}")
+    "The types, and the final norms, which nn.Transformer adds even in post-LN"
+    if not isinstance(ours, Transformer):
+        raise TypeError(f"ours must be a Transformer, got {type(ours).__name__}")
     if not isinstance(theirs, nn.Transformer):
         raise TypeError(
             f"theirs must be an nn.Transformer, got {type(theirs).__name__}"
         )
     for name in ("encoder", "decoder"):
-        a, b = getattr(ours, name), getattr(theirs, name)
-        if len(a.layers) != len(b.layers):
+        has = lambda m: "one" if getattr(m, name).norm is not None else "none"
+        if has(ours) != has(theirs):
             raise ValueError(
-                f"number of {name} layers differs: ours {len(a.layers)}, theirs "
-                f"{len(b.layers)}"
+                f"{name} final norm differs: ours has {has(ours)}, theirs "
+                f"{has(theirs)}. "
+                "nn.Transformer adds one even with norm_first=False: set "
+                f"theirs.{name}.norm = None, or build ours with final_norm=True"
             )
-        if (a.norm is None) != (b.norm is None):
-            raise ValueError(
-                f"{name} final norm differs: ours "
-                f"{'has one' if a.norm is not None else 'has none'}, "
-                f"theirs {'has one' if b.norm is not None else 'has none'}. "
-                "nn.Transformer adds one even "
-                f"with norm_first=False: set theirs.{name}.norm = None, or build ours "
-                "with final_norm=True"
-            )
-    return [(getattr(ours, n), getattr(theirs, n), n) for n in ("encoder", "decoder")]
-
-def _copy_stacks(ours, theirs, to_torch:bool):
-    for a, b, name in _check_stacks(ours, theirs):
-        copy_layer = {
-            ("encoder", True): encoder_layer_to_torch,
-            ("encoder", False): encoder_layer_from_torch,
-            ("decoder", True): decoder_layer_to_torch,
-            ("decoder", False): decoder_layer_from_torch,
-        }[name, to_torch]
-        for la, lb in zip(a.layers, b.layers):
-            copy_layer(la, lb) if to_torch else copy_layer(lb, la)
-        if a.norm is not None:
-            if a.norm.eps != b.norm.eps:
-                raise ValueError(
-                    f"{name} final norm eps differs: ours {a.norm.eps}, theirs "
-                    f"{b.norm.eps}"
-                )
-            src, dst = (a.norm, b.norm) if to_torch else (b.norm, a.norm)
-            with torch.no_grad(): dst.weight.copy_(src.weight); dst.bias.copy_(src.bias)
 
 # %% ../nbs/07_transformer.ipynb #c029
 def to_torch_transformer(
-    # the source of the weights (its encoder and decoder; embeddings and output have no
-    # counterpart)
-    ours:Transformer,
-    # receives them; same sizes, layers, norm placement and final norms
-    theirs:nn.Transformer,
+    ours:Transformer,  # the source: its encoder and decoder (torch has no embeddings)
+    theirs:nn.Transformer,  # receives them; same sizes, layers, norm placement, norms
 )->nn.Transformer:  # `theirs`, with our weights
-    ("Copy the encoder and decoder stacks of our `Transformer` into an "
-     "`nn.Transformer`, layer by layer")
-    _copy_stacks(ours, theirs, to_torch=True)
+    "Our encoder and decoder stacks into an `nn.Transformer`, by chapter 6's key map"
+    _check_stacks(ours, theirs)
+    for name in ("encoder", "decoder"):
+        layer_to_torch(getattr(ours, name), getattr(theirs, name))
     return theirs
 
 def from_torch_transformer(
     theirs:nn.Transformer,  # the source of the weights
-    # receives them in its encoder and decoder; embeddings and output are left as they
-    # are
-    ours:Transformer,
+    ours:Transformer,  # receives them in its stacks; embeddings and output unchanged
 )->Transformer:  # `ours`, with torch's stack weights
-    ("Copy the weights of an `nn.Transformer` into the encoder and decoder of our "
-     "`Transformer`")
-    _copy_stacks(ours, theirs, to_torch=False)
+    "The stacks of an `nn.Transformer` into our encoder and decoder, by the key map"
+    _check_stacks(ours, theirs)
+    for name in ("encoder", "decoder"):
+        layer_from_torch(getattr(theirs, name), getattr(ours, name))
     return ours
