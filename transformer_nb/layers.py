@@ -94,6 +94,7 @@ class EncoderLayer(nn.Module):
                 h, h, h, mask=src_mask, need_weights=need_weights
             )
             return out
+        # each sublayer in its residual connection: attention with norm1, FFN with norm2
         x = self._residual(x, attend, self.norm1)                 # (B, S, d_model)
         x = self._residual(x, self.ffn, self.norm2)               # (B, S, d_model)
         return x, weights["self"]
@@ -166,6 +167,7 @@ class DecoderLayer(nn.Module):
                 h, memory, memory, mask=memory_mask, need_weights=need_weights
             )
             return out
+        # self-attention with norm1, cross-attention with norm2, the FFN with norm3
         y = self._residual(y, attend_self, self.norm1)             # (B, T, d_model)
         y = self._residual(y, attend_memory, self.norm2)           # (B, T, d_model)
         y = self._residual(y, self.ffn, self.norm3)                # (B, T, d_model)
