@@ -5,11 +5,13 @@
 # %% ../../nbs/13_benchmark.ipynb #c002
 from __future__ import annotations
 import ctypes, json, platform, re, subprocess, sys, time
+from dataclasses import replace
 from pathlib import Path
 import torch
 from ..decoding import greedy_search
 from transformer_nb.book.measure import (
     IMPLEMENTATIONS,
+    RunConfig,
     small_config,
     base_config,
     build,
@@ -89,10 +91,10 @@ def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
     return best
 
 # %% ../../nbs/13_benchmark.ipynb #c014
-def bench_training(config:dict, reps:int=7, impls=IMPLEMENTATIONS)->dict:
+def bench_training(config:RunConfig, reps:int=7, impls=IMPLEMENTATIONS)->dict:
     ("Training-step time and tokens/s of the implementations `impls`, and the step's "
      "FLOPs")
-    steps = {k: training_step(k, **config) for k in impls}
+    steps = {k: training_step(k, config) for k in impls}
     t = interleaved(steps, reps)
     out = {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"]) for k in steps}
     # explicit products: every FLOP counted
@@ -100,7 +102,7 @@ def bench_training(config:dict, reps:int=7, impls=IMPLEMENTATIONS)->dict:
     return out
 
 def bench_memory(
-    configs:dict,  # name -> configuration
+    configs:dict,  # name -> RunConfig
 )->dict:  # name -> implementation -> {"peak_mb", "saved_mb"}
     ("Peak memory of a training step (MB above the memory before it) and MB saved for "
      "backward, per implementation")
@@ -113,7 +115,8 @@ def bench_memory(
         "print(json.dumps(_memory_child(json.loads(sys.argv[1]))))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(configs)],
+        [sys.executable, "-c", code,
+         json.dumps({k: v.to_dict() for k, v in configs.items()})],
         capture_output=True,
         text=True,
     )
@@ -128,7 +131,7 @@ def _memory_child(configs:dict)->dict:
         out[name] = {}
         for k in IMPLEMENTATIONS:
             # Adam's state exists
-            step = training_step(k, **config); step(); step()
+            step = training_step(k, RunConfig.from_dict(config)); step(); step()
             out[name][k] = dict(
                 peak_mb=peak_memory(step), saved_mb=saved_for_backward(step)
             )
@@ -136,7 +139,7 @@ def _memory_child(configs:dict)->dict:
     return out
 
 @torch.no_grad()
-def bench_forward(config:dict, reps:int=5)->dict:
+def bench_forward(config:RunConfig, reps:int=5)->dict:
     "Forward (eval mode, no gradients) time and tokens/s of the three implementations"
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
@@ -148,11 +151,12 @@ def bench_forward(config:dict, reps:int=5)->dict:
     )
     return {k: dict(v, tokens_per_s=tgt.numel() / v["median"]) for k, v in t.items()}
 
-def bench_decoding(config:dict, new_tokens:int=64, batch_size:int=8, reps:int=5)->dict:
+def bench_decoding(
+    config:RunConfig, new_tokens:int=64, batch_size:int=8, reps:int=5)->dict:
     ("Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value "
      "cache (the fast model)")
     model = build(config)["fast"][0].eval()
-    src = random_batch({**config, "batch_size": batch_size})[0]
+    src = random_batch(replace(config, batch_size=batch_size))[0]
     run = lambda cache: greedy_search(
         model, src, None, new_tokens, use_cache=cache, eos=None
     )
@@ -190,16 +194,10 @@ def run_benchmark(
         train={},
         quick=quick,
     )
-    small = (
-        (
-            lambda T, p=0.1: (
-                small_config(T, batch_size=4, vocab=50, dropout=p)
-                | dict(d_model=32, d_ff=64)
-            )
-        )
-        if quick
-        else (lambda T, p=0.1: small_config(T, dropout=p))
-    )
+    def small(T, p=0.1):
+        if not quick: return small_config(T, dropout=p)
+        return small_config(T, batch_size=4, vocab=50, dropout=p).with_model(
+            d_model=32, d_ff=64)
     runs = [(T, p) for p in dropouts for T in seq_lens]
     for T, p in runs:
         log(f"training, small configuration, length {T}, dropout {p} ...")
@@ -207,11 +205,9 @@ def run_benchmark(
     log("matrix-multiply peak ...")
     res["matmul_peak"] = matmul_peak((64, 128) if quick else (512, 1024, 2048))
     log("forward, base configuration ...")
-    base = (
-        (base_config(8, 2, 100) | dict(num_encoder_layers=1, num_decoder_layers=1))
-        if quick
-        else base_config()
-    )
+    base = base_config()
+    if quick: base = base_config(8, 2, 100).with_model(
+        num_encoder_layers=1, num_decoder_layers=1)
     res["forward_base"] = bench_forward(base, max(3, reps - 2))
     log("greedy decoding ...")
     res["decoding"] = bench_decoding(
