@@ -222,7 +222,7 @@ class Encoder(nn.Module):
         return_attention:bool=False,  # also return each layer's self-attention weights
     # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S,
     # S)
-    ):
+    )->Tensor|tuple[Tensor, list[Tensor]]:
         log_shapes("Encoder", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = []
@@ -267,7 +267,7 @@ class Decoder(nn.Module):
         return_attention:bool=False,
     # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T,
     # T), cross (B, H, T, S)
-    ):
+    )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )

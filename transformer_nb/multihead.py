@@ -109,7 +109,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query, key, value):
         for name, t in (("query", query), ("key", key), ("value", value)):
-            check_tensor(t, name, ndim=3, floating=True); check_last_dim(t, self.d_model, name)
+            check_tensor(t, name, ndim=3, floating=True)
+            check_last_dim(t, self.d_model, name)
             check_nonempty(t, name, dim=1)
             if t.dtype != self.W_q.weight.dtype:
                 raise TypeError(

@@ -50,9 +50,10 @@ class Transformer(nn.Module):
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
         super().__init__()
-        for name, v in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("d_model", d_model), ("d_ff", d_ff),
-                        ("num_heads", num_heads), ("num_encoder_layers", num_encoder_layers),
-                        ("num_decoder_layers", num_decoder_layers), ("max_len", max_len)): check_int(v, name)
+        sizes = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model, d_ff=d_ff,
+                     num_heads=num_heads, num_encoder_layers=num_encoder_layers,
+                     num_decoder_layers=num_decoder_layers, max_len=max_len)
+        for name, v in sizes.items(): check_int(v, name)
         check_dropout(dropout)
         if not isinstance(norm_first, bool):
             raise TypeError(
@@ -106,7 +107,7 @@ class Transformer(nn.Module):
         src_mask:Tensor|None=None,
         # also return the list of per-layer self-attention weights
         return_attention:bool=False,
-    ):  # memory (B, S, d_model)
+    )->Tensor|tuple[Tensor, list[Tensor]]:  # memory (B, S, d_model)
         "Embed the source and run the encoder"
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
@@ -126,7 +127,7 @@ class Transformer(nn.Module):
         memory_mask:Tensor|None=None,
         # also return the per-layer self- and cross-attention weights
         return_attention:bool=False,
-    ):  # logits (B, T, V)
+    )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:  # logits (B, T, V)
         ("Embed the target, run the decoder over the memory, project to "
          "target-vocabulary logits")
         log_shapes(
@@ -163,7 +164,7 @@ class Transformer(nn.Module):
         memory_mask:Tensor|None=None,
         # also return an `Attention` with every attention map
         return_attention:bool=False,
-    ):  # logits (B, T, V); with return_attention, (logits, Attention)
+    )->Tensor|tuple[Tensor, Attention]:  # logits (B, T, V), or (logits, Attention)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         if src.shape[0] != tgt.shape[0]:
@@ -183,7 +184,8 @@ class Transformer(nn.Module):
 
     # the checks of the public entry points, naming the argument the caller passed
     def _check_ids(self, ids, name, vocab_size):
-        check_tensor(ids, name, ndim=2, floating=False); check_token_ids(ids, vocab_size, name)
+        check_tensor(ids, name, ndim=2, floating=False)
+        check_token_ids(ids, vocab_size, name)
         if ids.device != self.output.weight.device:
             raise ValueError(
                 f"{name} is on {ids.device}, but the model is on "
@@ -194,7 +196,8 @@ class Transformer(nn.Module):
         check_mask(mask, (ids.shape[0], self.num_heads, T, S), name, device=ids.device)
 
     def _check_memory(self, memory, tgt):
-        check_tensor(memory, "memory", ndim=3, floating=True); check_last_dim(memory, self.d_model, "memory")
+        check_tensor(memory, "memory", ndim=3, floating=True)
+        check_last_dim(memory, self.d_model, "memory")
         w = self.output.weight
         if memory.dtype != w.dtype:
             raise TypeError(
@@ -292,7 +295,7 @@ def show_attention_grid(
     keys:Sequence[str]|None=None,  # a label per key (column)
     title:str|None=None,  # a title over the figure
     **kwargs,  # passed on to `show_heatmaps`
-):
+)->object:  # the matplotlib Figure
     ("A layer x head grid of attention heatmaps with token labels: rows of panels are "
      "layers, columns are heads")
     check_tensor(maps, "maps", ndim=4)

@@ -34,11 +34,14 @@ def _rss()->tuple[int, int]:
         int(re.search(rf"{k}:\s+(\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmHWM")
     )
 
-def peak_memory(step)->float|None:
+def peak_memory(
+    step,  # a `training_step`: called once here
+)->float|None:  # MB, or None where it cannot be measured
     ("MB by which one call of `step` raises the peak resident memory (Linux), or the "
      "CUDA peak; None elsewhere")
     if torch.cuda.is_available() and next(step.module.parameters()).is_cuda:
-        torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated(); step()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated(); step()
         return (torch.cuda.max_memory_allocated() - base) / 2**20
     if not Path("/proc/self/clear_refs").exists(): return None
     # reset the peak to the current size
@@ -46,7 +49,9 @@ def peak_memory(step)->float|None:
     base, _ = _rss(); step(); _, peak = _rss()
     return (peak - base) / 2**20
 
-def saved_for_backward(step)->float:
+def saved_for_backward(
+    step,  # a `training_step`: its forward pass runs once here
+)->float:  # MB
     ("MB of tensors autograd keeps from the forward pass for the backward pass, in one "
      "call of `step`")
     storages = {}
@@ -55,7 +60,7 @@ def saved_for_backward(step)->float:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): step()
     return sum(storages.values()) / 2**20
 
-def release_freed_memory():
+def release_freed_memory()->None:
     ("Make glibc return every freed block of 64 kB or more to the system, so that "
      "resident memory tracks tensors")
     # This makes every large allocation a fresh mapping of zeroed pages, which slows a
@@ -71,14 +76,20 @@ def release_freed_memory():
         except (OSError, AttributeError): pass
 
 # %% ../../nbs/13_benchmark.ipynb #c012
-def step_flops(step)->int:
+def step_flops(
+    step,  # a `training_step`: called once here, under a FLOP counter
+)->int:  # FLOPs of one step
     ("Floating-point operations of the matrix multiplies (attention included) in one "
      "call of `step`")
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter: step()
     return counter.get_total_flops()
 
-def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
+def matmul_peak(
+    sizes=(512, 1024, 2048),  # sides of the square matrices tried
+    reps:int=5,  # multiplies timed per size
+    device="cpu",  # where to multiply
+)->float:  # FLOP/s of the best size
     ("The best float32 FLOP/s of square matrix multiplies on this machine, with "
      "torch's current threads")
     best = 0.0
@@ -91,7 +102,11 @@ def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
     return best
 
 # %% ../../nbs/13_benchmark.ipynb #c014
-def bench_training(config:RunConfig, reps:int=7, impls=IMPLEMENTATIONS)->dict:
+def bench_training(
+    config:RunConfig,  # the model and batch to train on
+    reps:int=7,  # timed rounds
+    impls=IMPLEMENTATIONS,  # which implementations, e.g. ("fast", "compiled")
+)->dict:  # implementation -> timings and tokens_per_s; "flops" of a step
     ("Training-step time and tokens/s of the implementations `impls`, and the step's "
      "FLOPs")
     steps = {k: training_step(k, config) for k in impls}
@@ -139,7 +154,10 @@ def _memory_child(configs:dict)->dict:
     return out
 
 @torch.no_grad()
-def bench_forward(config:RunConfig, reps:int=5)->dict:
+def bench_forward(
+    config:RunConfig,  # the model and batch
+    reps:int=5,  # timed rounds
+)->dict:  # implementation -> timings and tokens_per_s
     "Forward (eval mode, no gradients) time and tokens/s of the three implementations"
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
@@ -152,7 +170,11 @@ def bench_forward(config:RunConfig, reps:int=5)->dict:
     return {k: dict(v, tokens_per_s=tgt.numel() / v["median"]) for k, v in t.items()}
 
 def bench_decoding(
-    config:RunConfig, new_tokens:int=64, batch_size:int=8, reps:int=5)->dict:
+    config:RunConfig,  # the model; its seq_len is the source length
+    new_tokens:int=64,  # tokens generated per sequence
+    batch_size:int=8,  # sources decoded together
+    reps:int=5,  # timed rounds
+)->dict:  # "cached"/"uncached" -> timings and tokens_per_s
     ("Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value "
      "cache (the fast model)")
     model = build(config)["fast"][0].eval()
@@ -236,7 +258,9 @@ def _processor()->str:
     return platform.processor() or "unknown"
 
 # %% ../../nbs/13_benchmark.ipynb #c017
-def summary(res:dict)->dict[str, float]:
+def summary(
+    res:dict,  # from run_benchmark or load_results
+)->dict[str, float]:  # name -> ratio
     ("The ratios of a benchmark result: speed-ups, memory ratios and the fast path's "
      "share of the matmul peak")
     out = {}
@@ -273,13 +297,18 @@ def summary(res:dict)->dict[str, float]:
         )
     return out
 
-def save_results(res:dict, path)->Path:
+def save_results(
+    res:dict,  # from run_benchmark
+    path,  # a .json file to write; its folder is created
+)->Path:  # the path written
     "Write a benchmark result as JSON"
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1) + "\n")
     return path
 
-def load_results(path)->dict:
+def load_results(
+    path,  # a .json file written by save_results
+)->dict:  # the result
     "Read a result written by `save_results`"
     return json.loads(Path(path).read_text())
 
@@ -341,7 +370,7 @@ def _bars(ax, groups:dict, key:str, scale:float=1.0):
 def show_benchmark(
     res:dict,  # from run_benchmark or load_results
     title:str|None=None,  # over the figure; by default the machine and torch version
-):
+)->object:  # the matplotlib Figure
     ("Four panels: training tokens/s, peak training memory, base-model forward "
      "tokens/s, decoding tokens/s")
     plt = pyplot()

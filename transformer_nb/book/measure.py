@@ -39,7 +39,8 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d:dict)->"RunConfig":
         "The run a dict of `to_dict` describes"
-        return cls(TransformerConfig.from_dict(d["model"]), d["seq_len"], d["batch_size"])
+        model = TransformerConfig.from_dict(d["model"])
+        return cls(model, d["seq_len"], d["batch_size"])
 
 def small_config(
     seq_len:int=128,  # source and target length
@@ -48,8 +49,8 @@ def small_config(
     dropout:float=0.1,  # the paper's P_drop
 )->RunConfig:
     "The benchmark's small model: d_model 128, 4 heads, d_ff 512, 2 + 2 layers"
-    model = TransformerConfig(vocab, vocab, d_model=128, num_heads=4, num_encoder_layers=2,
-                              num_decoder_layers=2, d_ff=512, dropout=dropout)
+    model = TransformerConfig(vocab, vocab, d_model=128, num_heads=4, d_ff=512,
+                              num_encoder_layers=2, num_decoder_layers=2, dropout=dropout)
     return RunConfig(model, seq_len, batch_size)
 
 def base_config(
