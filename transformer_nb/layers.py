@@ -4,7 +4,6 @@
 
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
-import torch
 from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
