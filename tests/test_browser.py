@@ -180,10 +180,6 @@ def test_nothing_is_cut_off_on_a_phone(phone, server, name):
     assert not bad, f"{name}: wide tables without their own scroll box: {bad}"
 
 
-# Chapters whose stored figures predate the legible-figure helpers (their owner re-executes them after the merge):
-# their plots are still plain PNGs without a natural size. Empty this set once they are re-executed.
-AWAITING_RE_EXECUTION = {"multihead.html", "norms.html", "layers.html", "transformer.html", "benchmark.html"}
-
 FIGURES = """() => {
     const col = document.querySelector('main').clientWidth;
     return Array.from(document.querySelectorAll('main .cell-output img')).filter(i => i.offsetParent).map(i => {
@@ -213,8 +209,7 @@ def test_figures_are_legible_at_the_size_the_page_shows_them(browser, server, wi
             n += 1
             where = f"{name} {f['alt']!r}"
             if not f["sized"]:
-                if name not in AWAITING_RE_EXECUTION:
-                    bad.append(f"{where}: a plot without its natural size (re-execute the notebook)")
+                bad.append(f"{where}: a plot without its natural size (re-execute the notebook)")
                 continue
             if f["width"] < f["natural"] - 0.5:
                 bad.append(f"{where}: shown {f['width']:.0f} px wide, smaller than its natural {f['natural']} px")

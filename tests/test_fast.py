@@ -233,7 +233,7 @@ def test_torch_transformer_has_our_weights_and_masks():
 
 
 def test_the_three_implementations_compute_the_same_loss():
-    config = measure.small_config(seq_len=8, batch_size=2, vocab=30, dropout=0.0) | dict(d_model=32, d_ff=64)
+    config = measure.small_config(seq_len=8, batch_size=2, vocab=30, dropout=0.0).with_model(d_model=32, d_ff=64)
     impls = measure.build(config)
     src, tgt_in, tgt_out, tgt_mask = measure.random_batch(config)
     with torch.no_grad():

@@ -299,10 +299,10 @@ def test_encoder_layer_norm_first_ignored():
 def test_encoder_layer_ffn_first():
     class M(EncoderLayer):
         def forward(self, x, src_mask=None):
-            x = self.sublayers[0](x, self.ffn)
+            x = self._residual(x, self.ffn, self.norm1)
             out = {}
             def att(h): o, out["w"] = self.self_attn(h, h, h, mask=src_mask); return o
-            return self.sublayers[1](x, att), out["w"]
+            return self._residual(x, att, self.norm2), out["w"]
     fails_with(grade_encoder_layer(M), "self-attention comes first")
 
 class Dec(DecoderLayer):
@@ -310,11 +310,11 @@ class Dec(DecoderLayer):
     def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
         tm = None if self.mistake == "no tgt mask" else tgt_mask
         mm = None if self.mistake in ("no memory mask", "self kv") else memory_mask
-        s0, s1, s2 = self.sublayers
+        s0, s1, s2 = ((lambda h, f, n=n: self._residual(h, f, n)) for n in (self.norm1, self.norm2, self.norm3))
         ws, wc = {}, {}
         def a(h): o, ws["w"] = self.self_attn(h, h, h, mask=tm); return o
         def c(h):
-            kv = h if self.mistake == "self kv" else (s1.norm(memory) if self.mistake == "norm memory" else memory)
+            kv = h if self.mistake == "self kv" else (self.norm2(memory) if self.mistake == "norm memory" else memory)
             o, wc["w"] = self.cross_attn(h, kv, kv, mask=mm); return o
         y = s2(s1(s0(y, a), c), self.ffn)
         return (y, ws["w"], wc["w"]) if need_weights else (y, None, None)
@@ -656,7 +656,7 @@ def test_encoder_layer_without_attention():
     class M(EncoderLayer):
         def forward(self, x, src_mask=None, need_weights=True):
             w = self.self_attn(x, x, x, mask=src_mask)[1] if need_weights else None
-            return self.sublayers[1](x, self.ffn), w
+            return self._residual(x, self.ffn, self.norm2), w
     fails_with(grade_encoder_layer(M), "self-attention sublayer is missing")
 
 def test_decoder_layer_without_cross_attention():
@@ -664,8 +664,8 @@ def test_decoder_layer_without_cross_attention():
         def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
             ws = self.self_attn(y, y, y, mask=tgt_mask)[1]
             wc = self.cross_attn(y, memory, memory, mask=memory_mask)[1]
-            y = self.sublayers[0](y, lambda h: self.self_attn(h, h, h, mask=tgt_mask)[0])
-            return self.sublayers[2](y, self.ffn), ws, wc
+            y = self._residual(y, lambda h: self.self_attn(h, h, h, mask=tgt_mask)[0], self.norm1)
+            return self._residual(y, self.ffn, self.norm3), ws, wc
     fails_with(grade_decoder_layer(M), "cross-attention sublayer is missing")
 
 def test_post_ln_encoder_ignoring_final_norm_true():

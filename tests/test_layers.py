@@ -1,12 +1,14 @@
 """Chapter 6: EncoderLayer/DecoderLayer against nn.TransformerEncoderLayer/nn.TransformerDecoderLayer (outputs and every
 gradient, both norm placements, masks), weight copying both ways, stacks, return_attention, errors."""
+import re
+
 import pytest
 import torch
 from torch import nn
 
-from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder, encoder_layer_to_torch,
-                                   encoder_layer_from_torch, decoder_layer_to_torch, decoder_layer_from_torch)
-from transformer_nb.multihead import to_torch_masks
+from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder, LAYER_NAMES, layer_to_torch,
+                                   layer_from_torch)
+from transformer_nb.multihead import to_torch_masks, to_torch_state
 from transformer_nb.norms import LayerNorm
 from transformer_nb.core import compare_modules
 from transformer_nb.masking import causal_mask
@@ -24,30 +26,14 @@ def inputs(seed=0):
     return torch.randn(B, T, D, generator=g), torch.randn(B, S, D, generator=g)
 
 
-def attn_pairs(name, a, b):
-    "(name, ours, theirs) parameter pairs of a MultiHeadAttention and an nn.MultiheadAttention; torch stacks q, k, v"
-    qkv = lambda part: tuple(getattr(lin, part) for lin in (a.W_q, a.W_k, a.W_v))
-    return [(f"{name}.in_proj_weight", qkv("weight"), b.in_proj_weight), (f"{name}.in_proj_bias", qkv("bias"), b.in_proj_bias),
-            (f"{name}.out_proj.weight", a.W_o.weight, b.out_proj.weight), (f"{name}.out_proj.bias", a.W_o.bias, b.out_proj.bias)]
-
-
-def layer_pairs(ours, theirs):
-    "Every parameter of our layer paired with torch's, by torch's names"
-    pairs = attn_pairs("self_attn", ours.self_attn, theirs.self_attn)
-    if isinstance(ours, DecoderLayer): pairs += attn_pairs("multihead_attn", ours.cross_attn, theirs.multihead_attn)
-    for p in ("weight", "bias"):
-        pairs += [(f"linear{i}.{p}", getattr(getattr(ours.ffn, f"linear{i}"), p), getattr(getattr(theirs, f"linear{i}"), p))
-                  for i in (1, 2)]
-        pairs += [(f"norm{i + 1}.{p}", getattr(s.norm, p), getattr(getattr(theirs, f"norm{i + 1}"), p))
-                  for i, s in enumerate(ours.sublayers)]
-    flat = [q for _, a, _ in pairs for q in (a if isinstance(a, tuple) else (a,))]
-    assert sorted(map(id, flat)) == sorted(map(id, ours.parameters()))      # every parameter compared once
-    return pairs
+def key_map(state): return to_torch_state(state, LAYER_NAMES)
 
 
 def compare(ours, theirs, run_ours, run_theirs, xs):
     "Largest difference in output, every parameter gradient and input gradients (compare_modules)"
-    diffs = compare_modules(run_ours, run_theirs, *xs, params=layer_pairs(ours, theirs), seed=1)
+    diffs = compare_modules(run_ours, run_theirs, *xs, modules=(ours, theirs, key_map), seed=1)
+    assert {k for k in diffs if k.startswith("grad ") and "input" not in k} == {f"grad {k}" for k, _ in
+                                                                               theirs.named_parameters()}
     assert all(p.grad is not None for p in ours.parameters())
     assert all(d == d for d in diffs.values())                                # no NaN
     return max(diffs.values())
@@ -59,7 +45,7 @@ def compare(ours, theirs, run_ours, run_theirs, xs):
 def test_encoder_layer_matches_torch(norm_first, activation, masked):
     torch.manual_seed(0)
     ours = EncoderLayer(D, H, F, dropout=0.0, norm_first=norm_first, activation=activation)
-    theirs = encoder_layer_to_torch(ours, nn.TransformerEncoderLayer(D, H, F, 0.0, activation=activation,
+    theirs = layer_to_torch(ours, nn.TransformerEncoderLayer(D, H, F, 0.0, activation=activation,
                                                                      batch_first=True, norm_first=norm_first))
     mask = pad_mask([S, 4], S) if masked else None
     am, kpm = to_torch_masks(mask, H)
@@ -74,7 +60,7 @@ def test_encoder_layer_matches_torch(norm_first, activation, masked):
 def test_decoder_layer_matches_torch(norm_first, tgt_kind):
     torch.manual_seed(0)
     ours = DecoderLayer(D, H, F, dropout=0.0, norm_first=norm_first)
-    theirs = decoder_layer_to_torch(ours, nn.TransformerDecoderLayer(D, H, F, 0.0, batch_first=True,
+    theirs = layer_to_torch(ours, nn.TransformerDecoderLayer(D, H, F, 0.0, batch_first=True,
                                                                      norm_first=norm_first))
     tgt_mask = causal(T) if tgt_kind == "causal" else causal(T) & pad_mask([T, 3], T)
     mem_mask = pad_mask([S, 4], S)
@@ -96,8 +82,8 @@ def test_stacks_match_torch_stacks():
                                   norm=nn.LayerNorm(D), enable_nested_tensor=False)
     t_dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(D, H, F, 0.0, batch_first=True, norm_first=True), 3,
                                   norm=nn.LayerNorm(D))
-    for a, b in zip(enc.layers, t_enc.layers): encoder_layer_to_torch(a, b)
-    for a, b in zip(dec.layers, t_dec.layers): decoder_layer_to_torch(a, b)
+    for a, b in zip(enc.layers, t_enc.layers): layer_to_torch(a, b)
+    for a, b in zip(dec.layers, t_dec.layers): layer_to_torch(a, b)
     t_enc.norm.load_state_dict(enc.norm.state_dict()); t_dec.norm.load_state_dict(dec.norm.state_dict())
     y, x = inputs()
     src_mask, tgt_mask = pad_mask([S, 4], S), causal(T)
@@ -114,11 +100,11 @@ def test_copy_round_trip_covers_every_parameter(decoder):
     torch.manual_seed(0)
     if decoder:
         ours, theirs = DecoderLayer(D, H, F, norm_first=False), nn.TransformerDecoderLayer(D, H, F, batch_first=True)
-        there, back = decoder_layer_to_torch, decoder_layer_from_torch
+        there, back = layer_to_torch, layer_from_torch
         fresh = DecoderLayer(D, H, F, norm_first=False)
     else:
         ours, theirs = EncoderLayer(D, H, F, norm_first=False), nn.TransformerEncoderLayer(D, H, F, batch_first=True)
-        there, back = encoder_layer_to_torch, encoder_layer_from_torch
+        there, back = layer_to_torch, layer_from_torch
         fresh = EncoderLayer(D, H, F, norm_first=False)
     with torch.no_grad():                     # make every parameter distinct from a fresh module's
         for p in ours.parameters(): p.normal_()
@@ -129,16 +115,46 @@ def test_copy_round_trip_covers_every_parameter(decoder):
 
 def test_copy_refuses_mismatches():
     theirs = nn.TransformerEncoderLayer(D, H, F, batch_first=True, norm_first=True)
-    with pytest.raises(ValueError, match="norm_first differs"):
-        encoder_layer_to_torch(EncoderLayer(D, H, F, norm_first=False), theirs)
-    with pytest.raises(ValueError, match="d_ff differs"):
-        encoder_layer_to_torch(EncoderLayer(D, H, 32), theirs)
-    with pytest.raises(ValueError, match="activation differs"):
-        encoder_layer_to_torch(EncoderLayer(D, H, F, activation="gelu"), theirs)
-    with pytest.raises(ValueError, match="sizes differ"):
-        encoder_layer_to_torch(EncoderLayer(D, 3 * 2, F), theirs)
-    with pytest.raises(TypeError, match="theirs must be an nn.TransformerDecoderLayer"):
-        decoder_layer_to_torch(DecoderLayer(D, H, F), theirs)
+    with pytest.raises(ValueError, match="the layers differ in norm_first: ours False, theirs True"):
+        layer_to_torch(EncoderLayer(D, H, F, norm_first=False), theirs)
+    with pytest.raises(ValueError, match="(?s)theirs does not match.*size mismatch for linear1.weight"):
+        layer_to_torch(EncoderLayer(D, H, 32), theirs)
+    with pytest.raises(ValueError, match="differ in activation: ours 'gelu', theirs 'relu'"):
+        layer_to_torch(EncoderLayer(D, H, F, activation="gelu"), theirs)
+    with pytest.raises(ValueError, match="differ in num_heads: ours 6, theirs 4"):
+        layer_to_torch(EncoderLayer(D, 3 * 2, F), theirs)
+    with pytest.raises(ValueError, match="differ in eps"):
+        layer_to_torch(EncoderLayer(D, H, F), nn.TransformerEncoderLayer(D, H, F, layer_norm_eps=1e-3,
+                                                                         batch_first=True, norm_first=True))
+    with pytest.raises(ValueError, match='(?s)theirs does not match.*Missing key.*"multihead_attn.in_proj_weight"'):
+        layer_to_torch(EncoderLayer(D, H, F), nn.TransformerDecoderLayer(D, H, F, batch_first=True, norm_first=True))
+    with pytest.raises(ValueError, match="the layers at layers.1 differ in norm_first"):
+        enc = Encoder(D, H, F, 2); enc.layers[1].norm_first = False
+        layer_to_torch(enc, nn.TransformerEncoder(theirs, 2, norm=nn.LayerNorm(D), enable_nested_tensor=False))
+    with pytest.raises(TypeError, match="ours must be an EncoderLayer, DecoderLayer, Encoder or Decoder"):
+        layer_to_torch(theirs, EncoderLayer(D, H, F))
+
+
+def old_names(state):
+    "A state dict as the layers wrote it before their norms took torch's names: sublayers.{i}.norm"
+    return {re.sub(r"(^|\.)norm(\d)\.", lambda m: f"{m[1]}sublayers.{int(m[2]) - 1}.norm.", k): v
+            for k, v in state.items()}
+
+
+@pytest.mark.parametrize("make", [lambda: EncoderLayer(D, H, F), lambda: DecoderLayer(D, H, F, norm_first=False),
+                                  lambda: Decoder(D, H, F, 2), lambda: Encoder(D, H, F, 3, final_norm=True)])
+def test_checkpoints_with_old_names_still_load(make, tmp_path):
+    torch.manual_seed(0)
+    ours = make()
+    with torch.no_grad():
+        for p in ours.parameters(): p.normal_()
+    old = old_names(ours.state_dict())
+    assert any(".norm." in k and "sublayers." in k for k in old) and not any(re.search(r"norm\d", k) for k in old)
+    torch.save(old, tmp_path / "old.pt")                       # as a checkpoint written before the renaming
+    fresh = make()
+    fresh.load_state_dict(torch.load(tmp_path / "old.pt"))     # strict: every key found, none left over
+    for (n, a), b in zip(ours.state_dict().items(), fresh.state_dict().values()): assert torch.equal(a, b), n
+    assert list(torch.load(tmp_path / "old.pt")) == list(old)  # the caller's dict is left as it was
 
 
 def test_return_attention_shapes_and_masks():

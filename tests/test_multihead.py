@@ -7,7 +7,8 @@ from transformer_nb.core import compare_modules
 from transformer_nb.masking import causal_mask
 from conftest import pad_mask, all_close
 from transformer_nb.multihead import (MultiHeadAttention, split_heads, merge_heads, to_torch_masks, from_torch_masks,
-                                      mha_to_torch, mha_from_torch)
+                                      mha_to_torch, mha_from_torch, to_torch_state, from_torch_state,
+                                      MHA_NAMES)
 
 B, T, S, D, H = 2, 5, 7, 24, 4  # distinct sizes, so that a swapped axis fails
 TOL = 1e-5
@@ -41,14 +42,10 @@ def compare_with_torch(bias, cross, kind, seed=0):
     theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, bias=bias, batch_first=True))
     mask = make_mask(kind, cross)
     attn_mask, kpm = to_torch_masks(mask, H)
-    qkv = lambda part: tuple(getattr(lin, part) for lin in (ours.W_q, ours.W_k, ours.W_v))   # torch stacks them
-    params = [("W_q,W_k,W_v", qkv("weight"), theirs.in_proj_weight), ("W_o", ours.W_o.weight, theirs.out_proj.weight)]
-    if bias:
-        params += [("biases q,k,v", qkv("bias"), theirs.in_proj_bias), ("bias o", ours.W_o.bias, theirs.out_proj.bias)]
     diffs = compare_modules(lambda q, k, v: ours(q, k, v, mask=mask),
                             lambda q, k, v: theirs(q, k, v, attn_mask=attn_mask, key_padding_mask=kpm,
                                                    need_weights=True, average_attn_weights=False),
-                            *make_inputs(cross, seed), params=params, seed=seed + 1)
+                            *make_inputs(cross, seed), modules=(ours, theirs, to_torch_state), seed=seed + 1)
     return ours, theirs, mask, diffs
 
 
@@ -60,7 +57,7 @@ CASES = [(bias, cross, kind) for bias in (True, False) for cross in (False, True
 @pytest.mark.parametrize("bias,cross,kind", CASES)
 def test_matches_torch(bias, cross, kind):
     ours, theirs, mask, diffs = compare_with_torch(bias, cross, kind)
-    # output 0: the attention output, output 1: the weights; then the three inputs, then the parameter pairs
+    # output 0: the attention output, output 1: the weights; then the three inputs, then torch's parameters
     assert len(diffs) == 2 + 3 + (4 if bias else 2), diffs
     assert all_close(diffs, TOL), diffs
     if not bias: assert ours.W_q.bias is None and theirs.in_proj_bias is None
@@ -141,23 +138,36 @@ def test_weight_copy_both_ways():
 
 
 def test_weight_copy_errors():
+    "What the state dicts cannot say (heads) is checked apart; keys and shapes by load_state_dict"
     ours = MultiHeadAttention(D, H)
-    with pytest.raises(ValueError, match="sizes differ"):
+    with pytest.raises(ValueError, match="num_heads differs: ours 4, theirs 3"):
         mha_to_torch(ours, nn.MultiheadAttention(D, 3, batch_first=True))
-    with pytest.raises(ValueError, match="sizes differ"):
+    with pytest.raises(ValueError, match="(?s)ours does not match.*size mismatch for W_q.weight"):
         mha_from_torch(nn.MultiheadAttention(2 * D, H, batch_first=True), ours)
-    with pytest.raises(ValueError, match="biases differ"):
+    with pytest.raises(ValueError, match='(?s)theirs does not match.*Unexpected key.*"in_proj_bias"'):
         mha_to_torch(ours, nn.MultiheadAttention(D, H, bias=False, batch_first=True))
-    with pytest.raises(ValueError, match="biases differ"):
+    with pytest.raises(ValueError, match='(?s)ours does not match.*Unexpected key.*"W_q.bias"'):
         mha_from_torch(nn.MultiheadAttention(D, H, batch_first=True), MultiHeadAttention(D, H, bias=False))
-    with pytest.raises(ValueError, match="add_bias_kv"):
+    with pytest.raises(ValueError, match='(?s)Missing key.*"bias_k"'):
         mha_to_torch(ours, nn.MultiheadAttention(D, H, add_bias_kv=True, batch_first=True))
-    with pytest.raises(ValueError, match="kdim"):
+    with pytest.raises(ValueError, match='(?s)Missing key.*"q_proj_weight"'):
         mha_to_torch(ours, nn.MultiheadAttention(D, H, kdim=8, vdim=8, batch_first=True))
     with pytest.raises(TypeError, match="ours must be a MultiHeadAttention"):
         mha_to_torch(nn.MultiheadAttention(D, H), ours)
     with pytest.raises(TypeError, match="theirs must be an nn.MultiheadAttention"):
         mha_from_torch(ours, ours)
+
+
+def test_key_map_is_torchs_names_and_inverts():
+    ours = MultiHeadAttention(D, H)
+    mapped = to_torch_state(ours.state_dict())
+    assert list(mapped) == ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    assert set(mapped) == set(nn.MultiheadAttention(D, H).state_dict())
+    back = from_torch_state(mapped)
+    assert back.keys() == ours.state_dict().keys()
+    assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())
+    nested = to_torch_state({f"a.{k}": v for k, v in ours.state_dict().items()}, MHA_NAMES | {"a": "b"})
+    assert set(nested) == {f"b.{k}" for k in mapped}
 
 
 # ---- masks

@@ -1,6 +1,6 @@
 """Chapter 7: the full Transformer: shapes, return_attention, encode/decode == forward, weight sharing, initialisation,
 equality of the stacks with nn.Transformer (outputs and every gradient, pre-LN and post-LN), weight copy, errors."""
-import copy
+import re
 import warnings
 import pytest
 import torch
@@ -8,7 +8,9 @@ from torch import nn
 
 from transformer_nb.transformer import Transformer, Attention, to_torch_transformer, from_torch_transformer
 from transformer_nb.transformer import show_attention_grid
-from transformer_nb.multihead import to_torch_masks
+from transformer_nb.multihead import to_torch_masks, to_torch_state
+from transformer_nb.layers import LAYER_NAMES
+from transformer_nb.core import compare_modules
 from transformer_nb.norms import LayerNorm
 from transformer_nb.masking import padding_mask, target_mask
 
@@ -73,32 +75,18 @@ def test_xavier_init():
             assert p.abs().max() <= bound + 1e-6, name
 
 
-def grads_of(m):
-    g = copy.deepcopy(m)
-    with torch.no_grad():
-        for p, q in zip(g.parameters(), m.parameters()): p.copy_(q.grad)
-    return g
-
-
 def stack_diff(ours, theirs):
+    "compare_modules on our encoder+decoder and nn.Transformer with the same weights: outputs and every gradient"
     to_torch_transformer(ours, theirs)
     with torch.no_grad(): x, y = ours.src_embed(SRC), ours.tgt_embed(TGT)
-    a = [x.clone().requires_grad_(), y.clone().requires_grad_()]
-    b = [x.clone().requires_grad_(), y.clone().requires_grad_()]
-    out = ours.decoder(a[1], ours.encoder(a[0], SRC_MASK), TGT_MASK, SRC_MASK)
-    sm, skpm = to_torch_masks(SRC_MASK, H)
-    tm, tkpm = to_torch_masks(TGT_MASK, H)
-    out_t = theirs(b[0], b[1], src_mask=sm, tgt_mask=tm, src_key_padding_mask=skpm, tgt_key_padding_mask=tkpm,
-                   memory_key_padding_mask=skpm)
-    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
-    (out * g).sum().backward(); (out_t * g).sum().backward()
-    mapped = from_torch_transformer(grads_of(theirs), copy.deepcopy(ours))
-    diffs = [(out - out_t).abs().max().item()]
-    for n in ("encoder", "decoder"):
-        for p, q in zip(getattr(ours, n).parameters(), getattr(mapped, n).parameters()):
-            diffs.append((p.grad - q).abs().max().item())
-    diffs += [(u.grad - v.grad).abs().max().item() for u, v in zip(a, b)]
-    return max(diffs)
+    (sm, skpm), (tm, tkpm) = to_torch_masks(SRC_MASK, H), to_torch_masks(TGT_MASK, H)
+    stacks = nn.ModuleDict({"encoder": ours.encoder, "decoder": ours.decoder})
+    diffs = compare_modules(lambda x, y: ours.decoder(y, ours.encoder(x, SRC_MASK), TGT_MASK, SRC_MASK),
+                            lambda x, y: theirs(x, y, src_mask=sm, tgt_mask=tm, src_key_padding_mask=skpm,
+                                                tgt_key_padding_mask=tkpm, memory_key_padding_mask=skpm),
+                            x, y, modules=(stacks, theirs, lambda g: to_torch_state(g, LAYER_NAMES)), seed=1)
+    assert len(diffs) == 3 + len(list(theirs.parameters()))   # output, two inputs, every parameter of torch's
+    return max(diffs.values())
 
 
 def torch_model(norm_first):
@@ -132,10 +120,23 @@ def test_copy_round_trip_and_refusals():
         for a, b in zip(getattr(ours, n).parameters(), getattr(fresh, n).parameters()): assert torch.equal(a, b)
     with pytest.raises(ValueError, match="encoder final norm differs"):
         to_torch_transformer(model(norm_first=False), torch_model(False))
-    with pytest.raises(ValueError, match="number of decoder layers differs"):
-        to_torch_transformer(ours, nn.Transformer(D, H, 2, 2, F, batch_first=True, norm_first=False))
+    with pytest.raises(ValueError, match='(?s)theirs does not match.*Unexpected key.*"layers.2.self_attn.in_proj_weight"'):
+        to_torch_transformer(ours, nn.Transformer(D, H, 2, 2, F, batch_first=True, norm_first=True))
     with pytest.raises(TypeError, match="theirs must be an nn.Transformer"):
         to_torch_transformer(ours, ours)
+
+
+def test_checkpoint_with_old_names_still_loads(tmp_path):
+    "A model saved before the layers' norms took torch's names (sublayers.{i}.norm) loads into today's"
+    ours = model()
+    with torch.no_grad():
+        for p in ours.parameters(): p.normal_()
+    old = {re.sub(r"\.norm(\d)\.", lambda m: f".sublayers.{int(m[1]) - 1}.norm.", k): v
+           for k, v in ours.state_dict().items()}
+    assert "encoder.layers.0.sublayers.1.norm.weight" in old and "decoder.layers.2.sublayers.2.norm.bias" in old
+    torch.save({"model": old}, tmp_path / "old.pt")
+    fresh = model(); fresh.load_state_dict(torch.load(tmp_path / "old.pt")["model"])
+    for (n, a), b in zip(ours.state_dict().items(), fresh.state_dict().values()): assert torch.equal(a, b), n
 
 
 def test_errors():

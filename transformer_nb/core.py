@@ -315,6 +315,9 @@ def compare_modules(
     *inputs,  # tensors (floating ones get gradients, compared too) or other arguments
     # (name, ours, theirs): parameters (or tuples of them) whose grads must agree
     params=(),
+    # (our module, theirs, key_map): the gradient of every parameter, ours renamed by
+    # key_map, a function of a dict such as multihead.to_torch_state
+    modules:tuple|None=None,
     seed:int=0,  # seed of the random gradient sent back through both outputs
 )->dict[str, float]:  # largest difference per "output", "grad input i", "grad <name>"
     """Run both on the same inputs and upstream gradient; compare outputs and gradients
@@ -328,6 +331,10 @@ def compare_modules(
     params
         (name, ours, theirs): parameters (or tuples of them) whose grads must
         agree
+    modules : tuple | None
+        (our module, theirs, key_map): the gradient of every parameter, ours
+        renamed by key_map, a function of a dict such as
+        multihead.to_torch_state
     seed : int
         seed of the random gradient sent back through both outputs
     *inputs
@@ -348,6 +355,7 @@ def compare_modules(
         for _, *pair in params:
             ps = pair[side] if isinstance(pair[side], (tuple, list)) else (pair[side],)
             for p in ps: p.grad = None
+        if modules: modules[side].zero_grad(set_to_none=True)
         out = fn(*xs)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         if not all(isinstance(o, Tensor) for o in outs):
@@ -375,10 +383,17 @@ def compare_modules(
                     for p in ps
                 ]
             )
+        if modules:
+            g = {n: p.grad if p.grad is not None else torch.zeros_like(p)
+                 for n, p in modules[side].named_parameters()}
+            if side == 0: g = modules[2](g)
+            res |= {f"grad {n}": v for n, v in g.items()}
         return res
     a, b = run(ours, 0), run(theirs, 1)
-    for k in a:
-        if k not in b or a[k].shape != b[k].shape:
-            raise ValueError(f"{k} differs in shape: ours {tuple(a[k].shape)}, "
-                             f"theirs {tuple(b[k].shape) if k in b else 'missing'}")
+    for k in a.keys() | b.keys():
+        if k not in a or k not in b or a[k].shape != b[k].shape:
+            shape = lambda d: tuple(d[k].shape) if k in d else "missing"
+            raise ValueError(
+                f"{k} differs in shape: ours {shape(a)}, theirs {shape(b)}"
+            )
     return {k: (a[k].float() - b[k].float()).abs().max().item() for k in a}

@@ -12,6 +12,7 @@ from .core import (
 from .attention import fused_attention
 from .multihead import MultiHeadAttention, split_heads, merge_heads
 from .masking import causal_mask, padding_mask, pad_batch
+from .layers import residual
 from .transformer import Transformer
 from .data import Vocab
 
@@ -62,7 +63,7 @@ class KVCache:
             )
         self.self_k[i], self.self_v[i] = k, v
         return k, v
-    def reorder(self, index:Tensor):
+    def reorder(self, index:Tensor)->None:
         ("Keep the rows `index` of the batch, in that order (beam search reorders its "
          "hypotheses at every step)")
         sel = lambda ts: [
@@ -132,9 +133,9 @@ def decode_step(
                 cache.memory_mask,
             )
         # (B, 1, d_model)
-        x = layer.sublayers[0](x, self_attend)
-        x = layer.sublayers[1](x, cross_attend)
-        x = layer.sublayers[2](x, layer.ffn)
+        for f, norm in ((self_attend, layer.norm1), (cross_attend, layer.norm2),
+                        (layer.ffn, layer.norm3)):
+            x = residual(x, f, norm, layer.dropout, layer.norm_first)
     if model.decoder.norm is not None: x = model.decoder.norm(x)
     cache.length += 1
     return model.output(x)[:, 0]                                        # (B, V)

@@ -4,17 +4,18 @@
 
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
-import torch
 from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
-from .multihead import MultiHeadAttention, mha_to_torch, mha_from_torch
+from typing import Callable
+from .core import Dropout
+from .multihead import (
+    MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights)
 from .ffn import PositionwiseFeedForward
-from .norms import LayerNorm, SublayerConnection
+from .norms import LayerNorm, check_same_shape
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'encoder_layer_to_torch', 'encoder_layer_from_torch',
-           'decoder_layer_to_torch', 'decoder_layer_from_torch']
+__all__ = ['LAYER_NAMES', 'residual', 'EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'layer_to_torch', 'layer_from_torch']
 
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int)->Tensor:
@@ -23,6 +24,52 @@ def _check_seq(x, name:str, d_model:int)->Tensor:
     check_last_dim(x, d_model, name)
     check_nonempty(x, name, dim=1)
     return x
+
+# %% ../nbs/06_layers.ipynb #r001
+def residual(
+    x:Tensor,  # (B, T, d_model), the residual stream
+    # attention or the FFN: (B, T, d_model) -> same
+    sublayer:Callable[[Tensor], Tensor],
+    norm:nn.Module,  # the LayerNorm of this connection
+    dropout:nn.Module,  # dropout on the sublayer's output, before the addition
+    norm_first:bool,  # True: pre-LN; False: post-LN (the paper)
+)->Tensor:  # (B, T, d_model)
+    """Chapter 5's `SublayerConnection` as a function, for a layer that holds its norms
+
+    Parameters
+    ----------
+    x : Tensor
+        (B, T, d_model), the residual stream
+    sublayer : Callable[[Tensor], Tensor]
+        attention or the FFN: (B, T, d_model) -> same
+    norm : nn.Module
+        the LayerNorm of this connection
+    dropout : nn.Module
+        dropout on the sublayer's output, before the addition
+    norm_first : bool
+        True: pre-LN; False: post-LN (the paper)
+
+    Returns
+    -------
+    Tensor
+        (B, T, d_model)
+    """
+    if norm_first:                                      # pre-LN: identity path kept
+        return x + dropout(check_same_shape(sublayer(norm(x)), x))
+    return norm(x + dropout(check_same_shape(sublayer(x), x)))   # post-LN: the paper
+
+def _check_norm_first(norm_first)->bool:
+    if not isinstance(norm_first, bool):
+        raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "
+                        f"got {type(norm_first).__name__} {norm_first!r}")
+    return norm_first
+
+def _rename_old_norms(state_dict:dict, prefix:str):
+    "In place: `sublayers.{i}.norm.*`, the keys before the norms took torch's names"
+    old = prefix + "sublayers."
+    for k in [k for k in state_dict if k.startswith(old)]:
+        i, _, rest = k[len(old):].partition(".norm.")
+        state_dict[f"{prefix}norm{int(i) + 1}.{rest}"] = state_dict.pop(k)
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(nn.Module):
@@ -55,20 +102,15 @@ class EncoderLayer(nn.Module):
     ):
         """Build a `EncoderLayer`: `help(EncoderLayer)` describes the parameters."""
         super().__init__()
-        self.d_model, self.num_heads, self.norm_first = (
-            check_int(d_model, "d_model"),
-            num_heads,
-            norm_first,
-        )
+        self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
+        self.norm_first = _check_norm_first(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.ffn = PositionwiseFeedForward(
             d_model, d_ff, dropout=dropout, activation=activation
         )
-        # sublayers[0] wraps the attention, sublayers[1] the FFN; their norms are
-        # torch's norm1 and norm2
-        self.sublayers = nn.ModuleList(
-            SublayerConnection(d_model, dropout, norm_first) for _ in range(2)
-        )
+        # the norms of the two residual connections, named as torch's
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
 
     def forward(self,
         x:Tensor,  # (B, S, d_model), the source positions
@@ -105,9 +147,17 @@ class EncoderLayer(nn.Module):
                 h, h, h, mask=src_mask, need_weights=need_weights
             )
             return out
-        x = self.sublayers[0](x, attend)                          # (B, S, d_model)
-        x = self.sublayers[1](x, self.ffn)                        # (B, S, d_model)
+        # each sublayer in its residual connection: attention with norm1, FFN with norm2
+        x = self._residual(x, attend, self.norm1)                 # (B, S, d_model)
+        x = self._residual(x, self.ffn, self.norm2)               # (B, S, d_model)
         return x, weights["self"]
+
+    def _residual(self, x, sublayer, norm):
+        return residual(x, sublayer, norm, self.dropout, self.norm_first)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        _rename_old_norms(state_dict, prefix)   # checkpoints from before the renaming
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(nn.Module):
@@ -140,21 +190,16 @@ class DecoderLayer(nn.Module):
     ):
         """Build a `DecoderLayer`: `help(DecoderLayer)` describes the parameters."""
         super().__init__()
-        self.d_model, self.num_heads, self.norm_first = (
-            check_int(d_model, "d_model"),
-            num_heads,
-            norm_first,
-        )
+        self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
+        self.norm_first = _check_norm_first(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.ffn = PositionwiseFeedForward(
             d_model, d_ff, dropout=dropout, activation=activation
         )
-        # sublayers[0]: self-attention, [1]: cross-attention, [2]: FFN; torch's norm1,
-        # norm2, norm3
-        self.sublayers = nn.ModuleList(
-            SublayerConnection(d_model, dropout, norm_first) for _ in range(3)
-        )
+        # the norms of self-attention, cross-attention and FFN, named as torch's
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
+        self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
 
     def forward(self,
         y:Tensor,  # (B, T, d_model), the target positions
@@ -214,10 +259,18 @@ class DecoderLayer(nn.Module):
                 h, memory, memory, mask=memory_mask, need_weights=need_weights
             )
             return out
-        y = self.sublayers[0](y, attend_self)                      # (B, T, d_model)
-        y = self.sublayers[1](y, attend_memory)                    # (B, T, d_model)
-        y = self.sublayers[2](y, self.ffn)                         # (B, T, d_model)
+        # self-attention with norm1, cross-attention with norm2, the FFN with norm3
+        y = self._residual(y, attend_self, self.norm1)             # (B, T, d_model)
+        y = self._residual(y, attend_memory, self.norm2)           # (B, T, d_model)
+        y = self._residual(y, self.ffn, self.norm3)                # (B, T, d_model)
         return y, weights["self"], weights["cross"]
+
+    def _residual(self, x, sublayer, norm):
+        return residual(x, sublayer, norm, self.dropout, self.norm_first)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        _rename_old_norms(state_dict, prefix)   # checkpoints from before the renaming
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 # %% ../nbs/06_layers.ipynb #c015
 def _check_final_norm(final_norm, norm_first)->bool:
@@ -282,7 +335,7 @@ class Encoder(nn.Module):
         return_attention:bool=False,  # also return each layer's self-attention weights
     # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S,
     # S)
-    ):
+    )->Tensor|tuple[Tensor, list[Tensor]]:
         """N encoder layers, then a final LayerNorm in pre-LN
 
         Parameters
@@ -293,6 +346,12 @@ class Encoder(nn.Module):
             boolean, True = may attend; broadcasts to (B, H, S, S)
         return_attention : bool
             also return each layer's self-attention weights
+
+        Returns
+        -------
+        Tensor | tuple[Tensor, list[Tensor]]
+            memory (B, S, d_model); with return_attention, also a list of N
+            tensors (B, H, S, S)
         """
         log_shapes("Encoder", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
@@ -359,7 +418,7 @@ class Decoder(nn.Module):
         return_attention:bool=False,
     # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T,
     # T), cross (B, H, T, S)
-    ):
+    )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:
         """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
 
         Parameters
@@ -374,6 +433,12 @@ class Decoder(nn.Module):
             broadcasts to (B, H, T, S)
         return_attention : bool
             also return each layer's self- and cross-attention weights
+
+        Returns
+        -------
+        Tensor | tuple[Tensor, list[Tensor], list[Tensor]]
+            (B, T, d_model); with return_attention also two lists of N
+            tensors: self (B, H, T, T), cross (B, H, T, S)
         """
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
@@ -393,16 +458,9 @@ class Decoder(nn.Module):
         return (y, self_ws, cross_ws) if return_attention else y
 
 # %% ../nbs/06_layers.ipynb #c023
-def _copy_affine(src:nn.Module, dst:nn.Module, name:str):
-    "Copy weight and bias of a Linear or LayerNorm into one of the same shape"
-    for p in ("weight", "bias"):
-        a, b = getattr(src, p), getattr(dst, p)
-        if (a is None) != (b is None) or (a is not None and a.shape != b.shape):
-            raise ValueError(
-                f"{name}.{p} differs: {None if a is None else tuple(a.shape)} vs "
-                f"{None if b is None else tuple(b.shape)}"
-            )
-        if a is not None: b.copy_(a)
+# our names -> torch.nn's, where only the name differs
+LAYER_NAMES = MHA_NAMES | {
+    "ffn.linear1": "linear1", "ffn.linear2": "linear2", "cross_attn": "multihead_attn"}
 
 # %% ../nbs/06_layers.ipynb #c024
 def _torch_activation(f)->str|None:
@@ -411,148 +469,71 @@ def _torch_activation(f)->str|None:
     if f is nn.functional.gelu or isinstance(f, nn.GELU): return "gelu"
     return None
 
-def _layer_pairs(ours, theirs, decoder:bool):
-    ("Check that the two layers compute the same function; return (our module, their "
-     "module, name) triples")
-    kind, cls = (
-        ("DecoderLayer", nn.TransformerDecoderLayer)
-        if decoder
-        else ("EncoderLayer", nn.TransformerEncoderLayer)
-    )
-    if not isinstance(ours, DecoderLayer if decoder else EncoderLayer):
-        raise TypeError(
-            f"ours must be {'a' if decoder else 'an'} {kind}, got {type(ours).__name__}"
-        )
-    if not isinstance(theirs, cls):
-        raise TypeError(
-            f"theirs must be an nn.Transformer{kind}, got {type(theirs).__name__}"
-        )
-    if ours.norm_first != theirs.norm_first:
-        raise ValueError(
-            f"norm_first differs: ours {ours.norm_first}, theirs {theirs.norm_first}"
-        )
-    if ours.ffn.activation != _torch_activation(theirs.activation):
-        raise ValueError(
-            f"activation differs: ours {ours.ffn.activation!r}, theirs "
-            f"{theirs.activation!r}"
-        )
-    if ours.ffn.d_ff != theirs.linear1.out_features:
-        raise ValueError(
-            f"d_ff differs: ours {ours.ffn.d_ff}, theirs "
-            f"dim_feedforward={theirs.linear1.out_features}"
-        )
-    n = 3 if decoder else 2
-    norms = [getattr(theirs, f"norm{i + 1}") for i in range(n)]
-    for i, (s, tn) in enumerate(zip(ours.sublayers, norms)):
-        if s.norm.eps != tn.eps:
-            raise ValueError(
-                f"layer norm eps differs: ours {s.norm.eps}, theirs "
-                f"norm{i + 1}.eps={tn.eps}"
-            )
-    pairs = [
-        (ours.ffn.linear1, theirs.linear1, "linear1"),
-        (ours.ffn.linear2, theirs.linear2, "linear2"),
-    ]
-    pairs += [
-        (s.norm, tn, f"norm{i + 1}")
-        for i, (s, tn) in enumerate(zip(ours.sublayers, norms))
-    ]
-    return pairs
+def _settings(layer)->dict:
+    "What a layer computes that its state dict does not say"
+    act = getattr(layer.ffn, "activation", None) if hasattr(layer, "ffn") else (
+        _torch_activation(layer.activation))
+    return {"norm_first": layer.norm_first, "activation": act,
+            "num_heads": layer.self_attn.num_heads, "eps": layer.norm1.eps}
 
-def _copy_layer(ours, theirs, decoder:bool, to_torch:bool):
-    pairs = _layer_pairs(ours, theirs, decoder)
-    attn = [(ours.self_attn, theirs.self_attn)] + (
-        [(ours.cross_attn, theirs.multihead_attn)] if decoder else []
-    )
-    with torch.no_grad():
-        for a, b in attn: mha_to_torch(a, b) if to_torch else mha_from_torch(b, a)
-        for a, b, name in pairs:
-            _copy_affine(a, b, name) if to_torch else _copy_affine(b, a, name)
+def _check_settings(ours, theirs):
+    ("Each of our layers and torch's at the same path agree on what the weights do not "
+     "say")
+    kinds = (EncoderLayer, DecoderLayer, Encoder, Decoder)
+    if not isinstance(ours, kinds):
+        raise TypeError(
+            "ours must be an EncoderLayer, DecoderLayer, Encoder or Decoder, "
+            f"got {type(ours).__name__}"
+        )
+    for name, m in ours.named_modules():
+        if not isinstance(m, (EncoderLayer, DecoderLayer)): continue
+        try: a, b = _settings(m), _settings(theirs.get_submodule(name))
+        except AttributeError: continue             # load_weights names what is missing
+        diff = [f"{k}: ours {a[k]!r}, theirs {b[k]!r}" for k in a if a[k] != b[k]]
+        at = f" at {name}" if name else ""
+        if diff: raise ValueError(f"the layers{at} differ in {'; '.join(diff)}")
 
 # %% ../nbs/06_layers.ipynb #c025
-def encoder_layer_to_torch(
-    ours:EncoderLayer,  # the source of the weights
-    # receives them; same sizes, norm_first and activation
-    theirs:nn.TransformerEncoderLayer,
-)->nn.TransformerEncoderLayer:  # `theirs`, with our weights
-    """Copy the weights of our `EncoderLayer` into an `nn.TransformerEncoderLayer`
+def layer_to_torch(
+    ours:nn.Module,  # an EncoderLayer, DecoderLayer, Encoder or Decoder: the source
+    theirs:nn.Module,  # its torch.nn counterpart, e.g. nn.TransformerEncoderLayer
+)->nn.Module:  # `theirs`, with our weights
+    """Our layer's or stack's weights into torch's: the key map and one `load_state_dict`
 
     Parameters
     ----------
-    ours : EncoderLayer
-        the source of the weights
-    theirs : nn.TransformerEncoderLayer
-        receives them; same sizes, norm_first and activation
+    ours : nn.Module
+        an EncoderLayer, DecoderLayer, Encoder or Decoder: the source
+    theirs : nn.Module
+        its torch.nn counterpart, e.g. nn.TransformerEncoderLayer
 
     Returns
     -------
-    nn.TransformerEncoderLayer
+    nn.Module
         `theirs`, with our weights
     """
-    _copy_layer(ours, theirs, decoder=False, to_torch=True)
-    return theirs
+    _check_settings(ours, theirs)
+    return load_weights(theirs, to_torch_state(ours.state_dict(), LAYER_NAMES))
 
-def encoder_layer_from_torch(
-    theirs:nn.TransformerEncoderLayer,  # the source of the weights
-    ours:EncoderLayer,  # receives them; same sizes, norm_first and activation
-)->EncoderLayer:  # `ours`, with torch's weights
-    """Copy the weights of an `nn.TransformerEncoderLayer` into our `EncoderLayer`
+def layer_from_torch(
+    theirs:nn.Module,  # e.g. an nn.TransformerDecoderLayer: the source
+    ours:nn.Module,  # our counterpart (DecoderLayer, ...): receives the weights
+)->nn.Module:  # `ours`, with torch's weights
+    """torch's layer or stack weights into ours: the key map and one `load_state_dict`
 
     Parameters
     ----------
-    theirs : nn.TransformerEncoderLayer
-        the source of the weights
-    ours : EncoderLayer
-        receives them; same sizes, norm_first and activation
+    theirs : nn.Module
+        e.g. an nn.TransformerDecoderLayer: the source
+    ours : nn.Module
+        our counterpart (DecoderLayer, ...): receives the weights
 
     Returns
     -------
-    EncoderLayer
+    nn.Module
         `ours`, with torch's weights
     """
-    _copy_layer(ours, theirs, decoder=False, to_torch=False)
-    return ours
-
-# %% ../nbs/06_layers.ipynb #c026
-def decoder_layer_to_torch(
-    ours:DecoderLayer,  # the source of the weights
-    # receives them; same sizes, norm_first and activation
-    theirs:nn.TransformerDecoderLayer,
-)->nn.TransformerDecoderLayer:  # `theirs`, with our weights
-    """Copy the weights of our `DecoderLayer` into an `nn.TransformerDecoderLayer` (cross_attn -> multihead_attn)
-
-    Parameters
-    ----------
-    ours : DecoderLayer
-        the source of the weights
-    theirs : nn.TransformerDecoderLayer
-        receives them; same sizes, norm_first and activation
-
-    Returns
-    -------
-    nn.TransformerDecoderLayer
-        `theirs`, with our weights
-    """
-    _copy_layer(ours, theirs, decoder=True, to_torch=True)
-    return theirs
-
-def decoder_layer_from_torch(
-    theirs:nn.TransformerDecoderLayer,  # the source of the weights
-    ours:DecoderLayer,  # receives them; same sizes, norm_first and activation
-)->DecoderLayer:  # `ours`, with torch's weights
-    """Copy the weights of an `nn.TransformerDecoderLayer` into our `DecoderLayer` (multihead_attn -> cross_attn)
-
-    Parameters
-    ----------
-    theirs : nn.TransformerDecoderLayer
-        the source of the weights
-    ours : DecoderLayer
-        receives them; same sizes, norm_first and activation
-
-    Returns
-    -------
-    DecoderLayer
-        `ours`, with torch's weights
-    """
-    _copy_layer(ours, theirs, decoder=True, to_torch=False)
-    return ours
+    _check_settings(ours, theirs)
+    return load_weights(
+        ours, from_torch_state(theirs.state_dict(), LAYER_NAMES), "ours"
+    )

@@ -4,6 +4,7 @@
 
 # %% ../nbs/03_multihead.ipynb #c002
 from __future__ import annotations
+from typing import Mapping
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
@@ -13,8 +14,9 @@ from .core import check_mask
 from .attention import scaled_dot_product_attention, fused_attention
 
 # %% auto #0
-__all__ = ['split_heads', 'merge_heads', 'MultiHeadAttention', 'to_torch_masks', 'from_torch_masks', 'mha_to_torch',
-           'mha_from_torch', 'fused_projection', 'fast_multihead']
+__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'fused_projection', 'fast_multihead',
+           'to_torch_masks', 'from_torch_masks', 'to_torch_state', 'from_torch_state', 'load_weights', 'mha_to_torch',
+           'mha_from_torch']
 
 # %% ../nbs/03_multihead.ipynb #c006
 def _check_divisible(d_model:int, num_heads:int):
@@ -164,7 +166,8 @@ class MultiHeadAttention(nn.Module):
 
     def _check_inputs(self, query, key, value):
         for name, t in (("query", query), ("key", key), ("value", value)):
-            check_tensor(t, name, ndim=3, floating=True); check_last_dim(t, self.d_model, name)
+            check_tensor(t, name, ndim=3, floating=True)
+            check_last_dim(t, self.d_model, name)
             check_nonempty(t, name, dim=1)
             if t.dtype != self.W_q.weight.dtype:
                 raise TypeError(
@@ -182,6 +185,74 @@ class MultiHeadAttention(nn.Module):
                 f"key and value must have the same length S, got {key.shape[1]} and "
                 f"{value.shape[1]}"
             )
+
+# %% ../nbs/03_multihead.ipynb #m101
+def fused_projection(
+    x:Tensor,  # (..., d_in)
+    linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
+)->Tensor:  # (..., sum of their out_features): their outputs side by side
+    """Apply several `nn.Linear` to the same input with one matrix multiply
+
+    Parameters
+    ----------
+    x : Tensor
+        (..., d_in)
+    linears : tuple
+        nn.Linear layers that all read x, with or without biases alike
+
+    Returns
+    -------
+    Tensor
+        (..., sum of their out_features): their outputs side by side
+    """
+    # (sum d_out, d_in)
+    weight = torch.cat([l.weight for l in linears])
+    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
+    return F.linear(x, weight, bias)
+
+# %% ../nbs/03_multihead.ipynb #m102
+def fast_multihead(
+    # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
+    mha,
+    query:Tensor,  # (B, T, d_model)
+    key:Tensor,  # (B, S, d_model)
+    value:Tensor,  # (B, S, d_model)
+    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
+)->Tensor:  # (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
+    """Multi-head attention without the weights: fused projections and `fused_attention`
+
+    Parameters
+    ----------
+    mha
+        a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout
+        are used
+    query : Tensor
+        (B, T, d_model)
+    key : Tensor
+        (B, S, d_model)
+    value : Tensor
+        (B, S, d_model)
+    mask : Tensor | None
+        boolean, True = may attend; broadcasts to (B, H, T, S)
+
+    Returns
+    -------
+    Tensor
+        (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
+    """
+    H, d_k = mha.num_heads, mha.d_k
+    # (B, L, n*d_model) -> n x (B, H, L, d_k)
+    heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)
+    if query is key and key is value:                                 # self-attention
+        q, k, v = heads(fused_projection(query, (mha.W_q, mha.W_k, mha.W_v)), 3)
+    else:
+        q, = heads(mha.W_q(query), 1)
+        # cross-attention
+        if key is value: k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)
+        else: (k,), (v,) = heads(mha.W_k(key), 1), heads(mha.W_v(value), 1)
+    # (B, H, T, d_k)
+    out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)
+    return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)
 
 # %% ../nbs/03_multihead.ipynb #c035
 def to_torch_masks(
@@ -318,49 +389,114 @@ def from_torch_masks(
     return mask
 
 # %% ../nbs/03_multihead.ipynb #c043
-def _check_pair(ours, theirs):
-    ("Both modules exist, have the same sizes and the same biases, and torch's has no "
-     "extras we lack")
+MHA_NAMES = {"W_o": "out_proj"}  # our name -> torch.nn's, where only the name differs
+
+def _rename(key:str, names:Mapping[str, str])->str:
+    "`key` with each dotted run of parts that `names` lists replaced"
+    k = f".{key}."
+    for a, b in names.items(): k = k.replace(f".{a}.", f".{b}.")
+    return k[1:-1]
+
+# %% ../nbs/03_multihead.ipynb #c044
+def to_torch_state(
+    state:Mapping[str, Tensor],  # our state dict, or any tensors by our parameter names
+    names:Mapping[str, str]=MHA_NAMES,  # our names -> torch's, where they differ
+)->dict[str, Tensor]:  # the same tensors under torch.nn's keys
+    """Our keys as torch.nn's: each W_q, W_k, W_v stacked into in_proj_weight/in_proj_bias
+
+    Parameters
+    ----------
+    state : Mapping[str, Tensor]
+        our state dict, or any tensors by our parameter names
+    names : Mapping[str, str]
+        our names -> torch's, where they differ
+
+    Returns
+    -------
+    dict[str, Tensor]
+        the same tensors under torch.nn's keys
+    """
+    out = {}
+    for key, v in state.items():
+        at, _, p = key.rpartition(".")                 # e.g. "self_attn.W_q", "weight"
+        at, _, lin = at.rpartition(".")
+        at = at + "." if at else ""
+        if lin in ("W_k", "W_v"): continue             # stacked under W_q's entry
+        if lin == "W_q":
+            # (3 d_model, d_model) or (3 d_model,)
+            v = torch.cat([state[f"{at}W_{c}.{p}"] for c in "qkv"])
+            key = f"{at}in_proj_{p}"
+        out[_rename(key, names)] = v
+    return out
+
+def from_torch_state(
+    state:Mapping[str, Tensor],  # a torch.nn state dict, or tensors by its names
+    names:Mapping[str, str]=MHA_NAMES,  # our names -> torch's, where they differ
+)->dict[str, Tensor]:  # the same tensors under our keys
+    """torch.nn's keys as ours: each in_proj_weight/in_proj_bias cut into W_q, W_k, W_v
+
+    Parameters
+    ----------
+    state : Mapping[str, Tensor]
+        a torch.nn state dict, or tensors by its names
+    names : Mapping[str, str]
+        our names -> torch's, where they differ
+
+    Returns
+    -------
+    dict[str, Tensor]
+        the same tensors under our keys
+    """
+    back, out = {b: a for a, b in names.items()}, {}
+    for key, v in state.items():
+        at, _, p = _rename(key, back).rpartition(".")
+        at = at + "." if at else ""
+        if not p.startswith("in_proj_"): out[at + p] = v; continue
+        for c, part in zip("qkv", v.chunk(3)): out[f"{at}W_{c}.{p[8:]}"] = part
+    return out
+
+# %% ../nbs/03_multihead.ipynb #c045
+def load_weights(
+    module:nn.Module,  # receives the weights
+    state:Mapping[str, Tensor],  # a state dict under module's own keys
+    name:str="theirs",  # what the caller called `module`, for the error
+)->nn.Module:  # `module`, with the weights
+    """`module.load_state_dict(state)`, refused with a ValueError if keys or shapes differ
+
+    Parameters
+    ----------
+    module : nn.Module
+        receives the weights
+    state : Mapping[str, Tensor]
+        a state dict under module's own keys
+    name : str
+        what the caller called `module`, for the error
+
+    Returns
+    -------
+    nn.Module
+        `module`, with the weights
+    """
+    try: module.load_state_dict(state)
+    except RuntimeError as e: raise ValueError(f"{name} does not match: {e}") from None
+    return module
+
+def _check_heads(ours, theirs):
+    "What a state dict does not hold: the number of heads"
     if not isinstance(ours, MultiHeadAttention):
         raise TypeError(f"ours must be a MultiHeadAttention, got {type(ours).__name__}")
     if not isinstance(theirs, nn.MultiheadAttention):
         raise TypeError(
-            f"theirs must be an nn.MultiheadAttention, got {type(theirs).__name__}"
-        )
-    if (ours.d_model, ours.num_heads) != (theirs.embed_dim, theirs.num_heads):
-        raise ValueError(
-            f"sizes differ: ours has d_model={ours.d_model}, "
-            f"num_heads={ours.num_heads}, "
-            f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
-        )
-    if not theirs._qkv_same_embed_dim:
-        raise ValueError(
-            f"theirs has kdim={theirs.kdim}, vdim={theirs.vdim} different from "
-            "embed_dim="
-            f"{theirs.embed_dim}; MultiHeadAttention has no counterpart"
-        )
-    if theirs.bias_k is not None or theirs.add_zero_attn:
-        raise ValueError(
-            "theirs uses add_bias_kv or add_zero_attn; MultiHeadAttention has no "
-            "counterpart"
-        )
-    ours_b = [lin.bias is not None for lin in (ours.W_q, ours.W_k, ours.W_v, ours.W_o)]
-    theirs_b = [theirs.in_proj_bias is not None] * 3 + [
-        theirs.out_proj.bias is not None
-    ]
-    if ours_b != theirs_b:
-        raise ValueError(
-            f"biases differ: ours has biases in (W_q, W_k, W_v, W_o) = {ours_b}, "
-            "theirs in "
-            f"(in_proj x3, out_proj) = {theirs_b}; build both with the same bias="
-        )
+            f"theirs must be an nn.MultiheadAttention, got {type(theirs).__name__}")
+    if ours.num_heads != theirs.num_heads:
+        raise ValueError(f"num_heads differs: ours {ours.num_heads}, "
+                         f"theirs {theirs.num_heads}")
 
-# %% ../nbs/03_multihead.ipynb #c044
 def mha_to_torch(
     ours:MultiHeadAttention,  # the source of the weights
     theirs:nn.MultiheadAttention,  # receives them; same embed_dim, num_heads and bias
 )->nn.MultiheadAttention:  # `theirs`, with our weights
-    """Copy our W_q, W_k, W_v, W_o into an `nn.MultiheadAttention` (in_proj_weight/in_proj_bias and out_proj)
+    """Our weights into an `nn.MultiheadAttention`: the key map and one `load_state_dict`
 
     Parameters
     ----------
@@ -374,26 +510,14 @@ def mha_to_torch(
     nn.MultiheadAttention
         `theirs`, with our weights
     """
-    _check_pair(ours, theirs)
-    with torch.no_grad():
-        # (3 d_model, d_model)
-        theirs.in_proj_weight.copy_(
-            torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight])
-        )
-        if theirs.in_proj_bias is not None:
-            theirs.in_proj_bias.copy_(
-                torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias])
-            )
-        theirs.out_proj.weight.copy_(ours.W_o.weight)
-        if theirs.out_proj.bias is not None: theirs.out_proj.bias.copy_(ours.W_o.bias)
-    return theirs
+    _check_heads(ours, theirs)
+    return load_weights(theirs, to_torch_state(ours.state_dict()))
 
-# %% ../nbs/03_multihead.ipynb #c045
 def mha_from_torch(
     theirs:nn.MultiheadAttention,  # the source of the weights
     ours:MultiHeadAttention,  # receives them; same d_model, num_heads and bias
 )->MultiHeadAttention:  # `ours`, with torch's weights
-    """Copy the weights of an `nn.MultiheadAttention` into our W_q, W_k, W_v, W_o
+    """The weights of an `nn.MultiheadAttention` into ours: the key map, one `load_state_dict`
 
     Parameters
     ----------
@@ -407,79 +531,5 @@ def mha_from_torch(
     MultiHeadAttention
         `ours`, with torch's weights
     """
-    _check_pair(ours, theirs)
-    with torch.no_grad():
-        for lin, w in zip((ours.W_q, ours.W_k, ours.W_v), theirs.in_proj_weight.chunk(3)): lin.weight.copy_(w)
-        if theirs.in_proj_bias is not None:
-            for lin, b in zip((ours.W_q, ours.W_k, ours.W_v), theirs.in_proj_bias.chunk(3)): lin.bias.copy_(b)
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        if theirs.out_proj.bias is not None: ours.W_o.bias.copy_(theirs.out_proj.bias)
-    return ours
-
-# %% ../nbs/03_multihead.ipynb #m101
-def fused_projection(
-    x:Tensor,  # (..., d_in)
-    linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
-)->Tensor:  # (..., sum of their out_features): their outputs side by side
-    """Apply several `nn.Linear` to the same input with one matrix multiply
-
-    Parameters
-    ----------
-    x : Tensor
-        (..., d_in)
-    linears : tuple
-        nn.Linear layers that all read x, with or without biases alike
-
-    Returns
-    -------
-    Tensor
-        (..., sum of their out_features): their outputs side by side
-    """
-    # (sum d_out, d_in)
-    weight = torch.cat([l.weight for l in linears])
-    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
-    return F.linear(x, weight, bias)
-
-# %% ../nbs/03_multihead.ipynb #m102
-def fast_multihead(
-    # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
-    mha,
-    query:Tensor,  # (B, T, d_model)
-    key:Tensor,  # (B, S, d_model)
-    value:Tensor,  # (B, S, d_model)
-    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-)->Tensor:  # (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
-    """Multi-head attention without the weights: fused projections and `fused_attention`
-
-    Parameters
-    ----------
-    mha
-        a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout
-        are used
-    query : Tensor
-        (B, T, d_model)
-    key : Tensor
-        (B, S, d_model)
-    value : Tensor
-        (B, S, d_model)
-    mask : Tensor | None
-        boolean, True = may attend; broadcasts to (B, H, T, S)
-
-    Returns
-    -------
-    Tensor
-        (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
-    """
-    H, d_k = mha.num_heads, mha.d_k
-    # (B, L, n*d_model) -> n x (B, H, L, d_k)
-    heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)
-    if query is key and key is value:                                 # self-attention
-        q, k, v = heads(fused_projection(query, (mha.W_q, mha.W_k, mha.W_v)), 3)
-    else:
-        q, = heads(mha.W_q(query), 1)
-        # cross-attention
-        if key is value: k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)
-        else: (k,), (v,) = heads(mha.W_k(key), 1), heads(mha.W_v(value), 1)
-    # (B, H, T, d_k)
-    out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)
-    return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)
+    _check_heads(ours, theirs)
+    return load_weights(ours, from_torch_state(theirs.state_dict()), "ours")

@@ -5,9 +5,11 @@
 # %% ../nbs/00a_plotting.ipynb #c002
 from __future__ import annotations
 import base64, io, json, sys
-from typing import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Sequence
 import torch
 from torch import Tensor
+if TYPE_CHECKING: from matplotlib.figure import Figure  # only named, never imported
 
 # %% auto #0
 __all__ = ['PX_PER_INCH', 'MIN_CELL_PX', 'MIN_LABEL_PX', 'pyplot', 'figure_legibility', 'figure_png', 'show_heatmaps',
@@ -21,7 +23,7 @@ def _as_numpy(x):
     return np.asarray(x, dtype="float32")
 
 # %% ../nbs/00a_plotting.ipynb #q001
-def pyplot():
+def pyplot()->ModuleType:
     "matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if missing"
     try:
         import matplotlib.pyplot as plt
@@ -123,7 +125,7 @@ def show_heatmaps(
     log:bool=False,  # logarithmic colour scale (zeros are drawn blank)
     annotate:str|None=None,  # write each value in its cell with this format, "{:.2f}"
     label_size:float=8,  # font size of tick labels, points
-):
+)->Figure:
     """A grid of heatmaps with one colour scale, sized for legible cells and labels
 
     Parameters
@@ -250,7 +252,7 @@ def show_attention(
     # a title per head; "head 0", "head 1", ... by default
     head_titles:Sequence[str]|None=None,
     **kwargs,  # passed on to `show_heatmaps`
-):
+)->Figure:
     """Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows are queries, columns are keys
 
     Parameters
@@ -301,7 +303,7 @@ def show_curves(
     logx:bool=False, logy:bool=False,  # logarithmic axes
     figsize:tuple=(6, 3.2),  # size in inches
     styles:dict|None=None,  # {label: matplotlib format string}, e.g. {"scaled": "--"}
-):
+)->Figure:
     """Line plots of several curves against the same x values, with a legend
 
     Parameters

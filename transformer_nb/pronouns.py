@@ -5,10 +5,12 @@
 # %% ../nbs/11a_pronouns.ipynb #p002
 from __future__ import annotations
 import random
+from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 from .data import Vocab, Task
 from .plotting import pyplot
+if TYPE_CHECKING: from matplotlib.figure import Figure  # only named, never imported
 
 # %% auto #0
 __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES', 'PRONOUNS', 'IT', 'AGENT', 'PLACE',
@@ -174,7 +176,7 @@ def referent_preference(
 def show_referent_preference(
     shares:Tensor,  # (2, L, H): referent_preference of the encoder and of the decoder
     titles:tuple=("encoder: the query \"it\"", "decoder: writing er / sie / es"),
-):
+)->Figure:
     """Tables, layer by head, of how often each head prefers the referent (0.5: chance)
 
     Parameters
@@ -203,7 +205,7 @@ def show_links(
     query:str,  # the query word (drawn on the left of each panel)
     keys:list[str],  # the S key words (drawn on the right)
     titles:list[str]|None=None,  # a title per panel
-):
+)->Figure:
     """Lines from one query word to every key word, darker for more weight
 
     Parameters

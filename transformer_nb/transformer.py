@@ -11,14 +11,7 @@ from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask)
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
-from transformer_nb.layers import (
-    Encoder,
-    Decoder,
-    encoder_layer_to_torch,
-    encoder_layer_from_torch,
-    decoder_layer_to_torch,
-    decoder_layer_from_torch,
-)
+from .layers import Encoder, Decoder, layer_to_torch, layer_from_torch
 from .plotting import show_heatmaps
 
 # %% auto #0
@@ -98,9 +91,11 @@ class Transformer(nn.Module):
     ):
         """Build a `Transformer`: `help(Transformer)` describes the parameters."""
         super().__init__()
-        for name, v in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab), ("d_model", d_model), ("d_ff", d_ff),
-                        ("num_heads", num_heads), ("num_encoder_layers", num_encoder_layers),
-                        ("num_decoder_layers", num_decoder_layers), ("max_len", max_len)): check_int(v, name)
+        sizes = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
+                     d_ff=d_ff, num_heads=num_heads, max_len=max_len,
+                     num_encoder_layers=num_encoder_layers,
+                     num_decoder_layers=num_decoder_layers)
+        for name, v in sizes.items(): check_int(v, name)
         check_dropout(dropout)
         if not isinstance(norm_first, bool):
             raise TypeError(
@@ -154,7 +149,7 @@ class Transformer(nn.Module):
         src_mask:Tensor|None=None,
         # also return the list of per-layer self-attention weights
         return_attention:bool=False,
-    ):  # memory (B, S, d_model)
+    )->Tensor|tuple[Tensor, list[Tensor]]:  # memory (B, S, d_model)
         """Embed the source and run the encoder
 
         Parameters
@@ -165,6 +160,11 @@ class Transformer(nn.Module):
             boolean, True = may attend; e.g. padding (B, 1, 1, S)
         return_attention : bool
             also return the list of per-layer self-attention weights
+
+        Returns
+        -------
+        Tensor | tuple[Tensor, list[Tensor]]
+            memory (B, S, d_model)
         """
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
@@ -184,7 +184,7 @@ class Transformer(nn.Module):
         memory_mask:Tensor|None=None,
         # also return the per-layer self- and cross-attention weights
         return_attention:bool=False,
-    ):  # logits (B, T, V)
+    )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:  # logits (B, T, V)
         """Embed the target, run the decoder over the memory, project to target-vocabulary logits
 
         Parameters
@@ -202,6 +202,11 @@ class Transformer(nn.Module):
             padded source keys
         return_attention : bool
             also return the per-layer self- and cross-attention weights
+
+        Returns
+        -------
+        Tensor | tuple[Tensor, list[Tensor], list[Tensor]]
+            logits (B, T, V)
         """
         log_shapes(
             "Transformer.decode",
@@ -237,7 +242,7 @@ class Transformer(nn.Module):
         memory_mask:Tensor|None=None,
         # also return an `Attention` with every attention map
         return_attention:bool=False,
-    ):  # logits (B, T, V); with return_attention, (logits, Attention)
+    )->Tensor|tuple[Tensor, Attention]:  # logits (B, T, V), or (logits, Attention)
         """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
 
         Parameters
@@ -255,6 +260,11 @@ class Transformer(nn.Module):
             source keys: pass src_mask
         return_attention : bool
             also return an `Attention` with every attention map
+
+        Returns
+        -------
+        Tensor | tuple[Tensor, Attention]
+            logits (B, T, V), or (logits, Attention)
         """
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
@@ -275,7 +285,8 @@ class Transformer(nn.Module):
 
     # the checks of the public entry points, naming the argument the caller passed
     def _check_ids(self, ids, name, vocab_size):
-        check_tensor(ids, name, ndim=2, floating=False); check_token_ids(ids, vocab_size, name)
+        check_tensor(ids, name, ndim=2, floating=False)
+        check_token_ids(ids, vocab_size, name)
         if ids.device != self.output.weight.device:
             raise ValueError(
                 f"{name} is on {ids.device}, but the model is on "
@@ -286,7 +297,8 @@ class Transformer(nn.Module):
         check_mask(mask, (ids.shape[0], self.num_heads, T, S), name, device=ids.device)
 
     def _check_memory(self, memory, tgt):
-        check_tensor(memory, "memory", ndim=3, floating=True); check_last_dim(memory, self.d_model, "memory")
+        check_tensor(memory, "memory", ndim=3, floating=True)
+        check_last_dim(memory, self.d_model, "memory")
         w = self.output.weight
         if memory.dtype != w.dtype:
             raise TypeError(
@@ -413,7 +425,7 @@ def show_attention_grid(
     keys:Sequence[str]|None=None,  # a label per key (column)
     title:str|None=None,  # a title over the figure
     **kwargs,  # passed on to `show_heatmaps`
-):
+)->object:  # the matplotlib Figure
     """A layer x head grid of attention heatmaps with token labels: rows of panels are layers, columns are heads
 
     Parameters
@@ -429,6 +441,11 @@ def show_attention_grid(
         a title over the figure
     **kwargs
         passed on to `show_heatmaps`
+
+    Returns
+    -------
+    object
+        the matplotlib Figure
     """
     check_tensor(maps, "maps", ndim=4)
     L, H, T, S = maps.shape
@@ -450,96 +467,66 @@ def show_attention_grid(
 
 # %% ../nbs/07_transformer.ipynb #c028
 def _check_stacks(ours, theirs):
-    if not isinstance(ours, Transformer): raise TypeError("ours must be a "
-                                                          "Transformer, got "
-                                                          f"{type(ours).__name__}")
+    "The types, and the final norms, which nn.Transformer adds even in post-LN"
+    if not isinstance(ours, Transformer):
+        raise TypeError(f"ours must be a Transformer, got {type(ours).__name__}")
     if not isinstance(theirs, nn.Transformer):
         raise TypeError(
             f"theirs must be an nn.Transformer, got {type(theirs).__name__}"
         )
     for name in ("encoder", "decoder"):
-        a, b = getattr(ours, name), getattr(theirs, name)
-        if len(a.layers) != len(b.layers):
+        has = lambda m: "one" if getattr(m, name).norm is not None else "none"
+        if has(ours) != has(theirs):
             raise ValueError(
-                f"number of {name} layers differs: ours {len(a.layers)}, theirs "
-                f"{len(b.layers)}"
+                f"{name} final norm differs: ours has {has(ours)}, theirs "
+                f"{has(theirs)}. "
+                "nn.Transformer adds one even with norm_first=False: set "
+                f"theirs.{name}.norm = None, or build ours with final_norm=True"
             )
-        if (a.norm is None) != (b.norm is None):
-            raise ValueError(
-                f"{name} final norm differs: ours "
-                f"{'has one' if a.norm is not None else 'has none'}, "
-                f"theirs {'has one' if b.norm is not None else 'has none'}. "
-                "nn.Transformer adds one even "
-                f"with norm_first=False: set theirs.{name}.norm = None, or build ours "
-                "with final_norm=True"
-            )
-    return [(getattr(ours, n), getattr(theirs, n), n) for n in ("encoder", "decoder")]
-
-def _copy_stacks(ours, theirs, to_torch:bool):
-    for a, b, name in _check_stacks(ours, theirs):
-        copy_layer = {
-            ("encoder", True): encoder_layer_to_torch,
-            ("encoder", False): encoder_layer_from_torch,
-            ("decoder", True): decoder_layer_to_torch,
-            ("decoder", False): decoder_layer_from_torch,
-        }[name, to_torch]
-        for la, lb in zip(a.layers, b.layers):
-            copy_layer(la, lb) if to_torch else copy_layer(lb, la)
-        if a.norm is not None:
-            if a.norm.eps != b.norm.eps:
-                raise ValueError(
-                    f"{name} final norm eps differs: ours {a.norm.eps}, theirs "
-                    f"{b.norm.eps}"
-                )
-            src, dst = (a.norm, b.norm) if to_torch else (b.norm, a.norm)
-            with torch.no_grad(): dst.weight.copy_(src.weight); dst.bias.copy_(src.bias)
 
 # %% ../nbs/07_transformer.ipynb #c029
 def to_torch_transformer(
-    # the source of the weights (its encoder and decoder; embeddings and output have no
-    # counterpart)
-    ours:Transformer,
-    # receives them; same sizes, layers, norm placement and final norms
-    theirs:nn.Transformer,
+    ours:Transformer,  # the source: its encoder and decoder (torch has no embeddings)
+    theirs:nn.Transformer,  # receives them; same sizes, layers, norm placement, norms
 )->nn.Transformer:  # `theirs`, with our weights
-    """Copy the encoder and decoder stacks of our `Transformer` into an `nn.Transformer`, layer by layer
+    """Our encoder and decoder stacks into an `nn.Transformer`, by chapter 6's key map
 
     Parameters
     ----------
     ours : Transformer
-        the source of the weights (its encoder and decoder; embeddings and
-        output have no counterpart)
+        the source: its encoder and decoder (torch has no embeddings)
     theirs : nn.Transformer
-        receives them; same sizes, layers, norm placement and final norms
+        receives them; same sizes, layers, norm placement, norms
 
     Returns
     -------
     nn.Transformer
         `theirs`, with our weights
     """
-    _copy_stacks(ours, theirs, to_torch=True)
+    _check_stacks(ours, theirs)
+    for name in ("encoder", "decoder"):
+        layer_to_torch(getattr(ours, name), getattr(theirs, name))
     return theirs
 
 def from_torch_transformer(
     theirs:nn.Transformer,  # the source of the weights
-    # receives them in its encoder and decoder; embeddings and output are left as they
-    # are
-    ours:Transformer,
+    ours:Transformer,  # receives them in its stacks; embeddings and output unchanged
 )->Transformer:  # `ours`, with torch's stack weights
-    """Copy the weights of an `nn.Transformer` into the encoder and decoder of our `Transformer`
+    """The stacks of an `nn.Transformer` into our encoder and decoder, by the key map
 
     Parameters
     ----------
     theirs : nn.Transformer
         the source of the weights
     ours : Transformer
-        receives them in its encoder and decoder; embeddings and output are left
-        as they are
+        receives them in its stacks; embeddings and output unchanged
 
     Returns
     -------
     Transformer
         `ours`, with torch's stack weights
     """
-    _copy_stacks(ours, theirs, to_torch=False)
+    _check_stacks(ours, theirs)
+    for name in ("encoder", "decoder"):
+        layer_from_torch(getattr(theirs, name), getattr(ours, name))
     return ours

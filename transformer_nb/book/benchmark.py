@@ -5,11 +5,13 @@
 # %% ../../nbs/13_benchmark.ipynb #c002
 from __future__ import annotations
 import ctypes, json, platform, re, subprocess, sys, time
+from dataclasses import replace
 from pathlib import Path
 import torch
 from ..decoding import greedy_search
 from transformer_nb.book.measure import (
     IMPLEMENTATIONS,
+    RunConfig,
     small_config,
     base_config,
     build,
@@ -32,11 +34,24 @@ def _rss()->tuple[int, int]:
         int(re.search(rf"{k}:\s+(\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmHWM")
     )
 
-def peak_memory(step)->float|None:
-    ("MB by which one call of `step` raises the peak resident memory (Linux), or the "
-     "CUDA peak; None elsewhere")
+def peak_memory(
+    step,  # a `training_step`: called once here
+)->float|None:  # MB, or None where it cannot be measured
+    """MB by which one call of `step` raises the peak resident memory (Linux), or the CUDA peak; None elsewhere
+
+    Parameters
+    ----------
+    step
+        a `training_step`: called once here
+
+    Returns
+    -------
+    float | None
+        MB, or None where it cannot be measured
+    """
     if torch.cuda.is_available() and next(step.module.parameters()).is_cuda:
-        torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated(); step()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated(); step()
         return (torch.cuda.max_memory_allocated() - base) / 2**20
     if not Path("/proc/self/clear_refs").exists(): return None
     # reset the peak to the current size
@@ -44,16 +59,28 @@ def peak_memory(step)->float|None:
     base, _ = _rss(); step(); _, peak = _rss()
     return (peak - base) / 2**20
 
-def saved_for_backward(step)->float:
-    ("MB of tensors autograd keeps from the forward pass for the backward pass, in one "
-     "call of `step`")
+def saved_for_backward(
+    step,  # a `training_step`: its forward pass runs once here
+)->float:  # MB
+    """MB of tensors autograd keeps from the forward pass for the backward pass, in one call of `step`
+
+    Parameters
+    ----------
+    step
+        a `training_step`: its forward pass runs once here
+
+    Returns
+    -------
+    float
+        MB
+    """
     storages = {}
     def pack(t):
         s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): step()
     return sum(storages.values()) / 2**20
 
-def release_freed_memory():
+def release_freed_memory()->None:
     ("Make glibc return every freed block of 64 kB or more to the system, so that "
      "resident memory tracks tensors")
     # This makes every large allocation a fresh mapping of zeroed pages, which slows a
@@ -69,16 +96,46 @@ def release_freed_memory():
         except (OSError, AttributeError): pass
 
 # %% ../../nbs/13_benchmark.ipynb #c012
-def step_flops(step)->int:
-    ("Floating-point operations of the matrix multiplies (attention included) in one "
-     "call of `step`")
+def step_flops(
+    step,  # a `training_step`: called once here, under a FLOP counter
+)->int:  # FLOPs of one step
+    """Floating-point operations of the matrix multiplies (attention included) in one call of `step`
+
+    Parameters
+    ----------
+    step
+        a `training_step`: called once here, under a FLOP counter
+
+    Returns
+    -------
+    int
+        FLOPs of one step
+    """
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter: step()
     return counter.get_total_flops()
 
-def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
-    ("The best float32 FLOP/s of square matrix multiplies on this machine, with "
-     "torch's current threads")
+def matmul_peak(
+    sizes=(512, 1024, 2048),  # sides of the square matrices tried
+    reps:int=5,  # multiplies timed per size
+    device="cpu",  # where to multiply
+)->float:  # FLOP/s of the best size
+    """The best float32 FLOP/s of square matrix multiplies on this machine, with torch's current threads
+
+    Parameters
+    ----------
+    sizes
+        sides of the square matrices tried
+    reps : int
+        multiplies timed per size
+    device
+        where to multiply
+
+    Returns
+    -------
+    float
+        FLOP/s of the best size
+    """
     best = 0.0
     for n in sizes:
         a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
@@ -89,10 +146,28 @@ def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
     return best
 
 # %% ../../nbs/13_benchmark.ipynb #c014
-def bench_training(config:dict, reps:int=7, impls=IMPLEMENTATIONS)->dict:
-    ("Training-step time and tokens/s of the implementations `impls`, and the step's "
-     "FLOPs")
-    steps = {k: training_step(k, **config) for k in impls}
+def bench_training(
+    config:RunConfig,  # the model and batch to train on
+    reps:int=7,  # timed rounds
+    impls=IMPLEMENTATIONS,  # which implementations, e.g. ("fast", "compiled")
+)->dict:  # implementation -> timings and tokens_per_s; "flops" of a step
+    """Training-step time and tokens/s of the implementations `impls`, and the step's FLOPs
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch to train on
+    reps : int
+        timed rounds
+    impls
+        which implementations, e.g. ("fast", "compiled")
+
+    Returns
+    -------
+    dict
+        implementation -> timings and tokens_per_s; "flops" of a step
+    """
+    steps = {k: training_step(k, config) for k in impls}
     t = interleaved(steps, reps)
     out = {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"]) for k in steps}
     # explicit products: every FLOP counted
@@ -100,14 +175,14 @@ def bench_training(config:dict, reps:int=7, impls=IMPLEMENTATIONS)->dict:
     return out
 
 def bench_memory(
-    configs:dict,  # name -> configuration
+    configs:dict,  # name -> RunConfig
 )->dict:  # name -> implementation -> {"peak_mb", "saved_mb"}
     """Peak memory of a training step (MB above the memory before it) and MB saved for backward, per implementation
 
     Parameters
     ----------
     configs : dict
-        name -> configuration
+        name -> RunConfig
 
     Returns
     -------
@@ -123,7 +198,8 @@ def bench_memory(
         "print(json.dumps(_memory_child(json.loads(sys.argv[1]))))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(configs)],
+        [sys.executable, "-c", code,
+         json.dumps({k: v.to_dict() for k, v in configs.items()})],
         capture_output=True,
         text=True,
     )
@@ -138,7 +214,7 @@ def _memory_child(configs:dict)->dict:
         out[name] = {}
         for k in IMPLEMENTATIONS:
             # Adam's state exists
-            step = training_step(k, **config); step(); step()
+            step = training_step(k, RunConfig.from_dict(config)); step(); step()
             out[name][k] = dict(
                 peak_mb=peak_memory(step), saved_mb=saved_for_backward(step)
             )
@@ -146,8 +222,24 @@ def _memory_child(configs:dict)->dict:
     return out
 
 @torch.no_grad()
-def bench_forward(config:dict, reps:int=5)->dict:
-    "Forward (eval mode, no gradients) time and tokens/s of the three implementations"
+def bench_forward(
+    config:RunConfig,  # the model and batch
+    reps:int=5,  # timed rounds
+)->dict:  # implementation -> timings and tokens_per_s
+    """Forward (eval mode, no gradients) time and tokens/s of the three implementations
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch
+    reps : int
+        timed rounds
+
+    Returns
+    -------
+    dict
+        implementation -> timings and tokens_per_s
+    """
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
     for m, _ in impls.values(): m.eval()
@@ -158,11 +250,32 @@ def bench_forward(config:dict, reps:int=5)->dict:
     )
     return {k: dict(v, tokens_per_s=tgt.numel() / v["median"]) for k, v in t.items()}
 
-def bench_decoding(config:dict, new_tokens:int=64, batch_size:int=8, reps:int=5)->dict:
-    ("Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value "
-     "cache (the fast model)")
+def bench_decoding(
+    config:RunConfig,  # the model; its seq_len is the source length
+    new_tokens:int=64,  # tokens generated per sequence
+    batch_size:int=8,  # sources decoded together
+    reps:int=5,  # timed rounds
+)->dict:  # "cached"/"uncached" -> timings and tokens_per_s
+    """Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value cache (the fast model)
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model; its seq_len is the source length
+    new_tokens : int
+        tokens generated per sequence
+    batch_size : int
+        sources decoded together
+    reps : int
+        timed rounds
+
+    Returns
+    -------
+    dict
+        "cached"/"uncached" -> timings and tokens_per_s
+    """
     model = build(config)["fast"][0].eval()
-    src = random_batch({**config, "batch_size": batch_size})[0]
+    src = random_batch(replace(config, batch_size=batch_size))[0]
     run = lambda cache: greedy_search(
         model, src, None, new_tokens, use_cache=cache, eos=None
     )
@@ -216,16 +329,10 @@ def run_benchmark(
         train={},
         quick=quick,
     )
-    small = (
-        (
-            lambda T, p=0.1: (
-                small_config(T, batch_size=4, vocab=50, dropout=p)
-                | dict(d_model=32, d_ff=64)
-            )
-        )
-        if quick
-        else (lambda T, p=0.1: small_config(T, dropout=p))
-    )
+    def small(T, p=0.1):
+        if not quick: return small_config(T, dropout=p)
+        return small_config(T, batch_size=4, vocab=50, dropout=p).with_model(
+            d_model=32, d_ff=64)
     runs = [(T, p) for p in dropouts for T in seq_lens]
     for T, p in runs:
         log(f"training, small configuration, length {T}, dropout {p} ...")
@@ -233,11 +340,9 @@ def run_benchmark(
     log("matrix-multiply peak ...")
     res["matmul_peak"] = matmul_peak((64, 128) if quick else (512, 1024, 2048))
     log("forward, base configuration ...")
-    base = (
-        (base_config(8, 2, 100) | dict(num_encoder_layers=1, num_decoder_layers=1))
-        if quick
-        else base_config()
-    )
+    base = base_config()
+    if quick: base = base_config(8, 2, 100).with_model(
+        num_encoder_layers=1, num_decoder_layers=1)
     res["forward_base"] = bench_forward(base, max(3, reps - 2))
     log("greedy decoding ...")
     res["decoding"] = bench_decoding(
@@ -266,9 +371,21 @@ def _processor()->str:
     return platform.processor() or "unknown"
 
 # %% ../../nbs/13_benchmark.ipynb #c017
-def summary(res:dict)->dict[str, float]:
-    ("The ratios of a benchmark result: speed-ups, memory ratios and the fast path's "
-     "share of the matmul peak")
+def summary(
+    res:dict,  # from run_benchmark or load_results
+)->dict[str, float]:  # name -> ratio
+    """The ratios of a benchmark result: speed-ups, memory ratios and the fast path's share of the matmul peak
+
+    Parameters
+    ----------
+    res : dict
+        from run_benchmark or load_results
+
+    Returns
+    -------
+    dict[str, float]
+        name -> ratio
+    """
     out = {}
     for key, r in res["train"].items():
         out[f"train {key}: fast / torch tokens/s"] = (
@@ -303,14 +420,43 @@ def summary(res:dict)->dict[str, float]:
         )
     return out
 
-def save_results(res:dict, path)->Path:
-    "Write a benchmark result as JSON"
+def save_results(
+    res:dict,  # from run_benchmark
+    path,  # a .json file to write; its folder is created
+)->Path:  # the path written
+    """Write a benchmark result as JSON
+
+    Parameters
+    ----------
+    res : dict
+        from run_benchmark
+    path
+        a .json file to write; its folder is created
+
+    Returns
+    -------
+    Path
+        the path written
+    """
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1) + "\n")
     return path
 
-def load_results(path)->dict:
-    "Read a result written by `save_results`"
+def load_results(
+    path,  # a .json file written by save_results
+)->dict:  # the result
+    """Read a result written by `save_results`
+
+    Parameters
+    ----------
+    path
+        a .json file written by save_results
+
+    Returns
+    -------
+    dict
+        the result
+    """
     return json.loads(Path(path).read_text())
 
 # %% ../../nbs/13_benchmark.ipynb #c019
@@ -371,7 +517,7 @@ def _bars(ax, groups:dict, key:str, scale:float=1.0):
 def show_benchmark(
     res:dict,  # from run_benchmark or load_results
     title:str|None=None,  # over the figure; by default the machine and torch version
-):
+)->object:  # the matplotlib Figure
     """Four panels: training tokens/s, peak training memory, base-model forward tokens/s, decoding tokens/s
 
     Parameters
@@ -380,6 +526,11 @@ def show_benchmark(
         from run_benchmark or load_results
     title : str | None
         over the figure; by default the machine and torch version
+
+    Returns
+    -------
+    object
+        the matplotlib Figure
     """
     plt = pyplot()
     fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))

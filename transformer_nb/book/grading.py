@@ -14,7 +14,7 @@ from ..attention import scaled_dot_product_attention
 from ..multihead import MultiHeadAttention
 from ..ffn import PositionwiseFeedForward
 from ..norms import LayerNorm, SublayerConnection
-from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder
+from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder, residual
 from ..transformer import Transformer
 
 # %% auto #0
@@ -1712,7 +1712,9 @@ def grade_encoder_layer(
             _tensor(out, "the output", tuple(want.shape), "(B, S, d_model)")
             if _close(out, want) and _close(w, want_w): continue
             # the variants below need them
-            s0, s1 = getattr(ref, "sublayers", (None, None))
+            # the book's two residual connections, by their norms
+            s0 = lambda h, f: residual(h, f, ref.norm1, ref.dropout, nf)
+            s1 = lambda h, f: residual(h, f, ref.norm2, ref.dropout, nf)
             attend = lambda h: ref.self_attn(h, h, h, mask=pad)[0]
             hint = _first_match(
                 out,
@@ -1724,7 +1726,7 @@ def grade_encoder_layer(
                     ),
                     (
                         f"norm_first={nf} is not passed on: give it to every "
-                        "SublayerConnection.",
+                        "residual connection.",
                         lambda: _twin(
                             ref, EncoderLayer, d, H, dff, dropout=0.0, norm_first=not nf
                         )(x, pad)[0],
@@ -1737,8 +1739,8 @@ def grade_encoder_layer(
                     ("the self-attention sublayer is missing.", lambda: s1(x, ref.ffn)),
                     (
                         "both sublayers use the same residual connection (one "
-                        "LayerNorm): wrap the attention in "
-                        "sublayers[0] and the FFN in sublayers[1].",
+                        "LayerNorm): connect the attention with "
+                        "norm1 and the FFN with norm2.",
                         lambda: s0(s0(x, attend), ref.ffn),
                     ),
                 ],
@@ -1799,7 +1801,9 @@ def grade_decoder_layer(
             want, want_s, want_c = ref(y, mem, tgt, pad_S)
             _tensor(out, "the output", tuple(want.shape), "(B, T, d_model)")
             if _close(out, want) and _close(ws, want_s) and _close(wc, want_c): continue
-            s0, s1, s2 = getattr(ref, "sublayers", (None, None, None))
+            # the book's three residual connections, by their norms
+            s0, s1, s2 = (lambda h, f, n=n: residual(h, f, n, ref.dropout, nf)
+                          for n in (ref.norm1, ref.norm2, ref.norm3))
             self_att = lambda h: ref.self_attn(h, h, h, mask=tgt)[0]
             def manual(kv="memory", order=(0, 1, 2)):
                 subs = [
@@ -1811,7 +1815,7 @@ def grade_decoder_layer(
                             *(
                                 2
                                 * [
-                                    s1.norm(mem)
+                                    ref.norm2(mem)
                                     if kv == "norm"
                                     else (q if kv == "self" else mem)
                                 ]
@@ -1839,7 +1843,7 @@ def grade_decoder_layer(
                     ),
                     (
                         f"norm_first={nf} is not passed on: give it to every "
-                        "SublayerConnection.",
+                        "residual connection.",
                         lambda: _twin(
                             ref, DecoderLayer, d, H, dff, dropout=0.0, norm_first=not nf
                         )(y, mem, tgt, pad_S)[0],

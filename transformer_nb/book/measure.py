@@ -5,27 +5,60 @@
 # %% ../../nbs/12_fast.ipynb #c002
 from __future__ import annotations
 import copy, statistics, time, warnings
+from dataclasses import dataclass, asdict, replace
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from ..attention import is_causal
 from ..multihead import to_torch_masks
 from ..masking import causal_mask
-from ..transformer import Transformer, to_torch_transformer
+from ..transformer import (
+    Transformer, TransformerConfig, to_torch_transformer)
 from ..plotting import pyplot
 
 # %% auto #0
-__all__ = ['IMPLEMENTATIONS', 'small_config', 'base_config', 'TorchTransformer', 'readable_forward', 'build', 'random_batch',
-           'training_step', 'interleaved', 'show_source', 'profile_step', 'show_profile']
+__all__ = ['IMPLEMENTATIONS', 'RunConfig', 'small_config', 'base_config', 'TorchTransformer', 'readable_forward', 'build',
+           'random_batch', 'training_step', 'interleaved', 'show_source', 'profile_step', 'show_profile']
 
 # %% ../../nbs/12_fast.ipynb #h001
+@dataclass(frozen=True)
+class RunConfig:
+    """A configuration to time: the model, and the batches of random tokens it runs on
+
+    Parameters
+    ----------
+    model : TransformerConfig
+        the Transformer; src_vocab == tgt_vocab
+    seq_len : int
+        source and target length
+    batch_size : int
+        sentence pairs per step
+    """
+    model:TransformerConfig  # the Transformer; src_vocab == tgt_vocab
+    seq_len:int=128  # source and target length
+    batch_size:int=32  # sentence pairs per step
+
+    def with_model(self, **changes)->"RunConfig":
+        "The same run with some model arguments changed, e.g. `d_model=32`"
+        return replace(self, model=replace(self.model, **changes))
+
+    def to_dict(self)->dict:
+        "A plain dict (JSON), which `from_dict` reads back"
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d:dict)->"RunConfig":
+        "The run a dict of `to_dict` describes"
+        model = TransformerConfig.from_dict(d["model"])
+        return cls(model, d["seq_len"], d["batch_size"])
+
 def small_config(
     seq_len:int=128,  # source and target length
     batch_size:int=32,  # sentence pairs per step
     vocab:int=1000,  # source and target vocabulary
     dropout:float=0.1,  # the paper's P_drop
-)->dict:
-    """The small configuration of the benchmark: d_model 128, 4 heads, d_ff 512, 2 + 2 layers
+)->RunConfig:
+    """The benchmark's small model: d_model 128, 4 heads, d_ff 512, 2 + 2 layers
 
     Parameters
     ----------
@@ -38,32 +71,35 @@ def small_config(
     dropout : float
         the paper's P_drop
     """
-    return dict(
+    model = TransformerConfig(
+        vocab,
+        vocab,
         d_model=128,
         num_heads=4,
         d_ff=512,
         num_encoder_layers=2,
         num_decoder_layers=2,
         dropout=dropout,
-        vocab=vocab,
-        seq_len=seq_len,
-        batch_size=batch_size,
     )
+    return RunConfig(model, seq_len, batch_size)
 
-def base_config(seq_len:int=64, batch_size:int=8, vocab:int=37000)->dict:
-    ("The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers, a shared "
-     "vocabulary of 37000")
-    return dict(
-        d_model=512,
-        num_heads=8,
-        d_ff=2048,
-        num_encoder_layers=6,
-        num_decoder_layers=6,
-        dropout=0.1,
-        vocab=vocab,
-        seq_len=seq_len,
-        batch_size=batch_size,
-    )
+def base_config(
+    seq_len:int=64,  # source and target length
+    batch_size:int=8,  # sentence pairs per step
+    vocab:int=37000,  # the paper's shared vocabulary
+)->RunConfig:
+    """The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers
+
+    Parameters
+    ----------
+    seq_len : int
+        source and target length
+    batch_size : int
+        sentence pairs per step
+    vocab : int
+        the paper's shared vocabulary
+    """
+    return RunConfig(TransformerConfig(vocab, vocab), seq_len, batch_size)
 
 # %% ../../nbs/12_fast.ipynb #h002
 class TorchTransformer(nn.Module):
@@ -132,36 +168,27 @@ def readable_forward(
 
 IMPLEMENTATIONS = ("readable", "fast", "torch")
 
-def build(config:dict, seed:int=0)->dict:
+def build(config:RunConfig, seed:int=0)->dict:
     ("The three implementations of one configuration, with the same weights: {name: "
      "(module, forward function)}")
     torch.manual_seed(seed)
-    c = config
-    ours = Transformer(
-        c["vocab"],
-        c["vocab"],
-        c["d_model"],
-        c["num_heads"],
-        c["num_encoder_layers"],
-        c["num_decoder_layers"],
-        c["d_ff"],
-        c["dropout"],
-        max_len=max(c["seq_len"], 64) + 64,
-    )
+    # a position table just longer than the run needs
+    max_len = max(config.seq_len, 64) + 64
+    ours = Transformer.from_config(replace(config.model, max_len=max_len))
     readable = copy.deepcopy(ours)
     theirs = TorchTransformer(ours)
     return {"readable": (readable, lambda *a: readable_forward(readable, *a)),
             "fast": (ours, ours), "torch": (theirs, theirs)}
 
 # %% ../../nbs/12_fast.ipynb #h004
-def random_batch(config:dict, seed:int=0)->tuple[Tensor, Tensor, Tensor, Tensor]:
+def random_batch(config:RunConfig, seed:int=0)->tuple[Tensor, Tensor, Tensor, Tensor]:
     "Random (src, tgt_in, tgt_out) ids of shape (B, T) and the causal target mask"
     g = torch.Generator().manual_seed(seed)
-    B, T, V = config["batch_size"], config["seq_len"], config["vocab"]
+    B, T, V = config.batch_size, config.seq_len, config.model.src_vocab
     ids = lambda: torch.randint(4, V, (B, T), generator=g)
     return ids(), ids(), ids(), causal_mask(T)
 
-def training_step(impl:str, seed:int=0, **config):
+def training_step(impl:str, config:RunConfig, seed:int=0):
     ("A function that runs one training step (forward, loss, backward, Adam) of `impl` "
      "on a fixed random batch")
     module, forward = build(config, seed)["fast" if impl == "compiled" else impl]
