@@ -9,7 +9,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Sequence
 import torch
 from torch import Tensor
-if TYPE_CHECKING: from matplotlib.figure import Figure  # only named, never imported
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+else:  # matplotlib is imported when a plot is drawn; until then the name only annotates
+    Figure = object
 
 # %% auto #0
 __all__ = ['PX_PER_INCH', 'MIN_CELL_PX', 'MIN_LABEL_PX', 'pyplot', 'figure_legibility', 'figure_png', 'show_heatmaps',

@@ -5,12 +5,10 @@
 # %% ../nbs/11a_pronouns.ipynb #p002
 from __future__ import annotations
 import random
-from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 from .data import Vocab, Task
-from .plotting import pyplot
-if TYPE_CHECKING: from matplotlib.figure import Figure  # only named, never imported
+from .plotting import Figure, pyplot
 
 # %% auto #0
 __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES', 'PRONOUNS', 'IT', 'AGENT', 'PLACE',
