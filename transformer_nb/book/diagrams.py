@@ -7,11 +7,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 import torch
-from ..plotting import pyplot
+from ..core import check_int
+from ..plotting import Figure, pyplot
 
 # %% auto #0
 __all__ = ['COLORS', 'HEAD_COLORS', 'MAY', 'BLOCKED', 'DIAGRAMS', 'diagram_texts', 'draw_architecture', 'draw_embeddings',
-           'draw_attention', 'draw_multihead', 'draw_layer', 'draw_masks', 'save_diagrams', 'main']
+           'draw_attention', 'draw_multihead', 'draw_layer', 'draw_masks', 'draw_data_parallel', 'save_diagrams',
+           'main']
 
 # %% ../../nbs/00b_diagrams.ipynb #c006
 COLORS = {
@@ -799,6 +801,63 @@ def draw_masks(
         f"lengths = {tuple(lengths)}, T = {T}; broadcast to the scores (B, H, T, S)",
     )
 
+# %% ../../nbs/00b_diagrams.ipynb #c042b
+def draw_data_parallel(
+    world_size:int=2,  # how many processes to draw
+)->Figure:
+    """Data parallelism: shards of one batch, a copy of the model each, gradients all-reduced
+
+    Parameters
+    ----------
+    world_size : int
+        how many processes to draw
+    """
+    check_int(world_size, "world_size")
+    sk = _Sketch()
+    xs = [sk.width * (r + 0.5) / world_size for r in range(world_size)]
+    w = min(3.6, sk.width / world_size - 0.5)
+    batch = sk.box(
+        sk.width / 2,
+        0.4,
+        "one batch of B pairs, the same seed everywhere",
+        "io",
+        w=6.4,
+        h=0.42,
+    )
+    tops = []
+    for r, x in enumerate(xs):
+        shard = sk.box(
+            x,
+            batch.top + 0.75,
+            f"rank {r}: pairs {r}, {r} + N, {r} + 2N, …",
+            "io",
+            w=w,
+            h=0.42,
+        )
+        sk.arrow((x, batch.top), (x, shard.bottom))
+        model = sk.box(x, shard.top + 0.8, "Transformer (same weights)", "linear", w=w,
+                       h=0.6, detail="forward: loss sum S_r, tokens N_r")
+        sk.arrow((x, shard.top), (x, model.bottom), label="padded shard")
+        back = sk.box(x, model.top + 0.75, "backward: ∇ S_r", "ffn", w=w, h=0.42)
+        sk.arrow((x, model.top), (x, back.bottom))
+        tops.append(back)
+    reduce = sk.box(
+        sk.width / 2,
+        tops[0].top + 0.85,
+        "all-reduce: Σ_r ∇ S_r and Σ_r N_r",
+        "attention",
+        w=sk.width - 1.0,
+        h=0.6,
+        detail="gloo on CPUs, NCCL on GPUs; overlapped with backward",
+    )
+    for x, b in zip(xs, tops): sk.arrow((x, b.top), (x, reduce.bottom))
+    for r, x in enumerate(xs):
+        step = sk.box(x, reduce.top + 0.75, "Adam step on ∇L = Σ ∇S_r / Σ N_r", "norm",
+                      w=w, h=0.42)
+        sk.arrow((x, reduce.top), (x, step.bottom))
+    return sk.finish(step.top, "Data parallelism (DDP)",
+                     f"N = {world_size} processes; every copy takes the same step")
+
 # %% ../../nbs/00b_diagrams.ipynb #c043
 DIAGRAMS = {  # file name: how to draw it
     "architecture.png": lambda: draw_architecture(norm_first=True),
@@ -811,6 +870,7 @@ DIAGRAMS = {  # file name: how to draw it
     "decoder_layer_preln.png": lambda: draw_layer("decoder", norm_first=True),
     "decoder_layer_postln.png": lambda: draw_layer("decoder", norm_first=False),
     "masks.png": lambda: draw_masks(lengths=(5, 3), T=5),
+    "data_parallel.png": draw_data_parallel,
 }
 
 # %% ../../nbs/00b_diagrams.ipynb #c044
