@@ -12,7 +12,7 @@ from .core import (
 from .attention import fused_attention
 from .multihead import MultiHeadAttention, split_heads, merge_heads
 from .masking import causal_mask, padding_mask, pad_batch
-from .layers import residual
+from .norms import residual
 from .transformer import Transformer
 from .data import Vocab
 

@@ -7,15 +7,14 @@ from __future__ import annotations
 from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
-from typing import Callable
 from .core import Dropout
 from .multihead import (
     MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights)
 from .ffn import PositionwiseFeedForward
-from .norms import LayerNorm, check_same_shape
+from .norms import LayerNorm, check_norm_first, residual
 
 # %% auto #0
-__all__ = ['LAYER_NAMES', 'residual', 'EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'layer_to_torch', 'layer_from_torch']
+__all__ = ['LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'layer_to_torch', 'layer_from_torch']
 
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int)->Tensor:
@@ -26,44 +25,6 @@ def _check_seq(x, name:str, d_model:int)->Tensor:
     return x
 
 # %% ../nbs/06_layers.ipynb #r001
-def residual(
-    x:Tensor,  # (B, T, d_model), the residual stream
-    # attention or the FFN: (B, T, d_model) -> same
-    sublayer:Callable[[Tensor], Tensor],
-    norm:nn.Module,  # the LayerNorm of this connection
-    dropout:nn.Module,  # dropout on the sublayer's output, before the addition
-    norm_first:bool,  # True: pre-LN; False: post-LN (the paper)
-)->Tensor:  # (B, T, d_model)
-    """Chapter 5's `SublayerConnection` as a function, for a layer that holds its norms
-
-    Parameters
-    ----------
-    x : Tensor
-        (B, T, d_model), the residual stream
-    sublayer : Callable[[Tensor], Tensor]
-        attention or the FFN: (B, T, d_model) -> same
-    norm : nn.Module
-        the LayerNorm of this connection
-    dropout : nn.Module
-        dropout on the sublayer's output, before the addition
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-
-    Returns
-    -------
-    Tensor
-        (B, T, d_model)
-    """
-    if norm_first:                                      # pre-LN: identity path kept
-        return x + dropout(check_same_shape(sublayer(norm(x)), x))
-    return norm(x + dropout(check_same_shape(sublayer(x), x)))   # post-LN: the paper
-
-def _check_norm_first(norm_first)->bool:
-    if not isinstance(norm_first, bool):
-        raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "
-                        f"got {type(norm_first).__name__} {norm_first!r}")
-    return norm_first
-
 def _rename_old_norms(state_dict:dict, prefix:str):
     "In place: `sublayers.{i}.norm.*`, the keys before the norms took torch's names"
     old = prefix + "sublayers."
@@ -103,7 +64,7 @@ class EncoderLayer(nn.Module):
         """Build a `EncoderLayer`: `help(EncoderLayer)` describes the parameters."""
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
-        self.norm_first = _check_norm_first(norm_first)
+        self.norm_first = check_norm_first(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.ffn = PositionwiseFeedForward(
             d_model, d_ff, dropout=dropout, activation=activation
@@ -191,7 +152,7 @@ class DecoderLayer(nn.Module):
         """Build a `DecoderLayer`: `help(DecoderLayer)` describes the parameters."""
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
-        self.norm_first = _check_norm_first(norm_first)
+        self.norm_first = check_norm_first(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.ffn = PositionwiseFeedForward(

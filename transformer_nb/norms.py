@@ -14,7 +14,7 @@ from .core import Dropout
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'check_same_shape']
+__all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first']
 
 # %% ../nbs/05_norms.ipynb #c007
 class LayerNorm(nn.Module):
@@ -122,12 +122,7 @@ class SublayerConnection(nn.Module):
         """Build a `SublayerConnection`: `help(SublayerConnection)` describes the parameters."""
         super().__init__()
         check_int(d_model, "d_model"); check_dropout(dropout)
-        if not isinstance(norm_first, bool):
-            raise TypeError(
-                f"norm_first must be a bool (True: pre-LN, False: post-LN), "
-                f"got {type(norm_first).__name__} {norm_first!r}"
-            )
-        self.d_model, self.norm_first = d_model, norm_first
+        self.d_model, self.norm_first = d_model, check_norm_first(norm_first)
         self.norm = LayerNorm(d_model)
         self.dropout = Dropout(dropout)
 
@@ -158,11 +153,38 @@ class SublayerConnection(nn.Module):
                 f"{type(sublayer).__name__}"
             )
         log_shapes("SublayerConnection", x=x)
-        if self.norm_first:
-            # pre-LN: identity path kept
-            return x + self.dropout(check_same_shape(sublayer(self.norm(x)), x))
-        # post-LN: the paper
-        return self.norm(x + self.dropout(check_same_shape(sublayer(x), x)))
+        return residual(x, sublayer, self.norm, self.dropout, self.norm_first)
+
+def residual(
+    x:Tensor,  # (B, T, d_model), the residual stream
+    sublayer:Callable[[Tensor], Tensor],  # (B, T, d_model) -> the same
+    norm:nn.Module,  # the LayerNorm of this connection
+    dropout:nn.Module,  # dropout on the sublayer's output, before the addition
+    norm_first:bool,  # True: pre-LN; False: post-LN (the paper)
+)->Tensor:  # (B, T, d_model)
+    """The connection as a function of its parts, for layers that keep their own norms
+
+    Parameters
+    ----------
+    x : Tensor
+        (B, T, d_model), the residual stream
+    sublayer : Callable[[Tensor], Tensor]
+        (B, T, d_model) -> the same
+    norm : nn.Module
+        the LayerNorm of this connection
+    dropout : nn.Module
+        dropout on the sublayer's output, before the addition
+    norm_first : bool
+        True: pre-LN; False: post-LN (the paper)
+
+    Returns
+    -------
+    Tensor
+        (B, T, d_model)
+    """
+    if norm_first:                                       # pre-LN: identity path kept
+        return x + dropout(check_same_shape(sublayer(norm(x)), x))
+    return norm(x + dropout(check_same_shape(sublayer(x), x)))   # post-LN: the paper
 
 # %% ../nbs/05_norms.ipynb #c023
 def check_same_shape(
@@ -188,3 +210,10 @@ def check_same_shape(
             f"{tuple(out.shape)}"
         )
     return out
+
+def check_norm_first(norm_first)->bool:
+    "Check the placement flag: a bool, True for pre-LN, False for post-LN"
+    if not isinstance(norm_first, bool):
+        raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "
+                        f"got {type(norm_first).__name__} {norm_first!r}")
+    return norm_first

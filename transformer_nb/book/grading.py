@@ -14,7 +14,8 @@ from ..attention import scaled_dot_product_attention
 from ..multihead import MultiHeadAttention
 from ..ffn import PositionwiseFeedForward
 from ..norms import LayerNorm, SublayerConnection
-from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder, residual
+from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder
+from ..norms import residual
 from ..transformer import Transformer
 
 # %% auto #0
