@@ -10,11 +10,21 @@ in memory, before nbval runs them, and every output is compared.
 """
 
 
+# The longest jobs first: `make test` runs two workers that each take a whole notebook or
+# test module at a time (--dist loadscope), and a long notebook started last would leave
+# the other worker idle at the end. The rest keep their order.
+SLOW_FIRST = ("nbs/10_training.ipynb", "nbs/11_decoding.ipynb", "nbs/11a_pronouns.ipynb",
+              "tests/test_cli.py", "nbs/10a_distributed.ipynb", "tests/test_browser.py",
+              "nbs/14_cli.ipynb", "tests/test_packaging.py", "tests/test_decoding.py")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         cell = getattr(item, "cell", None)
         if type(item).__name__ == "IPyNbCell" and cell.get("execution_count") is None:
             cell["execution_count"] = item.cell_num + 1
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
 
 
 # How long each notebook takes to execute under nbval (the sum of its cells, kernel start

@@ -96,8 +96,9 @@ def test_page_renders(page, server, name):
         assert has_math, f"{name}: a chapter without maths"
         assert any(i["plot"] for i in imgs), f"{name}: a chapter without plots"
         assert diagrams or name in NO_DIAGRAM, f"{name}: a chapter that does not open with its diagram"
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name.removesuffix('.html')}.png"), full_page=True)
+    if os.environ.get("TNB_SCREENSHOTS") == "1":  # for a person to look at; 1-3 s a page, so on request
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name.removesuffix('.html')}.png"), full_page=True)
     assert not page.errors, f"console errors: {page.errors}"
     assert not page.outside, f"requests left localhost: {page.outside}"
 

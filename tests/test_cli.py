@@ -1,6 +1,8 @@
 """The command line, through its real entry point (the installed `transformer-nb` script, in a subprocess): results on
 stdout, progress and warnings on stderr; user errors give one line on stderr and status 2 (usage) or 1 (runtime), never
-a traceback; --help and --version answer without loading torch."""
+a traceback; --help and --version answer without loading torch. Where a test runs many commands, one goes through the
+script and the rest through `main(argv)`, the function the script calls, in this process (each subprocess spends a
+second or two importing torch)."""
 import os, subprocess, sys
 from pathlib import Path
 import pytest
@@ -13,6 +15,16 @@ def cli(*args, cwd=None):
     cmd = [str(EXE)] if EXE.exists() else [sys.executable, "-c", "import sys; from transformer_nb.cli import main; sys.exit(main())"]
     return subprocess.run(cmd + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "MPLBACKEND": "Agg"})
+
+
+def in_process(capsys, *args) -> subprocess.CompletedProcess:
+    "`main(args)` here, with what the script would print and its exit status"
+    from transformer_nb.cli import main
+    capsys.readouterr()
+    try: code = main([str(a) for a in args])
+    except SystemExit as e: code = e.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +44,18 @@ def test_train_writes_results_on_stdout_and_progress_on_stderr(trained):
     assert "on 1 thread" in r.stderr                                       # the default
 
 
-def test_decode_greedy_and_beam(trained):
+def test_decode_greedy_and_beam(trained, capsys):
     out, _ = trained
-    for beam in ("1", "3"):
-        r = cli("decode", "--checkpoint", out / "copy.pt", "--beam", beam, "123", "4567")
+    for beam, run in (("1", lambda *a: in_process(capsys, *a)), ("3", cli)):
+        r = run("decode", "--checkpoint", out / "copy.pt", "--beam", beam, "123", "4567")
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
         assert [l.split("\t")[0] for l in lines] == ["123", "4567"] and r.stderr == ""
 
 
-def test_characters_outside_the_vocabulary_get_a_warning(trained):
+def test_characters_outside_the_vocabulary_get_a_warning(trained, capsys):
     out, _ = trained
-    r = cli("decode", "--checkpoint", out / "copy.pt", "12x4")
+    r = in_process(capsys, "decode", "--checkpoint", out / "copy.pt", "12x4")
     assert r.returncode == 0 and "warning" in r.stderr and "'x'" in r.stderr and "<unk>" in r.stderr
     assert r.stdout.startswith("12x4\t")
 
@@ -66,7 +78,7 @@ def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
     for w in words: assert w in r.stderr, (w, r.stderr)
 
 
-def test_runtime_errors_exit_1_with_one_line(trained, tmp_path):
+def test_runtime_errors_exit_1_with_one_line(trained, tmp_path, capsys):
     out, _ = trained
     notes = tmp_path / "notes.txt"; notes.write_text("not a model")
     cases = [
@@ -78,8 +90,8 @@ def test_runtime_errors_exit_1_with_one_line(trained, tmp_path):
         (["train", "--task", "copy", "--steps", "1", "--out", notes], "is a file, not a folder"),
         (["train", "--task", "copy", "--steps", "1", "--n-train", "10", "--out", tmp_path], "--n-train 10 is less than one batch"),
     ]
-    for args, words in cases:
-        r = cli(*args, cwd=tmp_path)
+    for i, (args, words) in enumerate(cases):  # the first through the script
+        r = cli(*args, cwd=tmp_path) if i == 0 else in_process(capsys, *args)
         assert r.returncode == 1, (args, r.returncode, r.stderr)
         errors = [l for l in r.stderr.splitlines() if "error" in l]
         assert len(errors) == 1 and "Traceback" not in r.stderr, (args, r.stderr)   # one line (after any status)

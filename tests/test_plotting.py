@@ -20,7 +20,7 @@ def measured(fig) -> dict:
     """The smallest cell and text of a figure, measured here from the drawn artists (not by figure_legibility), in
     CSS px at the natural size."""
     from matplotlib.text import Text
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # positions and sizes, without painting pixels
     scale = PX_PER_INCH / fig.dpi
     cells = [min(ax.get_window_extent().width / im.get_array().shape[1],
                  ax.get_window_extent().height / im.get_array().shape[0]) * scale
@@ -31,7 +31,7 @@ def measured(fig) -> dict:
 
 def panels_square(fig) -> bool:
     "Every heatmap's cells are square"
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # positions and sizes, without painting pixels
     for ax in fig.axes:
         for im in ax.get_images():
             box, (r, c) = ax.get_window_extent(), im.get_array().shape[:2]

@@ -99,7 +99,8 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
                 color="white" if dark else "black")
 
 def _grow_to(fig, least:float, tries:int=6):
-    "Enlarge `fig` until its cells are at least `least` CSS px and no text sticks out"
+    ("Enlarge `fig` until its cells are at least `least` CSS px and no text sticks out, "
+     "then keep that layout")
     for _ in range(tries):
         cell = figure_legibility(fig)["cell"]  # lays the figure out
         w, h = fig.get_size_inches()
@@ -107,8 +108,12 @@ def _grow_to(fig, least:float, tries:int=6):
         out_w = max(0, -box.x0) + max(0, box.x1 - w)
         out_h = max(0, -box.y0) + max(0, box.y1 - h)
         grow = 1.02 * least / cell if cell is not None and cell < least - 0.05 else 1
-        if grow == 1 and out_w < 0.01 and out_h < 0.01: return
+        if grow == 1 and out_w < 0.01 and out_h < 0.01: break
         fig.set_size_inches(w * grow + 2 * out_w, h * grow + 2 * out_h)
+    else: figure_legibility(fig)  # lay out the last size
+    # The layout is final: showing or saving the figure need not compute it again (about
+    # a second for a figure of many panels).
+    fig.set_layout_engine("none")
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
