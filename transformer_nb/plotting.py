@@ -99,8 +99,8 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
                 color="white" if dark else "black")
 
 def _grow_to(fig, least:float, tries:int=6):
-    ("Enlarge `fig` until its cells are at least `least` CSS px and no text sticks out, "
-     "then keep that layout")
+    ("Enlarge `fig` until its cells are at least `least` CSS px and no text sticks "
+     "out, then keep that layout")
     for _ in range(tries):
         cell = figure_legibility(fig)["cell"]  # lays the figure out
         w, h = fig.get_size_inches()
