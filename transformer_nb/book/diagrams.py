@@ -5,6 +5,7 @@
 # %% ../../nbs/00b_diagrams.ipynb #c002
 from __future__ import annotations
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 import torch
 from ..core import check_int
@@ -876,6 +877,8 @@ DIAGRAMS = {  # file name: how to draw it
 # %% ../../nbs/00b_diagrams.ipynb #c044
 def save_diagrams(
     out_dir:str|Path="images",  # folder to write into; created if missing
+    # file names of the diagrams to write; all by default
+    names:Sequence[str]|None=None,
 )->list[Path]:  # the files written, in the order of `DIAGRAMS`
     """Write every diagram as a PNG with a fixed name; the same code gives the same bytes
 
@@ -883,16 +886,21 @@ def save_diagrams(
     ----------
     out_dir : str | Path
         folder to write into; created if missing
+    names : Sequence[str] | None
+        file names of the diagrams to write; all by default
 
     Returns
     -------
     list[Path]
         the files written, in the order of `DIAGRAMS`
     """
+    unknown = sorted(set(names or ()) - set(DIAGRAMS))
+    if unknown: raise ValueError(f"names: no diagram called {unknown}; see DIAGRAMS")
     plt = pyplot()
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, draw in DIAGRAMS.items():
+        if names is not None and name not in names: continue
         fig = draw()
         # no version stamp: byte-deterministic
         fig.savefig(out / name, dpi=110, metadata={"Software": None})
