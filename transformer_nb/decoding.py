@@ -51,8 +51,8 @@ class KVCache:
         check_int(capacity, "capacity")
         # length: positions cached so far
         self.memory_mask, self.length = memory_mask, 0
-        # self-attention's keys and values side by side: per layer (B, 2, H, capacity,
-        # d_k), filled up to length
+        # self-attention's keys and values side by side, filled up to length:
+        # per layer (B, 2, H, capacity, d_k)
         self.kv = [memory.new_empty(B, 2, H, capacity, d_k) for _ in layers]
         # cross-attention's: computed once per source, (B, H, S, d_k) per layer
         self.cross_k = [split_heads(l.cross_attn.W_k(memory), H) for l in layers]
@@ -63,7 +63,7 @@ class KVCache:
     def append(self,
         i:int,  # the layer
         kv:Tensor,  # (B, 2, H, 1, d_k): the new position's keys and values
-    )->tuple[Tensor, Tensor]:  # keys and values of positions 0 … length, (B, H, t, d_k)
+    )->tuple[Tensor, Tensor]:  # keys, values of positions 0 … t: (B, H, t + 1, d_k)
         """Write the new position's keys and values into layer i's room; return views
 
         Parameters
@@ -76,7 +76,7 @@ class KVCache:
         Returns
         -------
         tuple[Tensor, Tensor]
-            keys and values of positions 0 … length, (B, H, t, d_k)
+            keys, values of positions 0 … t: (B, H, t + 1, d_k)
         """
         t = self.length
         if t == self.kv[i].shape[3]:                        # full: double the room
@@ -120,10 +120,11 @@ def _step_layer(
     sa, ca, ffn, pre = layer.self_attn, layer.cross_attn, layer.ffn, layer.norm_first
     # 1) masked self-attention over the cache: no mask, every cached position is past
     h = _norm(layer.norm1, x) if pre else x
-    q, kv = F.linear(h, *cache.qkv[i]).view(B, 3, H, 1, -1).split([1, 2], dim=1)
+    qkv = F.linear(h, *cache.qkv[i])                            # (B, 3 d_model)
+    q, kv = qkv.view(B, 3, H, 1, -1).split([1, 2], dim=1)       # (B, 1|2, H, 1, d_k)
     k, v = cache.append(i, kv)                                  # (B, H, t + 1, d_k)
     a = F.scaled_dot_product_attention(q[:, 0], k, v)           # (B, H, 1, d_k)
-    a = F.linear(a.reshape(B, -1), sa.W_o.weight, sa.W_o.bias)    # (B, d_model)
+    a = F.linear(a.reshape(B, -1), sa.W_o.weight, sa.W_o.bias)  # (B, d_model)
     x = x + a if pre else _norm(layer.norm1, x + a)
     # 2) cross-attention over the cached projections of the memory
     h = _norm(layer.norm2, x) if pre else x
@@ -167,7 +168,7 @@ def decode_step(
     # (B, d_model): one position per row, so the batch stays two-dimensional
     x = model.tgt_embed(token[:, None], offset=cache.length)[:, 0]
     for i, layer in enumerate(model.decoder.layers):
-        x = _step_layer(layer, x, cache, i)       # (B, d_model)
+        x = _step_layer(layer, x, cache, i)                     # (B, d_model)
     if model.decoder.norm is not None: x = _norm(model.decoder.norm, x)
     cache.length += 1
     return model.output(x)                                              # (B, V)
