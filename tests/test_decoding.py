@@ -222,3 +222,87 @@ def test_beam_never_scores_below_greedy_on_trained_tasks(trained_tasks):
                 h = beam_search(t.model, x, k, max_len=len(x) + 8)[0]
                 assert h.score >= g_score - 1e-4, (t.task.name, s, k, v.decode(h.tokens), v.decode(g))
                 assert abs(h.logprob - sequence_logprob(t.model, x, h.tokens, h.finished)) < 1e-4
+
+
+# ---- the cache's layout: room set aside and doubled, reordering, beam search's steps against recomputation ----
+def _padded_batch(B=3, S=7, V=13, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (B, S), generator=g); src[-1, 4:] = 0
+    if B > 2: src[1, 2:] = 0
+    return src, padding_mask(src, 0)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cache_writes_in_place_and_doubles_its_room(norm_first):
+    "Steps within the room write into the same buffer; past it the room doubles; the logits never change"
+    m = _model(norm_first)
+    src, smask = _padded_batch()
+    T = 9
+    tgt = torch.randint(4, 13, (3, T)); tgt[:, 0] = 1
+    memory = m.encode(src, smask)
+    full = m.decode(tgt, memory, causal_mask(T), smask)
+    cache = KVCache(m, memory, smask, capacity=2)
+    ptrs, rooms, stepped = [], [], []
+    for t in range(T):
+        stepped.append(decode_step(m, cache, tgt[:, t]))
+        ptrs.append(cache.kv[0].data_ptr()); rooms.append(cache.kv[0].shape[3])
+    torch.testing.assert_close(torch.stack(stepped, 1), full, atol=1e-5, rtol=0)
+    assert rooms == [2, 2, 4, 4, 8, 8, 8, 8, 16]
+    assert ptrs[0] == ptrs[1] and ptrs[2] == ptrs[3] and len(set(ptrs[4:8])) == 1
+    assert [k.shape for k in cache.self_k] == [(3, 4, T, 6)] * 3
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("shared_source", [True, False])
+def test_reordered_cache_equals_recomputing_the_prefixes(norm_first, shared_source):
+    """Beam search's use of the cache: rows copied, dropped and permuted at every step (`reorder`); each step's
+    logits equal one decoder pass over that row's whole prefix. A shared source (one row of memory for every
+    hypothesis, as in beam search) and a batch of padded sources take different paths through `reorder`."""
+    m = _model(norm_first)
+    g = torch.Generator().manual_seed(0)
+    src, smask = _padded_batch(1, 7) if shared_source else _padded_batch(4, 7)
+    memory = m.encode(src, smask)
+    cache = KVCache(m, memory, smask, capacity=3)
+    rows = list(range(src.shape[0]))                      # which source each live row decodes
+    prefixes = [[1] for _ in rows]
+    for step in range(8):
+        logits = decode_step(m, cache, torch.tensor([p[-1] for p in prefixes]))
+        tgt = torch.tensor(prefixes)
+        mem, mask = memory[rows], smask[rows]
+        full = m.decode(tgt, mem, causal_mask(tgt.shape[1]), mask)[:, -1]
+        torch.testing.assert_close(logits, full, atol=1e-5, rtol=0)
+        n = int(torch.randint(1, 5, (), generator=g))      # rows kept: fewer, as many, or more
+        index = torch.randint(0, len(prefixes), (n,), generator=g)
+        cache.reorder(index)
+        rows = [rows[i] for i in index.tolist()]
+        prefixes = [prefixes[i] + [int(torch.randint(4, 13, (), generator=g))] for i in index.tolist()]
+    if shared_source: assert cache.cross_k[0].shape[0] == 1        # never copied
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_beam_search_steps_equal_recomputation(norm_first, monkeypatch):
+    "Every step of a real beam search: the cached log-probabilities of every live hypothesis equal a recompute"
+    m = _model(norm_first, seed=3)
+    src = torch.tensor([4, 7, 5, 9, 6])
+    memory = m.encode(src[None])
+
+    class Tracked(KVCache):                                     # remembers each row's prefix through reorders
+        def __init__(self, *a, **kw): super().__init__(*a, **kw); self.prefixes = [[]]
+        def reorder(self, index):
+            super().reorder(index); self.prefixes = [self.prefixes[i] for i in index.tolist()]
+
+    real, steps = decoding.decode_step, []
+    def checked(model, cache, token):
+        cache.prefixes = [p + [t] for p, t in zip(cache.prefixes, token.tolist())]
+        logits = real(model, cache, token)
+        tgt = torch.tensor(cache.prefixes)
+        full = model.decode(tgt, memory.expand(len(tgt), -1, -1), causal_mask(tgt.shape[1]))[:, -1]
+        torch.testing.assert_close(logits, full, atol=1e-5, rtol=0)
+        steps.append(len(tgt))
+        return logits
+    monkeypatch.setattr(decoding, "KVCache", Tracked)
+    monkeypatch.setattr(decoding, "decode_step", checked)
+    hyps = beam_search(m, src, beam_size=3, max_len=40)           # longer than the cache's first room
+    assert len(steps) > 32 and max(steps) <= 3
+    for h in hyps:
+        assert abs(h.logprob - sequence_logprob(m, src, h.tokens, h.finished)) < 1e-5

@@ -216,6 +216,25 @@ def test_fused_projection_equals_separate_linears():
         torch.testing.assert_close(fused_projection(x, ls), torch.cat([l(x) for l in ls], -1), atol=TOL, rtol=0)
 
 
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_eval_after_optimizer_steps_uses_the_new_weights(fused):
+    """Evaluate, train a step, evaluate again: the fast path sees the new weights. A guard for any cache of stacked
+    weights: fused Adam updates parameters in place without bumping their version counters."""
+    torch.manual_seed(0)
+    model = Transformer(40, 50, D, H, 2, 2, 96, dropout=0.0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
+    src, tgt = torch.randint(1, 40, (B, S), generator=_gen(7)), torch.randint(1, 50, (B, T), generator=_gen(8))
+    sm, tm = make_mask("padding", S), make_mask("causal+padding", T)
+    for _ in range(2):
+        model.eval()
+        with torch.no_grad():
+            fast = model(src, tgt, sm, tm, sm)
+            readable = model(src, tgt, sm, tm, sm, return_attention=True)[0]
+        torch.testing.assert_close(fast, readable, atol=TOL, rtol=0)
+        model.train(); opt.zero_grad()
+        model(src, tgt, sm, tm, sm).logsumexp(-1).mean().backward(); opt.step()
+
 # the benchmark's machinery (the benchmark itself is never a test)
 
 def test_torch_transformer_has_our_weights_and_masks():

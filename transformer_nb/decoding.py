@@ -6,13 +6,11 @@
 from __future__ import annotations
 from typing import NamedTuple, Sequence
 import torch
+import torch.nn.functional as F
 from torch import nn, Tensor
-from .core import (
-    check_int, check_tensor, check_nonempty, check_mask, log_shapes)
-from .attention import fused_attention
-from .multihead import MultiHeadAttention, split_heads, merge_heads
+from .core import check_int, check_tensor, check_nonempty, check_mask
+from .multihead import split_heads
 from .masking import causal_mask, padding_mask, pad_batch
-from .norms import residual
 from .transformer import Transformer
 from .data import Vocab
 
@@ -21,6 +19,12 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
            'sequence_logprob', 'beam_translate']
 
 # %% ../nbs/11_decoding.ipynb #c006
+def _stacked(mha)->tuple[Tensor, Tensor|None]:
+    "W_q, W_k, W_v of a MultiHeadAttention as one (3 d_model, d_model) matrix, and bias"
+    lins = (mha.W_q, mha.W_k, mha.W_v)
+    bias = None if mha.W_q.bias is None else torch.cat([l.bias for l in lins])
+    return torch.cat([l.weight for l in lins]), bias
+
 class KVCache:
     """Keys and values of every decoder layer: self-attention's grow by one position per step, cross-attention's are fixed
 
@@ -32,60 +36,111 @@ class KVCache:
         (B, S, d_model), the encoder's output
     memory_mask : Tensor | None
         (B, 1, 1, S) source padding mask
+    capacity : int
+        positions to make room for; doubled whenever they run out
     """
     def __init__(self,
         model:Transformer,  # the model whose decoder is cached
         memory:Tensor,  # (B, S, d_model), the encoder's output
         memory_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
+        capacity:int=32,  # positions to make room for; doubled whenever they run out
     ):
         """Build a `KVCache`: `help(KVCache)` describes the parameters."""
-        H = model.num_heads
+        layers, H = model.decoder.layers, model.num_heads
+        B, d_k = memory.shape[0], model.d_model // H
+        check_int(capacity, "capacity")
         # length: positions cached so far
         self.memory_mask, self.length = memory_mask, 0
-        # per layer (B, H, t, d_k)
-        self.self_k: list[Tensor|None] = [None] * len(model.decoder.layers)
-        self.self_v: list[Tensor|None] = [None] * len(model.decoder.layers)
-        # cross-attention keys and values: computed once per source, (B, H, S, d_k) per
-        # layer
-        self.cross_k = [
-            split_heads(l.cross_attn.W_k(memory), H) for l in model.decoder.layers
-        ]
-        self.cross_v = [
-            split_heads(l.cross_attn.W_v(memory), H) for l in model.decoder.layers
-        ]
-    def append(self, i:int, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
-        ("Add the new position's keys and values (B, H, 1, d_k) of layer i; return all "
-         "of them (B, H, t + 1, d_k)")
-        if self.self_k[i] is not None:
-            k, v = (
-                torch.cat([self.self_k[i], k], dim=2),
-                torch.cat([self.self_v[i], v], dim=2),
-            )
-        self.self_k[i], self.self_v[i] = k, v
-        return k, v
+        # self-attention's keys and values side by side, filled up to length:
+        # per layer (B, 2, H, capacity, d_k)
+        self.kv = [memory.new_empty(B, 2, H, capacity, d_k) for _ in layers]
+        # cross-attention's: computed once per source, (B, H, S, d_k) per layer
+        self.cross_k = [split_heads(l.cross_attn.W_k(memory), H) for l in layers]
+        self.cross_v = [split_heads(l.cross_attn.W_v(memory), H) for l in layers]
+        # each layer's W_q, W_k, W_v stacked once: one matrix multiply per step
+        self.qkv = [_stacked(l.self_attn) for l in layers]
+
+    def append(self,
+        i:int,  # the layer
+        kv:Tensor,  # (B, 2, H, 1, d_k): the new position's keys and values
+    )->tuple[Tensor, Tensor]:  # keys, values of positions 0 … t: (B, H, t + 1, d_k)
+        """Write the new position's keys and values into layer i's room; return views
+
+        Parameters
+        ----------
+        i : int
+            the layer
+        kv : Tensor
+            (B, 2, H, 1, d_k): the new position's keys and values
+
+        Returns
+        -------
+        tuple[Tensor, Tensor]
+            keys, values of positions 0 … t: (B, H, t + 1, d_k)
+        """
+        t = self.length
+        if t == self.kv[i].shape[3]:                        # full: double the room
+            self.kv[i] = torch.cat([self.kv[i], torch.empty_like(self.kv[i])], dim=3)
+        self.kv[i][:, :, :, t:t + 1] = kv
+        filled = self.kv[i][:, :, :, :t + 1]                # (B, 2, H, t + 1, d_k)
+        return filled[:, 0], filled[:, 1]
+
+    @property
+    def self_k(self)->list[Tensor]:
+        "Self-attention's cached keys, (B, H, length, d_k) per layer"
+        return [kv[:, 0, :, :self.length] for kv in self.kv]
+
+    @property
+    def self_v(self)->list[Tensor]:
+        "Self-attention's cached values, (B, H, length, d_k) per layer"
+        return [kv[:, 1, :, :self.length] for kv in self.kv]
+
     def reorder(self, index:Tensor)->None:
         ("Keep the rows `index` of the batch, in that order (beam search reorders its "
          "hypotheses at every step)")
-        sel = lambda ts: [
-            t.index_select(0, index) if t is not None else None for t in ts
-        ]
-        self.self_k, self.self_v = sel(self.self_k), sel(self.self_v)
+        self.kv = [kv.index_select(0, index) for kv in self.kv]
+        # one source shared by every row (beam search): nothing to move
+        if self.cross_k[0].shape[0] == 1: return
+        sel = lambda ts: [t.index_select(0, index) for t in ts]
         self.cross_k, self.cross_v = sel(self.cross_k), sel(self.cross_v)
         if self.memory_mask is not None:
             self.memory_mask = self.memory_mask.index_select(0, index)
 
 # %% ../nbs/11_decoding.ipynb #c008
-def _attend(
-    mha:MultiHeadAttention,  # the layer whose W_q and W_o are used
-    h:Tensor,  # (B, 1, d_model) the new position
-    k:Tensor, v:Tensor,  # (B, H, S, d_k) cached keys and values
-    mask:Tensor|None=None,  # broadcasts to (B, H, 1, S)
-)->Tensor:  # (B, 1, d_model)
-    q = split_heads(mha.W_q(h), mha.num_heads)                         # (B, H, 1, d_k)
-    # (B, H, 1, d_k), torch's fused kernel
-    out = fused_attention(q, k, v, mask)
-    # (B, 1, d_model)
-    return mha.W_o(merge_heads(out))
+def _norm(norm:nn.Module, x:Tensor)->Tensor:
+    "The LayerNorm `norm` (chapter 5), without its checks"
+    return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, norm.eps)
+
+def _step_layer(
+    layer:nn.Module,  # a DecoderLayer in eval mode
+    x:Tensor,  # (B, d_model), the new position of each row
+    cache:KVCache, i:int,  # the cache, and which of its layers this is
+)->Tensor:  # (B, d_model)
+    B, H = x.shape[0], layer.num_heads
+    sa, ca, ffn, pre = layer.self_attn, layer.cross_attn, layer.ffn, layer.norm_first
+    # 1) masked self-attention over the cache: no mask, every cached position is past
+    h = _norm(layer.norm1, x) if pre else x
+    qkv = F.linear(h, *cache.qkv[i])                            # (B, 3 d_model)
+    q, kv = qkv.view(B, 3, H, 1, -1).split([1, 2], dim=1)       # (B, 1|2, H, 1, d_k)
+    k, v = cache.append(i, kv)                                  # (B, H, t + 1, d_k)
+    a = F.scaled_dot_product_attention(q[:, 0], k, v)           # (B, H, 1, d_k)
+    a = F.linear(a.reshape(B, -1), sa.W_o.weight, sa.W_o.bias)  # (B, d_model)
+    x = x + a if pre else _norm(layer.norm1, x + a)
+    # 2) cross-attention over the cached projections of the memory
+    h = _norm(layer.norm2, x) if pre else x
+    q = F.linear(h, ca.W_q.weight, ca.W_q.bias).view(B, H, 1, -1)  # (B, H, 1, d_k)
+    k, v = cache.cross_k[i], cache.cross_v[i]                   # (B or 1, H, S, d_k)
+    mask = cache.memory_mask
+    if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
+    if mask is not None and mask.shape[0] != B: mask = mask.expand(B, -1, -1, -1)
+    a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    a = F.linear(a.reshape(B, -1), ca.W_o.weight, ca.W_o.bias)
+    x = x + a if pre else _norm(layer.norm2, x + a)
+    # 3) the feed-forward network
+    h = _norm(layer.norm3, x) if pre else x
+    a = F.linear(ffn.act(F.linear(h, ffn.linear1.weight, ffn.linear1.bias)),
+                 ffn.linear2.weight, ffn.linear2.bias)
+    return x + a if pre else _norm(layer.norm3, x + a)
 
 # %% ../nbs/11_decoding.ipynb #c009
 @torch.no_grad()
@@ -110,35 +165,13 @@ def decode_step(
     Tensor
         (B, V) logits for the next token
     """
-    log_shapes("decode_step", token=token)
-    # (B, 1, d_model)
-    x = model.tgt_embed(token[:, None], offset=cache.length)
-    H = model.num_heads
+    # (B, d_model): one position per row, so the batch stays two-dimensional
+    x = model.tgt_embed(token[:, None], offset=cache.length)[:, 0]
     for i, layer in enumerate(model.decoder.layers):
-        # h: (B, 1, d_model)
-        def self_attend(h):
-            k, v = cache.append(
-                i,
-                split_heads(layer.self_attn.W_k(h), H),
-                split_heads(layer.self_attn.W_v(h), H),
-            )
-            # no mask: every cached position is the past
-            return _attend(layer.self_attn, h, k, v)
-        def cross_attend(h):
-            return _attend(
-                layer.cross_attn,
-                h,
-                cache.cross_k[i],
-                cache.cross_v[i],
-                cache.memory_mask,
-            )
-        # (B, 1, d_model)
-        for f, norm in ((self_attend, layer.norm1), (cross_attend, layer.norm2),
-                        (layer.ffn, layer.norm3)):
-            x = residual(x, f, norm, layer.dropout, layer.norm_first)
-    if model.decoder.norm is not None: x = model.decoder.norm(x)
+        x = _step_layer(layer, x, cache, i)                     # (B, d_model)
+    if model.decoder.norm is not None: x = _norm(model.decoder.norm, x)
     cache.length += 1
-    return model.output(x)[:, 0]                                        # (B, V)
+    return model.output(x)                                              # (B, V)
 
 # %% ../nbs/11_decoding.ipynb #c011b
 def _check_model(model)->nn.Module:
@@ -230,25 +263,28 @@ def greedy_search(
     B = src.shape[0]
     # (B, S, d_model), once
     memory = model.encode(src, src_mask)
-    cache = KVCache(model, memory, src_mask) if use_cache else None
-    ys = torch.full((B, 1), bos, dtype=torch.long, device=src.device)  # (B, 1)
+    if use_cache: cache = KVCache(model, memory, src_mask, capacity=max_len)
+    # (B, 1 + max_len): <s>, then the tokens written
+    ys = torch.full((B, max_len + 1), pad, dtype=torch.long, device=src.device)
+    ys[:, 0] = bos
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     all_logits = []
-    for _ in range(max_len):
+    for t in range(max_len):
         # (B, V): one new position
-        if use_cache: logits = decode_step(model, cache, ys[:, -1])
+        if use_cache: logits = decode_step(model, cache, ys[:, t])
         # the whole prefix again
         else:
             logits = model.decode(
-                ys, memory, causal_mask(ys.shape[1], src.device), src_mask
+                ys[:, :t + 1], memory, causal_mask(t + 1, src.device), src_mask
             )[:, -1]
         nxt = logits.argmax(-1).masked_fill(done, pad)                  # (B,)
-        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        ys[:, t + 1] = nxt
         all_logits.append(logits)
-        if eos is not None: done |= nxt == eos
+        if eos is None: continue
+        done |= nxt == eos
         if done.all(): break
     model.train(was_training)
-    return ys[:, 1:], torch.stack(all_logits, dim=1)
+    return ys[:, 1:len(all_logits) + 1], torch.stack(all_logits, dim=1)
 
 # %% ../nbs/11_decoding.ipynb #c017b
 def translate(
