@@ -300,3 +300,29 @@ def test_committed_results_are_complete():
 def test_run_script_help():
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--quick" in out.stdout
+
+
+def _result(scale):
+    "A benchmark result of made-up timings: every tokens/s of the fast path scaled by `scale`"
+    impl = lambda t: {"tokens_per_s": t, "median": 1.0, "peak_mb": 10.0}
+    train = {f"T=32, dropout {p}": {"readable": impl(100), "fast": impl(100 * scale), "torch": impl(100),
+                                    "flops": 1e9} for p in (0.1, 0.0)}
+    return {"train": train, "matmul_peak": 1e10, "forward_base": {k: impl(50) for k in measure.IMPLEMENTATIONS},
+            "decoding": {"cached": impl(40 * scale), "uncached": impl(10)},
+            "bf16": {"float32": impl(100), "bfloat16": impl(10 * scale)}}
+
+
+def test_spread_is_the_lowest_and_highest_ratio_over_runs():
+    r = benchmark.spread([_result(1.0), _result(1.5), _result(1.2)])
+    assert r["train T=32, dropout 0.1: fast / torch tokens/s"] == pytest.approx((1.0, 1.5))
+    assert r["decoding: cached / uncached tokens/s"] == pytest.approx((4.0, 6.0))
+    assert r["train bfloat16 autocast / float32 tokens/s"] == pytest.approx((0.1, 0.15))
+    assert r["train T=32: fast dropout 0.1 / 0 tokens/s"] == pytest.approx((1.0, 1.0))
+    fig = benchmark.show_spread(r, {"decoding: cached / uncached tokens/s": (5.0, "at least")})
+    assert len(fig.axes[0].get_yticklabels()) == len(r)
+
+
+def test_bf16_autocast_step_is_measured():
+    cfg = measure.small_config(8, batch_size=2, vocab=30, dropout=0.0).with_model(d_model=16, d_ff=32)
+    b = benchmark.bench_bf16(cfg, reps=1)
+    assert set(b) == {"float32", "bfloat16"} and all(v["tokens_per_s"] > 0 for v in b.values())

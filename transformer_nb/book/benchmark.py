@@ -23,8 +23,8 @@ from ..plotting import pyplot
 
 # %% auto #0
 __all__ = ['peak_memory', 'saved_for_backward', 'release_freed_memory', 'step_flops', 'matmul_peak', 'bench_training',
-           'bench_memory', 'bench_forward', 'bench_decoding', 'run_benchmark', 'summary', 'save_results',
-           'load_results', 'show_benchmark']
+           'bench_bf16', 'bench_memory', 'bench_forward', 'bench_decoding', 'run_benchmark', 'summary', 'spread',
+           'save_results', 'load_results', 'show_benchmark', 'show_spread']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -168,11 +168,40 @@ def bench_training(
         implementation -> timings and tokens_per_s; "flops" of a step
     """
     steps = {k: training_step(k, config) for k in impls}
+    compile_s = None
+    if "compiled" in steps:  # the first call compiles: timed apart, as compile_s
+        t0 = time.perf_counter(); steps["compiled"]()
+        compile_s = time.perf_counter() - t0
     t = interleaved(steps, reps)
     out = {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"]) for k in steps}
+    if compile_s is not None: out["compile_s"] = compile_s
     # explicit products: every FLOP counted
     if "readable" in steps: out["flops"] = step_flops(steps["readable"])
     return out
+
+def bench_bf16(
+    config:RunConfig,  # the model and batch to train on
+    reps:int=7,  # timed rounds
+)->dict:  # "float32"/"bfloat16" -> timings and tokens_per_s
+    """Training steps of the fast path in float32 and under the CPU's autocast to bfloat16, interleaved
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch to train on
+    reps : int
+        timed rounds
+
+    Returns
+    -------
+    dict
+        "float32"/"bfloat16" -> timings and tokens_per_s
+    """
+    f32, b16 = training_step("fast", config), training_step("fast", config)
+    def bf16():
+        with torch.autocast("cpu", dtype=torch.bfloat16): b16()
+    t = interleaved({"float32": f32, "bfloat16": bf16}, reps)
+    return {k: dict(v, tokens_per_s=f32.tokens / v["median"]) for k, v in t.items()}
 
 def bench_memory(
     configs:dict,  # name -> RunConfig
@@ -344,6 +373,8 @@ def run_benchmark(
     if quick: base = base_config(8, 2, 100).with_model(
         num_encoder_layers=1, num_decoder_layers=1)
     res["forward_base"] = bench_forward(base, max(3, reps - 2))
+    log("bfloat16 autocast, length 128 ...")
+    res["bf16"] = bench_bf16(small(seq_lens[-1], dropouts[0]), reps)
     log("greedy decoding ...")
     res["decoding"] = bench_decoding(
         small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2)
@@ -418,7 +449,40 @@ def summary(
         out[f"train {key}: compiled / fast tokens/s"] = (
             r["compiled"]["tokens_per_s"] / r["fast"]["tokens_per_s"]
         )
+    train, on, off = res["train"], "dropout 0.1", "dropout 0.0"
+    for key in [k for k in train if k.endswith(on)]:
+        if key.replace(on, off) in train:
+            out[
+                f"train {key.removesuffix(', ' + on)}: fast dropout 0.1 / 0 tokens/s"
+            ] = (
+                train[key]["fast"]["tokens_per_s"]
+                / train[key.replace(on, off)]["fast"]["tokens_per_s"]
+            )
+    if "bf16" in res:
+        b = res["bf16"]
+        out["train bfloat16 autocast / float32 tokens/s"] = (
+            b["bfloat16"]["tokens_per_s"] / b["float32"]["tokens_per_s"]
+        )
     return out
+
+def spread(
+    runs:list[dict],  # several results of run_benchmark
+)->dict[str, tuple[float, float]]:  # ratio name -> (min, max) over the runs
+    """The lowest and highest value of every ratio over several runs of the benchmark
+
+    Parameters
+    ----------
+    runs : list[dict]
+        several results of run_benchmark
+
+    Returns
+    -------
+    dict[str, tuple[float, float]]
+        ratio name -> (min, max) over the runs
+    """
+    ratios = [summary(r) for r in runs]
+    return {k: (min(r[k] for r in ratios), max(r[k] for r in ratios))
+            for k in ratios[0] if all(k in r for r in ratios)}
 
 def save_results(
     res:dict,  # from run_benchmark
@@ -561,5 +625,48 @@ def show_benchmark(
            f"({res['date']})",
         fontsize=10,
     )
+    fig.tight_layout()
+    return fig
+
+def show_spread(
+    ranges:dict,  # ratio name -> (lowest, highest), from `spread`
+    targets:dict|None=None,  # ratio name -> (target, "at least" or "at most")
+    title:str|None=None,  # over the figure
+)->object:  # the matplotlib Figure
+    """Every ratio as a bar from its lowest to its highest value over the runs, with its target: blue where every run met it, red where one did not
+
+    Parameters
+    ----------
+    ranges : dict
+        ratio name -> (lowest, highest), from `spread`
+    targets : dict | None
+        ratio name -> (target, "at least" or "at most")
+    title : str | None
+        over the figure
+
+    Returns
+    -------
+    object
+        the matplotlib Figure
+    """
+    plt = pyplot()
+    names, targets = list(ranges), targets or {}
+    fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(names) + 1.2))
+    for i, k in enumerate(names):
+        lo, hi = ranges[k]
+        t = targets.get(k)
+        met = t is None or (lo >= t[0] if t[1] == "at least" else hi <= t[0])
+        color = "#2f6fb0" if met else "#c0392b"
+        ax.plot([lo, hi], [i, i], lw=5, color=color, solid_capstyle="butt")
+        ax.plot([lo, hi], [i, i], "o", ms=4, color=color)
+        if t: ax.plot(t[0], i, marker="|", ms=12, mew=2, color="black")
+    ax.set_yticks(range(len(names)), [n.replace(" tokens/s", "") for n in names],
+                  fontsize=8)
+    ax.invert_yaxis(); ax.set_xscale("log")
+    ax.axvline(1, color="#999999", lw=0.8)
+    ax.set_xlabel("ratio, log scale (bar: lowest to highest run; |: the target)",
+                  fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    if title: ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig

@@ -194,7 +194,7 @@ def training_step(impl:str, config:RunConfig, seed:int=0):
     module, forward = build(config, seed)["fast" if impl == "compiled" else impl]
     src, tgt_in, tgt_out, tgt_mask = random_batch(config, seed)
     # the fast path through torch.compile
-    if impl == "compiled": forward = torch.compile(forward)
+    if impl == "compiled": forward = torch.compile(forward, fullgraph=True)
     # one kernel
     opt = torch.optim.Adam(
         module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True
