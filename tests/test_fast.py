@@ -294,7 +294,11 @@ def test_committed_results_are_complete():
     for r in res["train"].values():
         for k in measure.IMPLEMENTATIONS: assert r[k]["peak_mb"] > 0 and r[k]["tokens_per_s"] > 0
     s = benchmark.summary(res)
-    assert all(v > 0 for v in s.values()) and len([k for k in s if "compiled" not in k]) == 4 * 4 + 3
+    # 4 ratios per training setting, forward x 2, decoding, dropout on/off x 2, bfloat16
+    assert all(v > 0 for v in s.values()) and len([k for k in s if "compiled" not in k]) == 4 * 4 + 3 + 2 + 1
+    assert len([k for k in s if "compiled" in k]) == 4 and all(r["compile_s"] > 0 for r in res["compiled"].values())
+    runs = sorted((ROOT / "benchmarks" / "results" / "runs").glob("cpu-*.json"))  # the chapter draws their spread
+    assert len(runs) == 3 and all(benchmark.summary(benchmark.load_results(p)).keys() == s.keys() for p in runs)
 
 
 def test_run_script_help():
