@@ -324,6 +324,8 @@ def test_spread_is_the_lowest_and_highest_ratio_over_runs():
     assert r["train T=32: fast dropout 0.1 / 0 tokens/s"] == pytest.approx((1.0, 1.0))
     fig = benchmark.show_spread(r, {"decoding: cached / uncached tokens/s": (5.0, "at least")})
     assert len(fig.axes[0].get_yticklabels()) == len(r)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
 
 
 def test_bf16_autocast_step_is_measured():
