@@ -1,10 +1,17 @@
 "Shared fixtures: paths of the repository and of the built site."
-import functools, http.server, os, threading
+import functools, http.server, os, sys, threading
 from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "_docs"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    "Every test starts with no matplotlib figure open: close what the test before it left"
+    yield
+    if "matplotlib.pyplot" in sys.modules: sys.modules["matplotlib.pyplot"].close("all")
 
 
 @pytest.fixture(scope="session")

@@ -324,8 +324,15 @@ def test_spread_is_the_lowest_and_highest_ratio_over_runs():
     assert r["train T=32: fast dropout 0.1 / 0 tokens/s"] == pytest.approx((1.0, 1.0))
     fig = benchmark.show_spread(r, {"decoding: cached / uncached tokens/s": (5.0, "at least")})
     assert len(fig.axes[0].get_yticklabels()) == len(r)
-    import matplotlib.pyplot as plt
-    plt.close(fig)
+    colors = [line.get_color() for line in fig.axes[0].lines if line.get_linewidth() == 5]  # the bars
+    assert colors[list(r).index("decoding: cached / uncached tokens/s")] == "#c0392b"  # 4-6, not all >= 5
+
+
+def test_met_asks_every_run():
+    assert benchmark.met((1.2, 1.5), (1.2, "at least")) and not benchmark.met((1.1, 1.5), (1.2, "at least"))
+    assert benchmark.met((0.7, 0.9), (0.9, "at most")) and not benchmark.met((0.7, 0.95), (0.9, "at most"))
+    with pytest.raises(ValueError, match='"at least" or "at most", got \'above\''):
+        benchmark.met((1, 2), (1, "above"))
 
 
 def test_bf16_autocast_step_is_measured():

@@ -24,7 +24,7 @@ from ..plotting import pyplot
 # %% auto #0
 __all__ = ['peak_memory', 'saved_for_backward', 'release_freed_memory', 'step_flops', 'matmul_peak', 'bench_training',
            'bench_bf16', 'bench_memory', 'bench_forward', 'bench_decoding', 'run_benchmark', 'summary', 'spread',
-           'save_results', 'load_results', 'show_benchmark', 'show_spread']
+           'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -628,6 +628,29 @@ def show_benchmark(
     fig.tight_layout()
     return fig
 
+def met(
+    lo_hi:tuple[float, float],  # a ratio's lowest and highest value over the runs
+    target:tuple[float, str],  # (value, "at least" or "at most")
+)->bool:  # True when every run met the target
+    """Whether every run met a target: the lowest value at least it, or the highest at most
+
+    Parameters
+    ----------
+    lo_hi : tuple[float, float]
+        a ratio's lowest and highest value over the runs
+    target : tuple[float, str]
+        (value, "at least" or "at most")
+
+    Returns
+    -------
+    bool
+        True when every run met the target
+    """
+    value, how = target
+    if how not in ("at least", "at most"):
+        raise ValueError(f'target must say "at least" or "at most", got {how!r}')
+    return lo_hi[0] >= value if how == "at least" else lo_hi[1] <= value
+
 def show_spread(
     ranges:dict,  # ratio name -> (lowest, highest), from `spread`
     targets:dict|None=None,  # ratio name -> (target, "at least" or "at most")
@@ -655,8 +678,7 @@ def show_spread(
     for i, k in enumerate(names):
         lo, hi = ranges[k]
         t = targets.get(k)
-        met = t is None or (lo >= t[0] if t[1] == "at least" else hi <= t[0])
-        color = "#2f6fb0" if met else "#c0392b"
+        color = "#2f6fb0" if t is None or met((lo, hi), t) else "#c0392b"
         ax.plot([lo, hi], [i, i], lw=5, color=color, solid_capstyle="butt")
         ax.plot([lo, hi], [i, i], "o", ms=4, color=color)
         if t: ax.plot(t[0], i, marker="|", ms=12, mew=2, color="black")
