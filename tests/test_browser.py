@@ -37,10 +37,10 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(server, browser):  # server first: without a built site, skip before starting chromium
-    "A fresh page that records console errors and every request that does not go to localhost (and blocks it)."
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+def open_page(browser, width: int, height: int):
+    """A page in a context of its own that records console errors and every request that does not go to localhost
+    (and blocks it); returns (context, page)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
     pg = ctx.new_page()
     pg.errors, pg.outside = [], []
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
@@ -53,6 +53,41 @@ def page(server, browser):  # server first: without a built site, skip before st
         pg.outside.append(route.request.url)
         return route.abort()
     pg.route("**/*", guard)
+    return ctx, pg
+
+
+@pytest.fixture
+def page(server, browser):  # server first: without a built site, skip before starting chromium
+    "A fresh page at 1280 px, for the tests that click and type."
+    ctx, pg = open_page(browser, 1280, 900)
+    yield pg
+    ctx.close()
+
+
+def loaded(server, browser, name, width, height):
+    "Open one page of the site at this viewport and wait until its images are decoded."
+    ctx, pg = open_page(browser, width, height)
+    pg.goto(f"{server}/{name}", wait_until="load")
+    pg.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=10_000)
+    return ctx, pg
+
+
+# Each page is loaded once per width and then read by several tests: pytest runs the tests of one page together,
+# since these fixtures are module-scoped (a fresh context per page keeps the pages apart).
+@pytest.fixture(scope="module", params=all_pages())
+def desk(request, server, browser):
+    "One page of the site at 1280 x 900, loaded once for the tests that read it."
+    ctx, pg = loaded(server, browser, request.param, 1280, 900)
+    pg.name = request.param
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture(scope="module", params=all_pages())
+def phone(request, server, browser):
+    "One page of the site at phone width, 390 x 844, loaded once for the tests that read it."
+    ctx, pg = loaded(server, browser, request.param, 390, 844)
+    pg.name = request.param
     yield pg
     ctx.close()
 
@@ -67,10 +102,8 @@ def visible_text_outside_code(pg) -> str:
     }""")
 
 
-@pytest.mark.parametrize("name", all_pages())
-def test_page_renders(page, server, name):
-    page.goto(f"{server}/{name}", wait_until="load")
-    page.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=10_000)
+def test_page_renders(desk):
+    page, name = desk, desk.name
     title = page.title()
     assert title and "transformer_nb" in title, f"title: {title!r}"
     h1 = page.locator("h1").first.inner_text()
@@ -138,21 +171,10 @@ def test_search_finds_a_chapter_by_a_word_in_it(page, server, word, expected):
     assert not page.outside, page.outside
 
 
-@pytest.fixture(scope="module")
-def phone(browser, server):
-    "A page at phone width (390 x 844), reused across pages."
-    ctx = browser.new_context(viewport={"width": 390, "height": 844})
-    pg = ctx.new_page()
-    yield pg
-    ctx.close()
-
-
-@pytest.mark.parametrize("name", all_pages())
-def test_code_is_shown_as_written(page, server, name):
+def test_code_is_shown_as_written(desk):
     """At 1280 px no line of code wraps: every code block keeps `white-space: pre`, is as tall as its lines, and
     a line wider than the block scrolls inside the block (the page itself never gets wider)."""
-    page.goto(f"{server}/{name}", wait_until="load")
-    bad = page.evaluate("""() => {
+    bad = desk.evaluate("""() => {
         const out = [];
         document.querySelectorAll('main pre').forEach(pre => {
             const code = pre.querySelector('code') || pre;
@@ -168,13 +190,12 @@ def test_code_is_shown_as_written(page, server, name):
         });
         return out;
     }""")
-    assert not bad, f"{name}: code not shown as written:\n" + "\n".join(bad[:10])
+    assert not bad, f"{desk.name}: code not shown as written:\n" + "\n".join(bad[:10])
 
 
-@pytest.mark.parametrize("name", all_pages())
-def test_nothing_is_cut_off_on_a_phone(phone, server, name):
+def test_nothing_is_cut_off_on_a_phone(phone):
     "At 390 px the page is no wider than the screen, and every table wider than its column scrolls in its own box."
-    phone.goto(f"{server}/{name}", wait_until="load")
+    name = phone.name
     width = phone.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"{name}: the page is {width} px wide at 390 px"
     bad = phone.evaluate("""() => Array.from(document.querySelectorAll('main table')).filter(t => {
@@ -200,33 +221,44 @@ FIGURES = """() => {
 }"""
 
 
-@pytest.mark.parametrize("width", [1280, 390])
-def test_figures_are_legible_at_the_size_the_page_shows_them(browser, server, width):
-    """Every plot is shown at its natural size (the width the helpers sized it for, which the site builder writes on the
-    image), never scaled down; at that size its smallest heatmap cell and smallest text, as the PNG records them, are at
-    least MIN_CELL_PX and MIN_LABEL_PX CSS px; and a plot wider than the column scrolls in its own box, never cut off."""
+def check_figures(pg) -> list[str]:
+    """Every plot of the page is shown at its natural size (the width the helpers sized it for, which the site builder
+    writes on the image), never scaled down; at that size its smallest heatmap cell and smallest text, as the PNG
+    records them, are at least MIN_CELL_PX and MIN_LABEL_PX CSS px; a plot wider than the column scrolls in its own
+    box, never cut off. Returns what is wrong, and prints the smallest sizes found."""
     from transformer_nb.plotting import MIN_CELL_PX, MIN_LABEL_PX
-    ctx = browser.new_context(viewport={"width": width, "height": 900})
-    pg = ctx.new_page()
-    bad, cells, labels, n = [], [], [], 0
-    for name in all_pages():
-        pg.goto(f"{server}/{name}", wait_until="load")
-        for f in pg.evaluate(FIGURES):
-            n += 1
-            where = f"{name} {f['alt']!r}"
-            if not f["sized"]:
-                bad.append(f"{where}: a plot without its natural size (re-execute the notebook)")
-                continue
-            if f["width"] < f["natural"] - 0.5:
-                bad.append(f"{where}: shown {f['width']:.0f} px wide, smaller than its natural {f['natural']} px")
-            if f["cell"] is not None:
-                cells.append(f["cell"])
-                if f["cell"] < MIN_CELL_PX: bad.append(f"{where}: cells of {f['cell']:.1f} px < {MIN_CELL_PX}")
-            if f["label"] is not None:
-                labels.append(f["label"])
-                if f["label"] < MIN_LABEL_PX: bad.append(f"{where}: text of {f['label']:.1f} px < {MIN_LABEL_PX}")
-            if f["cut"]: bad.append(f"{where}: wider than the column and not in a scroll box")
-    ctx.close()
-    print(f"{width} px: {n} figures, smallest cell {min(cells):.1f} px, smallest text {min(labels):.1f} px")
-    assert cells and labels, "no sized figure found"
+    width = pg.viewport_size["width"]
+    figures = pg.evaluate(FIGURES)
+    bad, cells, labels = [], [], []
+    for f in figures:
+        where = f"{pg.name} at {width} px, {f['alt']!r}"
+        if not f["sized"]:
+            bad.append(f"{where}: a plot without its natural size (re-execute the notebook)")
+            continue
+        if f["width"] < f["natural"] - 0.5:
+            bad.append(f"{where}: shown {f['width']:.0f} px wide, smaller than its natural {f['natural']} px")
+        if f["cell"] is not None:
+            cells.append(f["cell"])
+            if f["cell"] < MIN_CELL_PX: bad.append(f"{where}: cells of {f['cell']:.1f} px < {MIN_CELL_PX}")
+        if f["label"] is not None:
+            labels.append(f["label"])
+            if f["label"] < MIN_LABEL_PX: bad.append(f"{where}: text of {f['label']:.1f} px < {MIN_LABEL_PX}")
+        if f["cut"]: bad.append(f"{where}: wider than the column and not in a scroll box")
+    if pg.name in chapter_pages() and not labels:  # every chapter has plots (test_page_renders), each with text
+        bad.append(f"{pg.name} at {width} px: no plot whose smallest text was recorded ({len(figures)} plots)")
+    print(f"{pg.name} at {width} px: {len(figures)} figures"
+          + (f", smallest cell {min(cells):.1f} px" if cells else "")
+          + (f", smallest text {min(labels):.1f} px" if labels else ""))
+    return bad
+
+
+def test_figures_are_legible_at_the_size_the_page_shows_them(desk):
+    "At 1280 px: see check_figures."
+    bad = check_figures(desk)
+    assert not bad, "\n".join(bad)
+
+
+def test_figures_are_legible_on_a_phone(phone):
+    "At 390 px: see check_figures (a plot wider than the screen scrolls in its box, at its natural size)."
+    bad = check_figures(phone)
     assert not bad, "\n".join(bad)
