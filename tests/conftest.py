@@ -14,10 +14,27 @@ def _close_figures():
     if "matplotlib.pyplot" in sys.modules: sys.modules["matplotlib.pyplot"].close("all")
 
 
+def wait_for_site_build(status: Path, timeout: float = 900) -> None:
+    """`make test` builds the site's pages beside pytest; the file TNB_SITE_STATUS names
+    appears, holding the build's exit status, when it ends. Wait for it; fail if it failed."""
+    import time
+    t0 = time.monotonic()
+    while not status.exists():
+        if time.monotonic() - t0 > timeout:
+            pytest.fail(f"the site build did not end within {timeout:.0f} s ({status} missing)")
+        time.sleep(0.5)
+    rc = status.read_text().strip()
+    if rc != "0":
+        pytest.fail(f"the site build failed with exit status {rc}: see .build/site.log")
+
+
 @pytest.fixture(scope="session")
 def docs() -> Path:
     """The built site. Without it, the site tests are skipped, unless TNB_REQUIRE_SITE=1
-    (set by `make test`, which builds the site first): then they fail."""
+    (set by `make test`, which builds the site first): then they fail. While `make test`
+    builds it beside the tests (TNB_SITE_STATUS set), the tests wait for it."""
+    if os.environ.get("TNB_SITE_STATUS"):
+        wait_for_site_build(Path(os.environ["TNB_SITE_STATUS"]))
     if not (DOCS / "index.html").exists():
         msg = "_docs/index.html is missing: build the site first with `make site`"
         if os.environ.get("TNB_REQUIRE_SITE") == "1":

@@ -48,13 +48,34 @@ browser_deps() {  # Debian's chromium drives the browser test (Playwright's own 
 stage "venv"                 tools/venv.sh
 stage "export + sync check"  sync_check
 stage "lint (ruff)"          $BIN/ruff check --no-cache transformer_nb tests tools benchmarks
-stage "site build"           $BIN/python tools/build_site.py
+# The site: what writes into the repository (exercises, diagrams, nbdev's files) first; then the pages, in the
+# background beside pytest, which has a core to spare now and then: the tests of the site wait for them (the `docs`
+# fixture of tests/conftest.py reads the exit status that TNB_SITE_STATUS names).
+stage "site: prepare"        $BIN/python tools/build_site.py prepare
+SITE_LOG=.build/site.log; export TNB_SITE_STATUS=$PWD/.build/site.status
+mkdir -p .build; rm -f "$TNB_SITE_STATUS"
+SITE_T0=$(date +%s.%N)
+( rc=0; $BIN/python tools/build_site.py pages >"$SITE_LOG" 2>&1 || rc=$?
+  python3 -c "print(f'{$(date +%s.%N) - $SITE_T0:.1f}')" >.build/site.seconds
+  echo $rc >"$TNB_SITE_STATUS.tmp"; mv "$TNB_SITE_STATUS.tmp" "$TNB_SITE_STATUS" ) &
+SITE_PID=$!
+site_pages() {  # the background build's outcome, as a stage of its own: its log, its time, its exit status
+  wait $SITE_PID || true
+  grep -v "^ *warn(\|^---\|Found cells containing" "$SITE_LOG" | tail -12
+  local rc; rc=$(cat "$TNB_SITE_STATUS" 2>/dev/null || echo 1)
+  NAMES+=("site: pages (beside pytest)"); SECS+=("$(cat .build/site.seconds 2>/dev/null || echo '?')$([ "$rc" = 0 ] || echo ' (FAILED)')")
+  [ "$rc" = 0 ] || { echo "the site build failed (exit $rc): $SITE_LOG"; return 1; }
+}
 stage "browser dependencies" browser_deps
 # Two pytest workers on two cores, each test process and notebook kernel on one thread: torch's default of two
 # threads per process would put four busy threads on two cores, which slows these small models several times.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # One pytest run on two workers: unit tests, the site and browser checks, and nbval, which executes every notebook
 # once and compares each cell's output with the stored one (a notebook's cells stay together: --dist loadscope).
+rc=0
 stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -n 2 --dist loadscope \
                              --durations=15 \
-                             -o console_output_style=classic
+                             -o console_output_style=classic || rc=$?
+echo; echo "=== the site's pages, built beside pytest"
+site_pages || rc=1
+exit $rc
