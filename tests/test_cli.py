@@ -129,13 +129,13 @@ def test_python_dash_m_is_the_same_command():
 
 
 def test_torchrun_two_processes_resume_a_run(trained, tmp_path):
-    "torchrun, 2 processes: the 5-step run goes on to 8; rank 0 alone prints and writes"
+    "torchrun, 2 processes: the 5-step run goes on to 8; rank 0 alone prints and writes (the checkpoint only: --no-plots)"
     from transformer_nb.training import load_checkpoint
     out, _ = trained
     run = tmp_path / "run"
     torchrun = Path(sys.executable).with_name("torchrun")
     cmd = [str(torchrun), "--nproc-per-node", "2", "-m", "transformer_nb", "train",
-           "--resume", str(out / "copy.pt"), "--steps", "8", "--out", str(run)]
+           "--resume", str(out / "copy.pt"), "--steps", "8", "--out", str(run), "--no-plots"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "MPLBACKEND": "Agg"})
     assert r.returncode == 0, r.stderr
@@ -143,6 +143,7 @@ def test_torchrun_two_processes_resume_a_run(trained, tmp_path):
     assert r.stderr.count("8/8") == 1 and "in each of 2 processes" in r.stderr, r.stderr
     training = load_checkpoint(run / "copy.pt")["training"]
     assert training["step"] == 8 and training["settings"]["task"] == "copy"
+    assert sorted(p.name for p in run.iterdir()) == ["copy.pt"] and "png" not in r.stdout
 
 
 def test_nproc_error_is_one_line_from_rank_0_and_every_process_exits(trained, tmp_path):

@@ -70,6 +70,8 @@ def build_parser()->argparse.ArgumentParser:
     t.add_argument("--resume", default=None,
                    help="continue the run saved in this checkpoint, up to --steps")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--no-plots", action="store_true",
+                   help="save the checkpoint only, without the attention plots")
     d = sub.add_parser("decode", help="decode strings with a saved model")
     d.add_argument(
         "--checkpoint", required=True, help="a file written by `transformer-nb train`"
@@ -197,6 +199,7 @@ def cmd_train(
     save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
                task=task, steps=steps, seed=seed, accuracy=acc)
     print(f"saved {path}")
+    if args.no_plots: return 0
     for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
     return 0
 
