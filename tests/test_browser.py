@@ -72,24 +72,21 @@ def loaded(server, browser, name, width, height):
     return ctx, pg
 
 
-# Each page is loaded once per width and then read by several tests: pytest runs the tests of one page together,
-# since these fixtures are module-scoped (a fresh context per page keeps the pages apart).
-@pytest.fixture(scope="module", params=all_pages())
-def desk(request, server, browser):
-    "One page of the site at 1280 x 900, loaded once for the tests that read it."
-    ctx, pg = loaded(server, browser, request.param, 1280, 900)
-    pg.name = request.param
-    yield pg
-    ctx.close()
+def each_page(name: str, width: int, height: int):
+    """A module-scoped fixture, parametrised over every page of the site: the page loaded once at this viewport, for
+    the tests that only read it. Module scope makes pytest run the tests of one page together (a fresh context per
+    page keeps the pages apart)."""
+    @pytest.fixture(scope="module", params=all_pages(), name=name)
+    def loaded_page(request, server, browser):
+        ctx, pg = loaded(server, browser, request.param, width, height)
+        pg.name = request.param
+        yield pg
+        ctx.close()
+    return loaded_page
 
 
-@pytest.fixture(scope="module", params=all_pages())
-def phone(request, server, browser):
-    "One page of the site at phone width, 390 x 844, loaded once for the tests that read it."
-    ctx, pg = loaded(server, browser, request.param, 390, 844)
-    pg.name = request.param
-    yield pg
-    ctx.close()
+desk = each_page("desk", 1280, 900)    # a desktop's width
+phone = each_page("phone", 390, 844)   # a phone's
 
 
 def visible_text_outside_code(pg) -> str:
