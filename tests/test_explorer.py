@@ -5,9 +5,9 @@ what it embeds, and rejects bad input naming the argument. Browser tests (headle
 Debian chromium, pages served from localhost): a page with two views and a page with
 one, at 1280 px and 390 px; choosing and pointing change what is shown, the numbers
 shown are the tensor's, no request leaves localhost, no console error, nothing
-overflows. The last test opens the built site's plotting page. Screenshots go to
-artifacts/explorer/ (gitignored)."""
-import json, re, shutil
+overflows. The last test opens the built site's plotting page. With TNB_SCREENSHOTS=1,
+screenshots go to artifacts/explorer/ (gitignored)."""
+import json, os, re, shutil
 from html.parser import HTMLParser
 from importlib import resources
 from urllib.parse import urlparse
@@ -208,6 +208,13 @@ def open_page(browser, url, width, **ctx):
     return pg
 
 
+def screenshot(pg, name: str) -> None:
+    "Save a full-page screenshot in artifacts/explorer/ for a person to look at, with TNB_SCREENSHOTS=1 (1-2 s each)"
+    if os.environ.get("TNB_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(SHOTS / name), full_page=True)
+
+
 def colours(view) -> list[str]:
     "The colours of a view's cells, in order"
     js = "els => els.map(e => e.style.background)"
@@ -280,8 +287,7 @@ def test_browser_choosing_and_pointing(browser, site, maps):
         '.tnb-chip-t, .tnb-readout p'))
         .map(e => parseFloat(getComputedStyle(e).fontSize))""")
     assert min(fonts) >= 11, min(fonts)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(SHOTS / "explorer-1280.png"), full_page=True)
+    screenshot(pg, "explorer-1280.png")
     assert not pg.errors, pg.errors
     assert not pg.outside, pg.outside
     assert all(urlparse(u).hostname == "127.0.0.1" for u in pg.requests), pg.requests
@@ -315,8 +321,7 @@ def test_browser_at_390_px_nothing_overflows_and_a_tap_works(browser, site, maps
     where = ".tnb-table tr[data-h='0'] .tnb-num"
     assert shown(two, where) == rounded(maps["long"][1, 0, :, last])
     assert pg.evaluate("document.documentElement.scrollWidth") <= 390
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg.screenshot(path=str(SHOTS / "explorer-390.png"), full_page=True)
+    screenshot(pg, "explorer-390.png")
     assert not pg.errors, pg.errors
     assert not pg.outside, pg.outside
     pg.context.close()
