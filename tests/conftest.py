@@ -31,8 +31,8 @@ def wait_for_site_build(status: Path, timeout: float = 900) -> None:
 @pytest.fixture(scope="session")
 def docs() -> Path:
     """The built site. Without it, the site tests are skipped, unless TNB_REQUIRE_SITE=1
-    (set by `make test`, which builds the site first): then they fail. While `make test`
-    builds it beside the tests (TNB_SITE_STATUS set), the tests wait for it."""
+    (set by `make test`): then they fail. `make test` builds the site beside the tests
+    and sets TNB_SITE_STATUS: the tests wait for the build to end."""
     if os.environ.get("TNB_SITE_STATUS"):
         wait_for_site_build(Path(os.environ["TNB_SITE_STATUS"]))
     if not (DOCS / "index.html").exists():

@@ -30,8 +30,9 @@ def heavy_imports(names: list[str]) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def imported_with() -> dict[str, list[str]]:
-    "Every module of the package, then matplotlib.pyplot (which the check must blame), in one interpreter"
-    return heavy_imports(["transformer_nb"] + [f"transformer_nb.{m}" for m in MODULES] + ["matplotlib.pyplot"])
+    """Every module of the package, then matplotlib.pyplot (which the check must blame) and a module imported after it
+    (which it must not), in one interpreter"""
+    return heavy_imports(["transformer_nb"] + [f"transformer_nb.{m}" for m in MODULES] + ["matplotlib.pyplot", "csv"])
 
 
 @pytest.mark.parametrize("module", ["transformer_nb"] + [f"transformer_nb.{m}" for m in MODULES])
@@ -41,8 +42,8 @@ def test_import_needs_only_torch(module, imported_with):
 
 
 def test_the_import_check_sees_a_heavy_import(imported_with):
-    "The check is not vacuous: the import that loads matplotlib is blamed for it."
-    assert imported_with["matplotlib.pyplot"] == ["matplotlib"]
+    "The check is not vacuous: the import that loads matplotlib is blamed for it, and only that one."
+    assert imported_with["matplotlib.pyplot"] == ["matplotlib"] and imported_with["csv"] == []
 
 
 def test_every_notebook_module_is_exported():

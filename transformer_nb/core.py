@@ -230,7 +230,7 @@ def check_mask(
             f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}"
         )
     # broadcasts to exactly scores_shape: from the right, each size is 1 or the same
-    # (what torch.broadcast_shapes would say, in a microsecond instead of fifty)
+    # (torch.broadcast_shapes' verdict, checked below, without its Python overhead)
     m, s = tuple(mask.shape), tuple(scores_shape)
     ok = len(m) <= len(s) and all(a in (1, b) for a, b in zip(m[::-1], s[::-1]))
     if not ok:

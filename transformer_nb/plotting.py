@@ -111,8 +111,8 @@ def _grow_to(fig, least:float, tries:int=6):
         if grow == 1 and out_w < 0.01 and out_h < 0.01: break
         fig.set_size_inches(w * grow + 2 * out_w, h * grow + 2 * out_h)
     else: figure_legibility(fig)  # lay out the last size
-    # The layout is final: showing or saving the figure need not compute it again (about
-    # a second for a figure of many panels).
+    # The layout is final: showing or saving the figure need not compute it again
+    # (a layout engine runs at every draw until it is switched off).
     fig.set_layout_engine("none")
 
 # %% ../nbs/00a_plotting.ipynb #c006
