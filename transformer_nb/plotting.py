@@ -43,10 +43,17 @@ PX_PER_INCH = 100  # CSS px per inch of a figure shown at its natural size
 MIN_CELL_PX = 12  # the smallest heatmap cell, in CSS px at the natural size
 MIN_LABEL_PX = 9  # the smallest text (tick labels, titles, values), in CSS px
 
+def _lay_out(fig):
+    "Place every panel as drawing `fig` would, without drawing it"
+    engine = fig.get_layout_engine()  # none in a heatmap grid: `_place` did it
+    if engine is not None:
+        for _ in range(2): engine.execute(fig)  # a constrained layout settles in two
+    for ax in fig.axes: ax.apply_aspect()  # square cells shrink their panel
+
 def figure_legibility(fig)->dict:
     "Natural size, smallest cell of a map read cell by cell, smallest text: CSS px"
     from matplotlib.text import Text
-    for _ in range(2): fig.draw_without_rendering()  # the layout settles in two
+    _lay_out(fig)
     scale = PX_PER_INCH / fig.dpi
     cells = []
     for ax in fig.axes:
@@ -98,22 +105,61 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
         ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=size,
                 color="white" if dark else "black")
 
-def _grow_to(fig, least:float, tries:int=6):
-    ("Enlarge `fig` until its cells are at least `least` CSS px and no text sticks "
-     "out, then keep that layout")
-    for _ in range(tries):
-        cell = figure_legibility(fig)["cell"]  # lays the figure out
-        w, h = fig.get_size_inches()
-        box = fig.get_tightbbox()  # inches
-        out_w = max(0, -box.x0) + max(0, box.x1 - w)
-        out_h = max(0, -box.y0) + max(0, box.y1 - h)
-        grow = 1.02 * least / cell if cell is not None and cell < least - 0.05 else 1
-        if grow == 1 and out_w < 0.01 and out_h < 0.01: break
-        fig.set_size_inches(w * grow + 2 * out_w, h * grow + 2 * out_h)
-    else: figure_legibility(fig)  # lay out the last size
-    # The layout is final: showing or saving the figure need not compute it again
-    # (a layout engine runs at every draw until it is switched off).
-    fig.set_layout_engine("none")
+def _overhang(ax, renderer, k:float)->tuple:
+    ("How far the labels, ticks and title of `ax` reach past its box: left, bottom, "
+     "right, top")
+    box, tight = ax.get_window_extent(renderer), ax.get_tightbbox(renderer)
+    return tuple(max(0.0, d * k) for d in (box.x0 - tight.x0, box.y0 - tight.y0,
+                                            tight.x1 - box.x1, tight.y1 - box.y1))
+
+def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=10,
+           pad:float=6):
+    ("Put a grid of `panels` (None: an empty place) of `pw` x `ph` CSS px with the "
+     "room their texts measure, the colour bar `cax` right of them; size `fig` to fit")
+    # Text has a fixed size in points, so what sticks out of a panel is measured once,
+    # anywhere, and the grid is laid out around it: no layout engine, no second pass.
+    renderer, k = fig._get_renderer(), PX_PER_INCH / fig.dpi
+    W, H = fig.get_size_inches() * PX_PER_INCH
+    over = {}  # (row, column): left, bottom, right, top, CSS px
+    for i, row in enumerate(panels):
+        for j, ax in enumerate(row):
+            if ax is None: continue
+            ax.set_position((0.1, 0.1, pw / W, ph / H))
+            over[i, j] = _overhang(ax, renderer, k)
+    def most(side, i=None, j=None):
+        "The most that any panel of row i (or column j, or all) needs on one side"
+        return max((o[side] for (a, b), o in over.items()
+                    if i in (None, a) and j in (None, b)), default=0.0)
+    nr, nc = len(panels), len(panels[0])
+    top = pad
+    if suptitle is not None:
+        top += suptitle.get_window_extent(renderer).height * k + pad
+    xs = [pad + most(0, j=0)]  # left edge of each column
+    for j in range(1, nc):
+        xs.append(xs[-1] + pw + most(2, j=j - 1) + most(0, j=j) + gap)
+    ys = [top + most(3, i=0)]  # top edge of each row, down from the figure's top
+    for i in range(1, nr):  # what hangs below a panel meets what stands above the next
+        below = max(over.get((i - 1, j), (0,) * 4)[1] + o[3]
+                    for (a, j), o in over.items() if a == i)
+        ys.append(ys[-1] + ph + below + gap)
+    right = xs[-1] + pw + most(2, j=nc - 1)
+    bottom = max(ys[i] + ph + most(1, i=i) for i in range(nr))
+    if cax is not None:  # 80 % of the grid's height, centred beside it
+        height = 0.8 * (ys[-1] + ph - ys[0])
+        width = min(max(height / 20, 10), 18)
+        cax.set_position((0.1, 0.1, width / W, height / H))
+        x_cb, y_cb = right + gap, 0.5 * (ys[0] + ys[-1] + ph + height)
+        right = x_cb + width + _overhang(cax, renderer, k)[2]
+    if suptitle is not None:
+        right = max(right, suptitle.get_window_extent(renderer).width * k + pad)
+    W, H = right + pad, bottom + pad
+    fig.set_size_inches(W / PX_PER_INCH, H / PX_PER_INCH)
+    for i, j in over:
+        panels[i][j].set_position((xs[j] / W, 1 - (ys[i] + ph) / H, pw / W, ph / H))
+    if cax is not None:
+        cax.set_position((x_cb / W, 1 - y_cb / H, width / W, height / H))
+    if suptitle is not None: suptitle.set(y=1 - pad / H, va="top")
+
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
@@ -195,13 +241,11 @@ def show_heatmaps(
     if annotate:
         chars = max(len(annotate.format(v)) for v in (vmin, vmax, 0.5 * (vmin + vmax)))
         least = max(least, 0.55 * px * chars + 6)
-    # margins, CSS px: tick labels, axis labels, colour bar
+    # the heads of one row wrap into several rows rather than shrink: the room left for
+    # panels once the row labels (left) and the colour bar (right) are in, CSS px
     ylen = max((len(str(t)) for t in yticks), default=0) if yticks is not None else 2
-    xlen = max((len(str(t)) for t in xticks), default=0) if xticks is not None else 2
     left = 0.62 * px * ylen + 40 + (40 if row_titles is not None else 0)
-    bottom, right = 0.62 * px * xlen + 40, 90 if colorbar else 15
-    top = (30 if title else 8) + (22 if col_titles is not None else 0)
-    # the heads of one row wrap into several rows rather than shrink
+    right = 90 if colorbar else 15
     avail = max_width * PX_PER_INCH - left - right
     smallest = k * least if read else 120  # a picture of a matrix: 1.2 inches at least
     if nr == 1 and nc > 1 and nc * (smallest + 12) > avail:
@@ -217,17 +261,14 @@ def show_heatmaps(
         pw, ph = k * cell, q * cell
     else:  # square panels
         pw = ph = max(smallest, min(cell_size * PX_PER_INCH, avail / nc - 12))
-    extra_top = 22 if titles is not None else 0
-    size = [left + right + nc * (pw + 12), top + bottom + nr * (ph + 12 + extra_top)]
-    inches = [s / PX_PER_INCH for s in size]
-    fig, axes = plt.subplots(nr, nc, figsize=inches, squeeze=False, sharex=True,
-                             sharey=True, layout="compressed")
+    fig = plt.figure()  # `_place` gives it its size
+    axes = fig.subplots(nr, nc, squeeze=False, sharex=True, sharey=True)
     norm = LogNorm(vmin, vmax) if log else None
     cm = plt.get_cmap(cmap).with_extremes(bad="#f4f4f4")
     for n, ax in enumerate(axes.flat):
         i, j = divmod(n, nc)
         if n >= len(grid):
-            ax.set_axis_off()
+            ax.remove()
             continue
         im = ax.imshow(grid[n], cmap=cm, norm=norm, vmin=None if log else vmin,
                        vmax=None if log else vmax, interpolation="nearest",
@@ -246,9 +287,11 @@ def show_heatmaps(
             if lab: ax.set_ylabel(lab)
         if titles is not None: ax.set_title(titles[n])
         elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
-    if colorbar: fig.colorbar(im, ax=axes, shrink=0.8)
-    if title: fig.suptitle(title)
-    _grow_to(fig, least)
+    cax = fig.add_axes((0, 0, 0.1, 0.1)) if colorbar else None
+    if colorbar: fig.colorbar(im, cax=cax)
+    panels = [[ax if n < len(grid) else None for n, ax in enumerate(row, i * nc)]
+              for i, row in enumerate(axes)]
+    _place(fig, panels, pw, ph, cax, fig.suptitle(title) if title else None)
     return fig
 
 # %% ../nbs/00a_plotting.ipynb #c009
