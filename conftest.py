@@ -11,11 +11,25 @@ in memory, before nbval runs them, and every output is compared.
 
 
 # The longest jobs first: `make test` runs two workers that each take a whole notebook or
-# test module at a time (--dist loadscope), and a long notebook started last would leave
-# the other worker idle at the end. The rest keep their order.
-SLOW_FIRST = ("nbs/10_training.ipynb", "nbs/11_decoding.ipynb", "nbs/11a_pronouns.ipynb",
-              "tests/test_cli.py", "nbs/10a_distributed.ipynb", "tests/test_browser.py",
-              "nbs/14_cli.ipynb", "tests/test_packaging.py", "tests/test_decoding.py")
+# test module at a time (--dist loadscope, in this order: --no-loadscope-reorder), and a
+# long notebook started last would leave the other worker idle at the end. Worker-seconds
+# of one `make test` run on the 2-core machine; the rest keep their order. The browser
+# test waits for the site's pages, which are built beside pytest in its first 30 s.
+SLOW_FIRST = (
+    "nbs/10_training.ipynb",  # 79 s
+    "tests/test_browser.py",  # 75 s
+    "tests/test_cli.py",  # 32 s
+    "nbs/11_decoding.ipynb",  # 26 s
+    "nbs/11a_pronouns.ipynb",  # 26 s
+    "nbs/10a_distributed.ipynb",  # 25 s
+    "tests/test_explorer.py",  # 22 s
+    "tests/test_compile.py",  # 19 s
+    "nbs/13_benchmark.ipynb",  # 14 s
+    "tests/test_decoding.py",  # 13 s
+    "nbs/00b_diagrams.ipynb",  # 13 s
+    "tests/test_diagrams.py",  # 12 s
+    "nbs/14_cli.ipynb",  # 11 s
+)
 
 
 def pytest_collection_modifyitems(items):

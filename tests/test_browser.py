@@ -261,3 +261,45 @@ def test_figures_are_legible_on_a_phone(phone):
     "At 390 px: see check_figures (a plot wider than the screen scrolls in its box, at its natural size)."
     bad = check_figures(phone)
     assert not bad, "\n".join(bad)
+
+
+EXPLORERS = {"plotting.html": 2, "pronouns.html": 1, "training.html": 1, "decoding.html": 1}
+
+
+def check_explorers(pg) -> None:
+    """The attention explorers of the page (chapter 0a's `attention_explorer`), where EXPLORERS says they are: every
+    view draws; after choosing the first view's last kind (cross-attention on the trained models' pages), layer 0 and
+    head 0, pointing at query 1 shows the weights the page embeds; the page still fits the screen. Runs last on each
+    loaded page, since it changes the view."""
+    import json
+    views = pg.locator(".tnb-explorer")
+    assert views.count() == EXPLORERS.get(pg.name, 0), f"{pg.name}: {views.count()} explorers"
+    if not views.count(): return
+    assert pg.locator(".tnb-explorer[data-tnb-ready]").count() == views.count()
+    assert pg.locator(".tnb-fallback").count() == 0
+    assert pg.locator("style#tnb-explorer-css").count() == 1
+    view = views.first
+    data = json.loads(view.locator("script.tnb-data").text_content())
+    kind = data["kinds"][-1]
+    view.locator("select").nth(0).select_option(label=kind["name"])
+    view.locator("select").nth(1).select_option("0")
+    view.locator("select").nth(2).select_option("0")
+    assert view.locator(".tnb-row").all_inner_texts() == kind["rows"]
+    view.locator(".tnb-row[data-i='1']").click()
+    row = kind["w"][0][0][1]  # layer 0, head 0, query 1
+    shown = [float(t) for t in view.locator(".tnb-readout .tnb-chips .tnb-num").all_inner_texts()]
+    assert shown == [v / 10 ** data["decimals"] for v in row]
+    width = pg.viewport_size["width"]
+    assert pg.evaluate("document.documentElement.scrollWidth") <= width
+    assert not pg.errors, pg.errors
+    assert not pg.outside, pg.outside
+
+
+def test_explorers_work(desk):
+    "At 1280 px: see check_explorers."
+    check_explorers(desk)
+
+
+def test_explorers_work_on_a_phone(phone):
+    "At 390 px: see check_explorers."
+    check_explorers(phone)

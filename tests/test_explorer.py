@@ -5,7 +5,8 @@ what it embeds, and rejects bad input naming the argument. Browser tests (headle
 Debian chromium, pages served from localhost): a page with two views and a page with
 one, at 1280 px and 390 px; choosing and pointing change what is shown, the numbers
 shown are the tensor's, no request leaves localhost, no console error, nothing
-overflows. The last test opens the built site's plotting page. With TNB_SCREENSHOTS=1,
+overflows. The explorers on the built site's pages are checked by test_browser.py, on
+the pages it has loaded anyway (check_explorers). With TNB_SCREENSHOTS=1,
 screenshots go to artifacts/explorer/ (gitignored)."""
 import json, os, re, shutil
 from html.parser import HTMLParser
@@ -337,38 +338,3 @@ def test_browser_a_view_alone_on_its_page_works(browser, site, maps):
     assert shown(view, where) == rounded(maps["long"][1, 0, :, 3])
     assert not pg.errors and not pg.outside
     pg.context.close()
-
-
-EXPLORER_PAGES = ["plotting.html", "pronouns.html", "training.html", "decoding.html"]
-
-
-@pytest.mark.parametrize("width", [1280, 390])
-@pytest.mark.parametrize("page", EXPLORER_PAGES)
-def test_browser_explorer_on_the_built_site(browser, docs, page, width):
-    """The built site's pages with explorers: every view draws, and after choosing the last kind (cross-attention on
-    the trained models' pages), layer 0 and head 0, pointing at a query shows the weights the page embeds; the page
-    fits the screen and asks nothing of the network."""
-    httpd, url = serve(docs)
-    try:
-        pg = open_page(browser, f"{url}/{page}", width)
-        views = pg.locator(".tnb-explorer")
-        assert views.count() >= (2 if page == "plotting.html" else 1)
-        assert pg.locator(".tnb-explorer[data-tnb-ready]").count() == views.count()
-        assert pg.locator(".tnb-fallback").count() == 0
-        assert pg.locator("style#tnb-explorer-css").count() == 1
-        view = views.first
-        data = json.loads(view.locator("script.tnb-data").text_content())
-        kind = data["kinds"][-1]
-        view.locator("select").nth(0).select_option(label=kind["name"])
-        view.locator("select").nth(1).select_option("0")
-        view.locator("select").nth(2).select_option("0")
-        assert view.locator(".tnb-row").all_inner_texts() == kind["rows"]
-        view.locator(".tnb-row[data-i='1']").click()
-        row = kind["w"][0][0][1]  # layer 0, head 0, query 1
-        assert shown(view) == [v / 10 ** data["decimals"] for v in row]
-        assert pg.evaluate("document.documentElement.scrollWidth") <= width
-        assert not pg.errors, pg.errors
-        assert not pg.outside, pg.outside
-        pg.context.close()
-    finally:
-        httpd.shutdown()

@@ -73,7 +73,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # One pytest run on two workers: unit tests, the site and browser checks, and nbval, which executes every notebook
 # once and compares each cell's output with the stored one (a notebook's cells stay together: --dist loadscope).
 rc=0
-stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -n 2 --dist loadscope \
+stage "pytest + nbval"       $BIN/python -m pytest -p no:cacheprovider tests nbs --nbval -q -n 2 --dist loadscope --no-loadscope-reorder \
                              --durations=15 ${TNB_JUNIT:+--junitxml=$TNB_JUNIT} \
                              -o console_output_style=classic || rc=$?
 echo; echo "=== the site's pages, built beside pytest"
