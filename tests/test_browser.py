@@ -72,21 +72,35 @@ def loaded(server, browser, name, width, height):
     return ctx, pg
 
 
-def each_page(name: str, width: int, height: int):
-    """A module-scoped fixture, parametrised over every page of the site: the page loaded once at this viewport, for
-    the tests that only read it. Module scope makes pytest run the tests of one page together (a fresh context per
-    page keeps the pages apart)."""
-    @pytest.fixture(scope="module", params=all_pages(), name=name)
-    def loaded_page(request, server, browser):
-        ctx, pg = loaded(server, browser, request.param, width, height)
-        pg.name = request.param
-        yield pg
-        ctx.close()
-    return loaded_page
+@pytest.fixture(scope="module", params=all_pages())
+def loaded_page(request, server, browser):
+    """Every page of the site, loaded once (at 1280 px) for the tests that read it; module scope makes pytest run the
+    tests of one page together, and a fresh context per page keeps the pages apart."""
+    ctx, pg = loaded(server, browser, request.param, 1280, 900)
+    pg.name = request.param
+    yield pg
+    ctx.close()
 
 
-desk = each_page("desk", 1280, 900)    # a desktop's width
-phone = each_page("phone", 390, 844)   # a phone's
+def at_width(pg, width: int, height: int):
+    """The loaded page at this viewport. Resizing runs what a narrower screen runs (media queries, and the site's
+    script listens for them: margin notes move, the sidebar folds), without loading the page again."""
+    if pg.viewport_size != {"width": width, "height": height}:
+        pg.set_viewport_size({"width": width, "height": height})
+        pg.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    return pg
+
+
+@pytest.fixture
+def desk(loaded_page):
+    "The page on a desktop's screen"
+    return at_width(loaded_page, 1280, 900)
+
+
+@pytest.fixture
+def phone(loaded_page):
+    "The page on a phone's"
+    return at_width(loaded_page, 390, 844)
 
 
 def visible_text_outside_code(pg) -> str:
