@@ -228,6 +228,16 @@ def _worker(rank, world_size, port, fn, args, results, timeout):
     results.put(buf.getvalue())
     if dist.is_initialized(): dist.destroy_process_group()
 
+def _context():
+    ("A fork server where the platform has one: it imports torch once and forks every "
+     "process from itself; `spawn` elsewhere (Windows), which imports torch in each")
+    mp = torch.multiprocessing
+    if "forkserver" not in mp.get_all_start_methods(): return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    # torch only: each process imports the package itself, so an edited module counts
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo"])
+    return ctx
+
 def spawn(
     fn:Callable,  # an importable function, run as fn(*args) in every process
     world_size:int,  # number of processes
@@ -253,7 +263,7 @@ def spawn(
         what fn returned, by rank
     """
     check_int(world_size, "world_size")
-    ctx = torch.multiprocessing.get_context("spawn")
+    ctx = _context()
     results, port = ctx.Queue(), _free_port()
     procs = [ctx.Process(target=_worker, daemon=True,
                          args=(r, world_size, port, fn, args, results, timeout))
