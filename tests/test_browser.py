@@ -3,7 +3,7 @@
 Each page must load with its title, its maths typeset by the local KaTeX (no raw TeX left visible), its plots
 decoded with a non-zero size, no console error, and no request leaving localhost. Screenshots of every page are
 saved in artifacts/screenshots/ (CI keeps them as artifacts)."""
-import os, re, shutil
+import json, os, re, shutil
 from urllib.parse import urlparse
 import pytest
 from conftest import ROOT, chapter_pages, all_pages, serve
@@ -285,7 +285,6 @@ def check_explorers(pg) -> None:
     view draws; after choosing the first view's last kind (cross-attention on the trained models' pages), layer 0 and
     head 0, pointing at query 1 shows the weights the page embeds; the page still fits the screen. Runs last on each
     loaded page, since it changes the view."""
-    import json
     views = pg.locator(".tnb-explorer")
     assert views.count() == EXPLORERS.get(pg.name, 0), f"{pg.name}: {views.count()} explorers"
     if not views.count(): return

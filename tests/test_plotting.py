@@ -40,8 +40,15 @@ def panels_square(fig) -> bool:
     return True
 
 
-CASES = [  # (H, T, S): one head of a few tokens up to many heads of many tokens
-    (1, 3, 4), (8, 11, 11), (4, 11, 24), (2, 60, 40)]
+def overlapping(fig) -> list:
+    "Pairs of panels (colour bar included) whose boxes, with their labels, ticks and titles, overlap"
+    fig.draw_without_rendering()  # positions and sizes, without painting pixels
+    boxes = [ax.get_tightbbox() for ax in fig.axes]
+    return [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+
+
+CASES = [  # (H, T, S): one head of a few tokens up to many heads of many tokens; 5 heads leave an empty place
+    (1, 3, 4), (8, 11, 11), (4, 11, 24), (2, 60, 40), (5, 7, 9)]
 
 
 @pytest.mark.parametrize("H, T, S", CASES)
@@ -52,6 +59,7 @@ def test_attention_cells_and_labels_are_legible_at_the_natural_size(H, T, S):
     assert m["cell"] >= MIN_CELL_PX - 0.1, m
     assert m["label"] >= MIN_LABEL_PX, m
     assert panels_square(fig)
+    assert not overlapping(fig)
     box, (w, h) = fig.get_tightbbox(), fig.get_size_inches()  # no text cut off at the edges
     assert box.x0 >= -0.01 and box.y0 >= -0.01 and box.x1 <= w + 0.01 and box.y1 <= h + 0.01, (box, w, h)
     leg = figure_legibility(fig)
@@ -70,6 +78,7 @@ def test_heads_wrap_into_rows_that_fit_the_text_column():
 def test_a_layer_by_head_grid_and_small_label_sizes_stay_legible():
     fig = show_attention_grid(torch.rand(2, 4, 11, 24).softmax(-1), words(11), words(24), cell_size=1.6)
     m = measured(fig)
+    assert not overlapping(fig)
     box, (w, _) = fig.get_tightbbox(), fig.get_size_inches()  # the row titles are not cut off
     assert box.x0 >= -0.01 and box.x1 <= w + 0.01, (box, w)
     assert m["cell"] >= MIN_CELL_PX - 0.1 and m["label"] >= MIN_LABEL_PX
