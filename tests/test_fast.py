@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_nb.core import drop_mask, dropout, Dropout, compare_modules
+from transformer_nb.core import drop_mask, dropout, Dropout, compare_modules, recompute_saved
 from transformer_nb.attention import is_causal, fused_attention as attention
 from transformer_nb.multihead import fused_projection
 from transformer_nb.multihead import MultiHeadAttention
@@ -135,6 +135,85 @@ def test_fast_path_keeps_less_for_backward():
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): mha(x, x, x, causal_mask(64), need_weights=nw)
         return sum(sizes.values())
     assert saved(False) < 0.8 * saved(True)
+
+
+def _saved_bytes(fn):
+    "Bytes of the distinct storages autograd keeps while fn() runs"
+    sizes = {}
+    def pack(t): sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes(); return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): fn()
+    return sum(sizes.values())
+
+
+def _norm_then_linear(recompute, x, norm, lin, grad_of=None, create_graph=False):
+    "Gradients of lin(norm(x)).tanh().sum(), the norm's output kept or computed again"
+    h = norm(x)
+    if recompute:
+        with recompute_saved(h, lambda: norm(x)): y = lin(h.view(-1, h.shape[-1])).tanh().sum()
+    else: y = lin(h.view(-1, h.shape[-1])).tanh().sum()
+    return torch.autograd.grad(y, grad_of or (x, norm.weight, norm.bias, lin.weight), create_graph=create_graph)
+
+
+def test_recompute_saved_keeps_less_and_gives_the_same_gradients():
+    torch.manual_seed(0)
+    norm, lin = nn.LayerNorm(D), nn.Linear(D, D)
+    x = torch.randn(B, 128, D, requires_grad=True)
+    grads = {r: _norm_then_linear(r, x, norm, lin) for r in (False, True)}
+    for a, b in zip(grads[False], grads[True]): assert torch.equal(a, b)
+    kept, recomputed = (_saved_bytes(lambda r=r: _norm_then_linear(r, x, norm, lin)) for r in (False, True))
+    # the view of h that the linear layer keeps is not kept: one (B, T, D) tensor less
+    assert kept - recomputed == B * 128 * D * 4
+
+
+def test_recompute_saved_second_order_gradients_and_checkpointing():
+    "create_graph=True rebuilds the norm's graph; under activation checkpointing the hooks compose"
+    torch.manual_seed(0)
+    norm, lin = nn.LayerNorm(D), nn.Linear(D, D)
+    x = torch.randn(B, 5, D, requires_grad=True)
+    def second(r):
+        g, = _norm_then_linear(r, x, norm, lin, grad_of=(x,), create_graph=True)
+        return torch.autograd.grad(g.square().sum(), (x, norm.weight, lin.weight))
+    for a, b in zip(second(False), second(True)): assert torch.equal(a, b)
+    from torch.utils.checkpoint import checkpoint
+    def checkpointed(r):
+        def inner(x):
+            h = norm(x)
+            if not r: return lin(h).tanh()
+            with recompute_saved(h, lambda: norm(x)): return lin(h).tanh()
+        return torch.autograd.grad(checkpoint(inner, x, use_reentrant=False).sum(), (x, lin.weight))
+    for a, b in zip(checkpointed(False), checkpointed(True)): assert torch.equal(a, b)
+
+
+def test_recompute_saved_steps_aside_without_gradients():
+    h = torch.randn(3, 4, requires_grad=True)
+    top = torch._C._autograd._top_saved_tensors_default_hooks
+    with recompute_saved(h, lambda: h): assert top(False) is not None
+    with torch.no_grad(), recompute_saved(h, lambda: h): assert top(False) is None
+    with recompute_saved(h.detach(), lambda: h): assert top(False) is None
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer])
+def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
+    "Pre-LN layers keep x instead of norm(x): the same gradients, bit for bit, and less kept; post-LN has nothing to recompute"
+    torch.manual_seed(0)
+    layer = cls(D, H, 96, dropout=0.0, norm_first=norm_first)
+    x = torch.randn(B, T, D, requires_grad=True)
+    args = (x,) if cls is EncoderLayer else (x, torch.randn(B, S, D))
+    grads, kept = {}, {}
+    for r in (False, True):
+        layer.recompute_norm = r
+        run = lambda: layer(*args, need_weights=False)[0].tanh().sum().backward()
+        kept[r] = _saved_bytes(run)
+        layer.zero_grad(set_to_none=True); x.grad = None
+        run()
+        grads[r] = [x.grad] + [p.grad for p in layer.parameters()]
+        layer.zero_grad(set_to_none=True); x.grad = None
+    for a, b in zip(grads[False], grads[True]): assert torch.equal(a, b)
+    sublayers = 2 if cls is EncoderLayer else 3
+    # one (B, T, D) float tensor less per sublayer in pre-LN
+    assert kept[False] - kept[True] == (sublayers * B * T * D * 4 if norm_first else 0)
+    assert cls.recompute_norm is True      # the default
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -6,14 +6,14 @@
 from __future__ import annotations
 import logging, math, sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout', 'compare_modules']
+           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout', 'recompute_saved', 'compare_modules']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -306,6 +306,45 @@ class Dropout(nn.Dropout):
     def forward(self, x:Tensor)->Tensor:
         """`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"""
         return dropout(x, self.p, self.training)
+
+# %% ../nbs/00_core.ipynb #k010
+@contextmanager
+def recompute_saved(
+    t:Tensor,  # a tensor that is cheap to compute again
+    fn,  # fn() computes t again: the same values, in the same layout
+)->Iterator[None]:
+    """Inside this `with` block, autograd keeps `fn` instead of `t` (or its views) for backward
+
+    Parameters
+    ----------
+    t : Tensor
+        a tensor that is cheap to compute again
+    fn
+        fn() computes t again: the same values, in the same layout
+    """
+    if (
+        not (torch.is_grad_enabled() and t.requires_grad)
+        or torch.compiler.is_compiling()
+    ):
+        yield; return
+    ptr = t.untyped_storage().data_ptr()
+    # the hooks already in force, e.g. a measurement of what is saved: ours pass the
+    # other tensors on to them
+    outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
+    def pack(s:Tensor):
+        # a view of t: keep where it sits in t, not its values
+        if s.untyped_storage().data_ptr() == ptr:
+            return _Recompute(s.shape, s.stride(), s.storage_offset())
+        return s if outer is None else (outer[1], outer[0](s))
+    def unpack(saved):
+        # grad mode is on here only for create_graph=True: then t's graph is built again
+        if isinstance(saved, _Recompute): return fn().as_strided(*saved)
+        return saved if outer is None else saved[0](saved[1])
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack): yield
+
+class _Recompute(NamedTuple):
+    "Where a saved view sits in the tensor that `recompute_saved` computes again"
+    shape: torch.Size; stride: tuple; offset: int
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(

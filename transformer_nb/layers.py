@@ -4,10 +4,11 @@
 
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
+import torch
 from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
-from .core import Dropout
+from .core import Dropout, recompute_saved
 from .multihead import (
     MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights)
 from .ffn import PositionwiseFeedForward
@@ -31,6 +32,16 @@ def _rename_old_norms(state_dict:dict, prefix:str):
     for k in [k for k in state_dict if k.startswith(old)]:
         i, _, rest = k[len(old):].partition(".norm.")
         state_dict[f"{prefix}norm{int(i) + 1}.{rest}"] = state_dict.pop(k)
+
+# %% ../nbs/06_layers.ipynb #r002
+def _connect(layer, x:Tensor, sublayer, norm:nn.Module)->Tensor:
+    ("Chapter 5's `residual` with the layer's dropout and placement; in pre-LN, "
+     "autograd keeps x instead of norm(x) and computes norm(x) again for backward")
+    if layer.norm_first and layer.recompute_norm and not torch.compiler.is_compiling():
+        inner = sublayer
+        def sublayer(h):
+            with recompute_saved(h, lambda: norm(x)): return inner(h)
+    return residual(x, sublayer, norm, layer.dropout, layer.norm_first)
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(nn.Module):
@@ -113,8 +124,11 @@ class EncoderLayer(nn.Module):
         x = self._residual(x, self.ffn, self.norm2)               # (B, S, d_model)
         return x, weights["self"]
 
+    # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
+    recompute_norm = True
+
     def _residual(self, x, sublayer, norm):
-        return residual(x, sublayer, norm, self.dropout, self.norm_first)
+        return _connect(self, x, sublayer, norm)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         _rename_old_norms(state_dict, prefix)   # checkpoints from before the renaming
@@ -226,8 +240,11 @@ class DecoderLayer(nn.Module):
         y = self._residual(y, self.ffn, self.norm3)                # (B, T, d_model)
         return y, weights["self"], weights["cross"]
 
+    # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
+    recompute_norm = True
+
     def _residual(self, x, sublayer, norm):
-        return residual(x, sublayer, norm, self.dropout, self.norm_first)
+        return _connect(self, x, sublayer, norm)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         _rename_old_norms(state_dict, prefix)   # checkpoints from before the renaming
