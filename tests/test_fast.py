@@ -192,6 +192,18 @@ def test_recompute_saved_steps_aside_without_gradients():
     with recompute_saved(h.detach(), lambda: h): assert top(False) is None
 
 
+def test_pre_ln_layer_under_torch_func_grad():
+    "torch.func's transforms wrap tensors that saved-tensor hooks cannot read: the recomputation steps aside"
+    from torch.func import grad, functional_call
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, 32, dropout=0.0)
+    x = torch.randn(2, 3, 16)
+    loss = lambda p: functional_call(layer, p, (x,), {"need_weights": False})[0].square().sum()
+    g = grad(loss)(dict(layer.named_parameters()))
+    layer(x, need_weights=False)[0].square().sum().backward()
+    for k, p in layer.named_parameters(): torch.testing.assert_close(g[k], p.grad)
+
+
 @pytest.mark.parametrize("norm_first", [True, False])
 @pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer])
 def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):

@@ -298,8 +298,8 @@ def dropout(
     if not training or p == 0.0: return x
     if p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p, training)             # a compiler makes its own mask
-    keep = x * (1.0 / (1.0 - p))
-    return keep.masked_fill(drop_mask(x.shape, p, x.device), 0.0)  # backward: bool mask
+    # one pass each way (masked_fill takes two); backward keeps the boolean mask
+    return torch.where(drop_mask(x.shape, p, x.device), 0.0, x * (1.0 / (1.0 - p)))
 
 class Dropout(nn.Dropout):
     "`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"
@@ -322,9 +322,12 @@ def recompute_saved(
     fn
         fn() computes t again: the same values, in the same layout
     """
+    # no backward to serve; a compiler plans its own recomputation; torch.func's
+    # transforms wrap tensors in a way these hooks cannot see through
     if (
         not (torch.is_grad_enabled() and t.requires_grad)
         or torch.compiler.is_compiling()
+        or torch._C._are_functorch_transforms_active()
     ):
         yield; return
     ptr = t.untyped_storage().data_ptr()
