@@ -10,7 +10,7 @@ from transformer_nb.core import drop_mask, dropout, Dropout, compare_modules, re
 from transformer_nb.attention import is_causal, fused_attention as attention
 from transformer_nb.multihead import fused_projection
 from transformer_nb.multihead import MultiHeadAttention
-from transformer_nb.layers import EncoderLayer, DecoderLayer
+from transformer_nb.layers import EncoderLayer, DecoderLayer, RECOMPUTE_MIN_BYTES
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import causal_mask
 from transformer_nb.book import benchmark, measure
@@ -197,7 +197,7 @@ def test_pre_ln_layer_under_torch_func_grad():
     from torch.func import grad, functional_call
     torch.manual_seed(0)
     layer = EncoderLayer(16, 2, 32, dropout=0.0)
-    x = torch.randn(2, 3, 16)
+    x = torch.randn(2, RECOMPUTE_MIN_BYTES // (2 * 16 * 4), 16)     # large enough to recompute
     loss = lambda p: functional_call(layer, p, (x,), {"need_weights": False})[0].square().sum()
     g = grad(loss)(dict(layer.named_parameters()))
     layer(x, need_weights=False)[0].square().sum().backward()
@@ -210,7 +210,8 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     "Pre-LN layers keep x instead of norm(x): the same gradients, bit for bit, and less kept; post-LN has nothing to recompute"
     torch.manual_seed(0)
     layer = cls(D, H, 96, dropout=0.0, norm_first=norm_first)
-    x = torch.randn(B, T, D, requires_grad=True)
+    L = RECOMPUTE_MIN_BYTES // (B * D * 4) + 1          # just above the size where it starts
+    x = torch.randn(B, L, D, requires_grad=True)
     args = (x,) if cls is EncoderLayer else (x, torch.randn(B, S, D))
     grads, kept = {}, {}
     for r in (False, True):
@@ -224,8 +225,17 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     for a, b in zip(grads[False], grads[True]): assert torch.equal(a, b)
     sublayers = 2 if cls is EncoderLayer else 3
     # one (B, T, D) float tensor less per sublayer in pre-LN
-    assert kept[False] - kept[True] == (sublayers * B * T * D * 4 if norm_first else 0)
+    assert kept[False] - kept[True] == (sublayers * B * L * D * 4 if norm_first else 0)
     assert cls.recompute_norm is True      # the default
+    # below RECOMPUTE_MIN_BYTES the layer keeps norm(x): nothing recomputed
+    small = torch.randn(B, T, D, requires_grad=True)
+    args = (small,) if cls is EncoderLayer else (small, torch.randn(B, S, D))
+    assert B * T * D * 4 < RECOMPUTE_MIN_BYTES
+    kept_small = []
+    for r in (False, True):
+        layer.recompute_norm = r
+        kept_small.append(_saved_bytes(lambda: layer(*args, need_weights=False)[0].sum().backward()))
+    assert kept_small[0] == kept_small[1]
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
