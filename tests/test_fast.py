@@ -184,6 +184,19 @@ def test_recompute_saved_second_order_gradients_and_checkpointing():
     for a, b in zip(checkpointed(False), checkpointed(True)): assert torch.equal(a, b)
 
 
+def test_recompute_saved_of_a_view_with_an_offset():
+    "t a view at offset 16 of its storage, fn() a fresh tensor at offset 0: the saved view of t is found by its place in t"
+    torch.manual_seed(0)
+    x, w = torch.randn(6, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+    def grads(r):
+        t = (x * 2)[2:]                              # storage offset 16
+        if r:
+            with recompute_saved(t, lambda: (x * 2)[2:].clone()): y = (t[1:] @ w).tanh().sum()
+        else: y = (t[1:] @ w).tanh().sum()
+        return torch.autograd.grad(y, (x, w))
+    for a, b in zip(grads(False), grads(True)): assert torch.equal(a, b)
+
+
 def test_recompute_saved_steps_aside_without_gradients():
     h = torch.randn(3, 4, requires_grad=True)
     top = torch._C._autograd._top_saved_tensors_default_hooks

@@ -311,7 +311,7 @@ class Dropout(nn.Dropout):
 @contextmanager
 def recompute_saved(
     t:Tensor,  # a tensor that is cheap to compute again
-    fn,  # fn() computes t again: the same values, in the same layout
+    fn,  # fn() computes t again: the same values, shape and strides
 )->Iterator[None]:
     """Inside this `with` block, autograd keeps `fn` instead of `t` (or its views) for backward
 
@@ -320,7 +320,7 @@ def recompute_saved(
     t : Tensor
         a tensor that is cheap to compute again
     fn
-        fn() computes t again: the same values, in the same layout
+        fn() computes t again: the same values, shape and strides
     """
     # no backward to serve; a compiler plans its own recomputation; torch.func's
     # transforms wrap tensors in a way these hooks cannot see through
@@ -337,16 +337,22 @@ def recompute_saved(
     def pack(s:Tensor):
         # a view of t: keep where it sits in t, not its values
         if s.untyped_storage().data_ptr() == ptr:
-            return _Recompute(s.shape, s.stride(), s.storage_offset())
+            return _Recompute(
+                s.shape, s.stride(), s.storage_offset() - t.storage_offset()
+            )
         return s if outer is None else (outer[1], outer[0](s))
     def unpack(saved):
         # grad mode is on here only for create_graph=True: then t's graph is built again
-        if isinstance(saved, _Recompute): return fn().as_strided(*saved)
+        if isinstance(saved, _Recompute):
+            again = fn()
+            return again.as_strided(saved.shape, saved.stride,
+                                    again.storage_offset() + saved.offset)
         return saved if outer is None else saved[0](saved[1])
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack): yield
 
 class _Recompute(NamedTuple):
-    "Where a saved view sits in the tensor that `recompute_saved` computes again"
+    ("Where a saved view sits, relative to the tensor that `recompute_saved` computes "
+     "again")
     shape: torch.Size; stride: tuple; offset: int
 
 # %% ../nbs/00_core.ipynb #k006
