@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_nb.core import drop_mask, dropout, Dropout, compare_modules, recompute_saved
+from transformer_nb.core import (drop_mask, dropout, Dropout, compare_modules, recompute_saved,
+                                 saved_for_backward)
 from transformer_nb.attention import is_causal, fused_attention as attention
 from transformer_nb.multihead import fused_projection
 from transformer_nb.multihead import MultiHeadAttention
@@ -129,20 +130,8 @@ def test_fast_path_keeps_less_for_backward():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D, H)
     x = torch.randn(B, 64, D, requires_grad=True)
-    def saved(nw):
-        sizes = {}
-        def pack(t): sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes(); return t
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): mha(x, x, x, causal_mask(64), need_weights=nw)
-        return sum(sizes.values())
+    saved = lambda nw: saved_for_backward(lambda: mha(x, x, x, causal_mask(64), need_weights=nw))
     assert saved(False) < 0.8 * saved(True)
-
-
-def _saved_bytes(fn):
-    "Bytes of the distinct storages autograd keeps while fn() runs"
-    sizes = {}
-    def pack(t): sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes(); return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): fn()
-    return sum(sizes.values())
 
 
 def _norm_then_linear(recompute, x, norm, lin, grad_of=None, create_graph=False):
@@ -160,9 +149,9 @@ def test_recompute_saved_keeps_less_and_gives_the_same_gradients():
     x = torch.randn(B, 128, D, requires_grad=True)
     grads = {r: _norm_then_linear(r, x, norm, lin) for r in (False, True)}
     for a, b in zip(grads[False], grads[True]): assert torch.equal(a, b)
-    kept, recomputed = (_saved_bytes(lambda r=r: _norm_then_linear(r, x, norm, lin)) for r in (False, True))
+    kept, recomputed = (saved_for_backward(lambda r=r: _norm_then_linear(r, x, norm, lin)) for r in (False, True))
     # the view of h that the linear layer keeps is not kept: one (B, T, D) tensor less
-    assert kept - recomputed == B * 128 * D * 4
+    assert kept - recomputed == B * 128 * D * 4 / 2**20
 
 
 def test_recompute_saved_second_order_gradients_and_checkpointing():
@@ -230,7 +219,7 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     for r in (False, True):
         layer.recompute_norm = r
         run = lambda: layer(*args, need_weights=False)[0].tanh().sum().backward()
-        kept[r] = _saved_bytes(run)
+        kept[r] = saved_for_backward(run)
         layer.zero_grad(set_to_none=True); x.grad = None
         run()
         grads[r] = [x.grad] + [p.grad for p in layer.parameters()]
@@ -238,7 +227,7 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     for a, b in zip(grads[False], grads[True]): assert torch.equal(a, b)
     sublayers = 2 if cls is EncoderLayer else 3
     # one (B, T, D) float tensor less per sublayer in pre-LN
-    assert kept[False] - kept[True] == (sublayers * B * L * D * 4 if norm_first else 0)
+    assert kept[False] - kept[True] == (sublayers * B * L * D * 4 / 2**20 if norm_first else 0)
     assert cls.recompute_norm is True      # the default
     # below RECOMPUTE_MIN_BYTES the layer keeps norm(x): nothing recomputed
     small = torch.randn(B, T, D, requires_grad=True)
@@ -247,7 +236,7 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     kept_small = []
     for r in (False, True):
         layer.recompute_norm = r
-        kept_small.append(_saved_bytes(lambda: layer(*args, need_weights=False)[0].sum().backward()))
+        kept_small.append(saved_for_backward(lambda: layer(*args, need_weights=False)[0].sum().backward()))
     assert kept_small[0] == kept_small[1]
 
 
@@ -397,7 +386,7 @@ def test_saved_for_backward_counts_what_autograd_keeps():
     w = torch.randn(256, 256, requires_grad=True)
     x = torch.randn(1000, 256)
     def step(): (x @ w).sum().backward()
-    assert benchmark.saved_for_backward(step) == pytest.approx(1000 * 256 * 4 / 2**20)   # x is kept for w's gradient
+    assert saved_for_backward(step) == pytest.approx(1000 * 256 * 4 / 2**20)   # x is kept for w's gradient
 
 
 def test_committed_results_are_complete():

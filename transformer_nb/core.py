@@ -13,7 +13,8 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout', 'recompute_saved', 'compare_modules']
+           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout', 'saved_for_backward', 'recompute_saved',
+           'compare_modules']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -306,6 +307,28 @@ class Dropout(nn.Dropout):
     def forward(self, x:Tensor)->Tensor:
         """`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"""
         return dropout(x, self.p, self.training)
+
+# %% ../nbs/00_core.ipynb #k009a
+def saved_for_backward(
+    step,  # a function whose forward pass runs once here (its backward may run too)
+)->float:  # MB
+    """MB of the distinct storages that autograd keeps from the forward pass for the backward pass, in one call of `step`
+
+    Parameters
+    ----------
+    step
+        a function whose forward pass runs once here (its backward may run too)
+
+    Returns
+    -------
+    float
+        MB
+    """
+    storages = {}
+    def pack(t):
+        s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): step()
+    return sum(storages.values()) / 2**20
 
 # %% ../nbs/00_core.ipynb #k010
 @contextmanager

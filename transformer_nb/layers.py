@@ -35,9 +35,8 @@ def _rename_old_norms(state_dict:dict, prefix:str):
         state_dict[f"{prefix}norm{int(i) + 1}.{rest}"] = state_dict.pop(k)
 
 # %% ../nbs/06_layers.ipynb #r002
-# below this size (256 kB) recomputing saves little memory for its Python bookkeeping:
-# chapter 10's copy model (100 kB per tensor) trained 100 steps in 2.99 s with it, 2.60
-# s without (medians of 8, one thread)
+# below this size (256 kB) recomputing saves little memory for its Python bookkeeping,
+# which chapter 10's small models (about 100 kB per tensor) would pay at every step
 RECOMPUTE_MIN_BYTES = 2**18
 
 def _connect(layer, x:Tensor, sublayer, norm:nn.Module)->Tensor:

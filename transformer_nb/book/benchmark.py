@@ -8,6 +8,7 @@ import ctypes, json, platform, re, subprocess, sys, time
 from dataclasses import replace
 from pathlib import Path
 import torch
+from ..core import saved_for_backward
 from ..decoding import greedy_search
 from transformer_nb.book.measure import (
     IMPLEMENTATIONS,
@@ -22,9 +23,9 @@ from transformer_nb.book.measure import (
 from ..plotting import pyplot
 
 # %% auto #0
-__all__ = ['peak_memory', 'saved_for_backward', 'release_freed_memory', 'step_flops', 'matmul_peak', 'bench_training',
-           'bench_bf16', 'bench_memory', 'bench_forward', 'bench_decoding', 'run_benchmark', 'summary', 'spread',
-           'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread']
+__all__ = ['peak_memory', 'release_freed_memory', 'step_flops', 'matmul_peak', 'bench_training', 'bench_bf16', 'bench_memory',
+           'bench_forward', 'bench_decoding', 'run_benchmark', 'summary', 'spread', 'save_results', 'load_results',
+           'show_benchmark', 'met', 'show_spread']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -58,27 +59,6 @@ def peak_memory(
     Path("/proc/self/clear_refs").write_text("5")
     base, _ = _rss(); step(); _, peak = _rss()
     return (peak - base) / 2**20
-
-def saved_for_backward(
-    step,  # a `training_step`: its forward pass runs once here
-)->float:  # MB
-    """MB of tensors autograd keeps from the forward pass for the backward pass, in one call of `step`
-
-    Parameters
-    ----------
-    step
-        a `training_step`: its forward pass runs once here
-
-    Returns
-    -------
-    float
-        MB
-    """
-    storages = {}
-    def pack(t):
-        s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): step()
-    return sum(storages.values()) / 2**20
 
 def release_freed_memory()->None:
     ("Make glibc return every freed block of 64 kB or more to the system, so that "
