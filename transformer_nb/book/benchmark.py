@@ -809,6 +809,13 @@ def show_spread(
     ax.set_yticks(range(len(names)), [n.replace(" tokens/s", "") for n in names],
                   fontsize=8)
     ax.invert_yaxis(); ax.set_xscale("log")
+    # ticks a reader can read off, within the ratios' range
+    low = min(lo for lo, hi in ranges.values())
+    high = max(hi for lo, hi in ranges.values())
+    ticks = [x for x in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10)
+             if low / 1.2 <= x <= high * 1.2]
+    ax.set_xticks(ticks, [f"{x:g}×" for x in ticks], fontsize=8)
+    ax.xaxis.set_minor_formatter("")
     ax.axvline(1, color="#999999", lw=0.8)
     ax.set_xlabel("ratio, log scale (bar: lowest to highest run; |: the target)",
                   fontsize=8)
@@ -854,7 +861,7 @@ def ladder_ratios(
 def show_ladder(
     runs:list[dict],  # results of run_benchmark (one or more runs)
 )->object:  # the matplotlib Figure
-    """One panel per setting: each rung's training speed relative to the readable path, median and range over the runs, with torch.nn as a dashed line
+    """One panel per setting, one above the other: each rung's training speed relative to the readable path, median and range over the runs, with torch.nn dashed
 
     Parameters
     ----------
@@ -869,10 +876,13 @@ def show_ladder(
     import statistics
     plt = pyplot()
     keys = list(runs[0]["ladder"])
-    fig, axs = plt.subplots(1, len(keys), figsize=(8.5, 4.2), sharey=True,
-                            squeeze=False)
-    for ax, key in zip(axs[0], keys):
-        per_run = [ladder_ratios(r, key) for r in runs]
+    # one column: the page's width
+    fig, axs = plt.subplots(len(keys), 1, figsize=(6.2, 0.6 + 3.3 * len(keys)),
+                            sharex=True, squeeze=False)
+    ratios = {key: [ladder_ratios(r, key) for r in runs] for key in keys}
+    right = max(v for rs in ratios.values() for r in rs for v in r.values()) + 0.75
+    for ax, key in zip(axs[:, 0], keys):
+        per_run = ratios[key]
         names = [n for n in per_run[0] if n != "torch"
                  and all(n in r for r in per_run)]
         for i, n in enumerate(names):
@@ -887,24 +897,29 @@ def show_ladder(
             if 0 < i < len(RUNGS):  # the rung's own gain over the one before it
                 gains = [r[n] / r[names[i - 1]] for r in per_run]
                 step = f"  (×{statistics.median(gains):.2f})"
-            ax.text(max(vals) * 1.04, i, f"{mid:.2f}{step}", va="center", fontsize=8)
+            if i == 0:  # inside its bar, clear of torch's line
+                ax.text(mid - 0.04, i, f"{mid:.2f}", va="center", ha="right",
+                        color="white", fontsize=9)
+            else:
+                ax.text(max(vals) + 0.03, i, f"{mid:.2f}{step}", va="center",
+                        fontsize=9)
         torch_mid = statistics.median(r["torch"] for r in per_run)
         ax.axvline(torch_mid, color="#d08c2e", ls="--", lw=1.5)
-        ax.text(torch_mid, -0.75, " torch.nn", color="#d08c2e", fontsize=8,
-                va="center")
-        ax.axvline(1, color="#999999", lw=0.8)
+        ax.text(torch_mid, -0.8, f" torch.nn {torch_mid:.2f}", color="#b06c0e",
+                fontsize=9, va="center")
         ax.set_yticks(range(len(names)), [
             {"compiled": "top, torch.compile", "bfloat16": "top, bfloat16 autocast"
              }.get(n, n) for n in names], fontsize=9)
         ax.axhline(len(RUNGS) - 0.5, color="#cccccc", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_xlim(min(min(r.values()) for r in per_run) * 0.8,
-                    max(max(r.values()) for r in per_run) * 1.9)
-        ax.set_title(key.replace("T=", "length "), fontsize=10)
-        ax.set_xlabel("tokens/s ÷ readable (log scale)", fontsize=8)
+        ax.set_xlim(0, right)
+        ax.xaxis.set_major_formatter("{x:g}×")
+        ax.tick_params(labelsize=9, labelbottom=True)
+        ax.set_title(key.replace("T=", "length "), fontsize=10, pad=14)
         ax.spines[["top", "right"]].set_visible(False)
-    axs[0, 0].invert_yaxis()
-    fig.suptitle(f"training step, small model: {len(runs)} run(s); bar: median, "
+        ax.invert_yaxis()
+    axs[-1, 0].set_xlabel("training tokens/s, relative to the readable path",
+                          fontsize=9)
+    fig.suptitle(f"training step, small model, {len(runs)} run(s)\nbar: median, "
                  "line: lowest to highest, (×): the rung's own gain", fontsize=9)
     fig.tight_layout()
     return fig
