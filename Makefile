@@ -32,10 +32,11 @@ serve:
 	@$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory _docs
 
 # For authors: run notebooks in place from a fresh kernel, storing their outputs in nbdev_clean's form
-# (deterministic: same bytes each run). All of them, or one: `make execute NB=02_attention`.
+# (deterministic: same bytes each run, with the AVX2 kernels of tools/kernels.sh). All of them, or one:
+# `make execute NB=02_attention`.
 NBS = $(if $(NB),nbs/$(NB:.ipynb=).ipynb,nbs/[0-9]*.ipynb nbs/index.ipynb)
 execute: export
-	@for nb in $(NBS); do echo "execute: $$nb"; \
+	@source tools/kernels.sh; for nb in $(NBS); do echo "execute: $$nb"; \
 	  OMP_NUM_THREADS=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
 	  tools/clean_notebooks.sh "$$nb" || exit 1; done
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from transformer_nb.core import (drop_mask, dropout, Dropout, compare_modules, recompute_saved,
-                                 saved_for_backward)
+                                 saved_for_backward, torch_dropout_masks)
 from transformer_nb.attention import is_causal, fused_attention as attention
 from transformer_nb.multihead import fused_projection
 from transformer_nb.multihead import MultiHeadAttention
@@ -184,6 +184,20 @@ def test_recompute_saved_of_a_view_with_an_offset():
         else: y = (t[1:] @ w).tanh().sum()
         return torch.autograd.grad(y, (x, w))
     for a, b in zip(grads(False), grads(True)): assert torch.equal(a, b)
+
+
+def test_recompute_saved_lets_t_go():
+    "Autograd keeps the hooks as long as what they packed: they must not hold t, or t stays in memory"
+    import gc, weakref
+    torch.manual_seed(0)
+    norm, lin = nn.LayerNorm(D), nn.Linear(D, D)
+    x = torch.randn(B, 5, D, requires_grad=True)
+    h = norm(x)
+    with recompute_saved(h, lambda: norm(x)): y = lin(h).tanh().sum()
+    gone = weakref.ref(h); del h; gc.collect()
+    assert gone() is None
+    y.backward()
+    assert x.grad is not None and x.grad.isfinite().all()
 
 
 def test_recompute_saved_steps_aside_without_gradients():
@@ -397,9 +411,20 @@ def test_committed_results_are_complete():
     for r in res["train"].values():
         for k in measure.IMPLEMENTATIONS: assert r[k]["peak_mb"] > 0 and r[k]["tokens_per_s"] > 0
     s = benchmark.summary(res)
-    # 4 ratios per training setting, forward x 2, decoding, dropout on/off x 2, bfloat16
-    assert all(v > 0 for v in s.values()) and len([k for k in s if "compiled" not in k]) == 4 * 4 + 3 + 2 + 1
-    assert len([k for k in s if "compiled" in k]) == 4 and all(r["compile_s"] > 0 for r in res["compiled"].values())
+    assert all(v > 0 for v in s.values())
+    per_setting = ["fast / torch tokens/s", "fast / readable tokens/s", "fast / torch tokens/s, default Adam",
+                   "fast / torch peak memory", "fast share of matmul peak", "compiled / fast tokens/s"]
+    expected = {f"train {key}: {r}" for key in res["train"] for r in per_setting}
+    expected |= {"forward base: fast / torch tokens/s", "forward base: fast / readable tokens/s",
+                 "decoding: cached / uncached tokens/s"}
+    expected |= {f"train T={T}: fast dropout 0.1 / 0 tokens/s" for T in (32, 128)}
+    ladder = [f"T=128, dropout {p}" for p in (0.1, 0.0)]
+    expected |= {f"train {key}: bfloat16 autocast / float32 tokens/s" for key in ladder}
+    expected |= {f"ladder {key}: {name} / before tokens/s" for key in ladder for name in benchmark.RUNGS[1:]}
+    expected |= {f"ladder {key}: top / torch tokens/s" for key in ladder}
+    assert set(s) == expected
+    assert all(r["compile_s"] > 0 for r in res["compiled"].values())
+    assert all(v["max_diff"] <= 1e-5 for lad in res["ladder"].values() for v in lad.values())
     runs = sorted((ROOT / "benchmarks" / "results" / "runs").glob("cpu-*.json"))  # the chapter draws their spread
     assert len(runs) == 3 and all(benchmark.summary(benchmark.load_results(p)).keys() == s.keys() for p in runs)
 
@@ -416,14 +441,14 @@ def _result(scale):
                                     "flops": 1e9} for p in (0.1, 0.0)}
     return {"train": train, "matmul_peak": 1e10, "forward_base": {k: impl(50) for k in measure.IMPLEMENTATIONS},
             "decoding": {"cached": impl(40 * scale), "uncached": impl(10)},
-            "bf16": {"float32": impl(100), "bfloat16": impl(10 * scale)}}
+            "bf16": {"T=32, dropout 0.1": {"float32": impl(100), "bfloat16": impl(10 * scale)}}}
 
 
 def test_spread_is_the_lowest_and_highest_ratio_over_runs():
     r = benchmark.spread([_result(1.0), _result(1.5), _result(1.2)])
     assert r["train T=32, dropout 0.1: fast / torch tokens/s"] == pytest.approx((1.0, 1.5))
     assert r["decoding: cached / uncached tokens/s"] == pytest.approx((4.0, 6.0))
-    assert r["train bfloat16 autocast / float32 tokens/s"] == pytest.approx((0.1, 0.15))
+    assert r["train T=32, dropout 0.1: bfloat16 autocast / float32 tokens/s"] == pytest.approx((0.1, 0.15))
     assert r["train T=32: fast dropout 0.1 / 0 tokens/s"] == pytest.approx((1.0, 1.0))
     fig = benchmark.show_spread(r, {"decoding: cached / uncached tokens/s": (5.0, "at least")})
     assert len(fig.axes[0].get_yticklabels()) == len(r)
@@ -442,3 +467,77 @@ def test_bf16_autocast_step_is_measured():
     cfg = measure.small_config(8, batch_size=2, vocab=30, dropout=0.0).with_model(d_model=16, d_ff=32)
     b = benchmark.bench_bf16(cfg, reps=1)
     assert set(b) == {"float32", "bfloat16"} and all(v["tokens_per_s"] > 0 for v in b.values())
+
+
+TINY = measure.small_config(16, batch_size=4, vocab=50).with_model(d_model=32, d_ff=64)
+
+
+def test_torch_dropout_masks_draw_what_torch_draws():
+    x = torch.randn(6, 50)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=_gen(i)) for i in range(3))
+    with torch_dropout_masks():
+        assert torch_dropout_masks.active
+        torch.manual_seed(0); ours = dropout(x, 0.3)
+        torch.manual_seed(0); attn = attention(q, k, v, None, 0.5)
+    assert not torch_dropout_masks.active
+    torch.manual_seed(0); assert torch.equal(ours, nn.functional.dropout(x, 0.3))
+    torch.manual_seed(0); assert torch.equal(attn, nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.5))
+    torch.manual_seed(0); assert not torch.equal(dropout(x, 0.3), ours)   # outside: our own mask
+
+
+def test_fuse_projections_switch():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H)
+    x, mem = torch.randn(B, T, D), torch.randn(B, S, D)
+    calls = []
+    mha.W_q.register_forward_hook(lambda *a: calls.append("q"))
+    mha.W_k.register_forward_hook(lambda *a: calls.append("k"))
+    fused = mha(x, x, x, need_weights=False)[0], mha(x, mem, mem, need_weights=False)[0]
+    assert calls == ["q"]                                   # K and V of the memory in one product
+    mha.fuse_projections = False
+    apart = mha(x, x, x, need_weights=False)[0], mha(x, mem, mem, need_weights=False)[0]
+    assert calls == ["q", "q", "k", "q", "k"]               # three products each time
+    for a, b in zip(fused, apart): torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+
+
+def test_rung_step_switches_and_equality():
+    worst = benchmark.check_rungs(TINY)
+    assert list(worst) == list(benchmark.RUNGS[1:]) and all(v < TOL for v in worst.values())
+    from transformer_nb.norms import LayerNorm
+    for rung in range(len(benchmark.RUNGS)):
+        step = benchmark.rung_step(rung, TINY)
+        mods = list(step.module.modules())
+        assert all(m.fused == (rung >= 1) for m in mods if isinstance(m, LayerNorm))
+        assert all(m.fuse_projections == (rung >= 3) for m in mods if isinstance(m, MultiHeadAttention))
+        assert all(m.recompute_norm == (rung >= 5) for m in mods if isinstance(m, (EncoderLayer, DecoderLayer)))
+        seen = []
+        def spy(*a, _f=nn.functional.dropout, **kw): seen.append(1); return _f(*a, **kw)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(nn.functional, "dropout", spy)
+            loss = step()
+        assert loss.ndim == 0 and bool(seen) == (rung < 4)   # torch's masks below the "cheaper mask" rung
+    for bad in (-1, len(benchmark.RUNGS), 1.0, True):
+        with pytest.raises(ValueError, match="rung must be an int from 0 to 5"): benchmark.rung_step(bad, TINY)
+
+
+def test_bench_ladder_times_every_rung_and_refuses_a_wrong_one(monkeypatch):
+    lad = benchmark.bench_ladder(TINY, reps=1)
+    assert list(lad) == [*benchmark.RUNGS, "torch"]
+    assert all(v["tokens_per_s"] > 0 and v["saved_mb"] > 0 for v in lad.values())
+    res = {"ladder": {"T=16, dropout 0.1": lad},
+           "bf16": {"T=16, dropout 0.1": {"float32": {"tokens_per_s": 10.0}, "bfloat16": {"tokens_per_s": 1.0}}}}
+    r = benchmark.ladder_ratios(res, "T=16, dropout 0.1")
+    assert r["readable"] == 1.0 and r["bfloat16"] == pytest.approx(r[benchmark.RUNGS[-1]] / 10)
+    fig = benchmark.show_ladder([res, res])
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [*benchmark.RUNGS, "top, bfloat16 autocast"]
+    monkeypatch.setattr(benchmark, "check_rungs", lambda config: {"+ LayerNorm kernel": 1e-3})
+    with pytest.raises(RuntimeError, match="differs from the readable path by more than 1e-05"):
+        benchmark.bench_ladder(TINY, reps=1)
+
+
+def test_training_step_with_default_adam():
+    cfg = TINY.with_model(dropout=0.0)
+    fused, plain = measure.training_step("fast", cfg), measure.training_step("fast", cfg, fused_adam=False)
+    assert torch.equal(fused(), plain())                     # the same loss: the same weights and batch
+    for a, b in zip(fused.module.parameters(), plain.module.parameters()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)

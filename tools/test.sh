@@ -70,6 +70,8 @@ stage "browser dependencies" browser_deps
 # Two pytest workers on two cores, each test process and notebook kernel on one thread: torch's default of two
 # threads per process would put four busy threads on two cores, which slows these small models several times.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# The kernels the stored outputs were computed with (AVX2), whatever the processor: see tools/kernels.sh.
+source tools/kernels.sh
 # One pytest run on two workers: unit tests, the site and browser checks, and nbval, which executes every notebook
 # once and compares each cell's output with the stored one (a notebook's cells stay together: --dist loadscope).
 rc=0

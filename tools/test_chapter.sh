@@ -12,6 +12,7 @@ NB=${NB%.ipynb}; NB=${NB#nbs/}
        "got '${1:-}', which is not in nbs/:" >&2
   (cd nbs && ls *.ipynb | sed 's/\.ipynb$//' | tr '\n' ' ') >&2; echo >&2; exit 2; }
 BIN=.venv/bin
+source tools/kernels.sh  # the kernels the stored outputs were computed with
 name=$(echo "$NB" | sed -E 's/^[0-9]+[a-zA-Z0-9]*_//')
 rc=0
 timed() {  # timed LABEL COMMAND...

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from .core import (
     log_shapes, check_tensor, check_mask, check_dropout, check_nonempty)
-# F.dropout, with a cheaper random mask on a CPU
-from .core import dropout
+# F.dropout, with a cheaper random mask on a CPU (or torch's, for measuring)
+from .core import dropout, torch_dropout_masks
 
 # %% auto #0
 __all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation', 'is_causal', 'fused_attention']
@@ -180,8 +180,9 @@ def fused_attention(
     T, S = q.shape[-2], k.shape[-2]
     # a compiler draws its own dropout mask,
     compiling = torch.compiler.is_compiling()
-    # else torch would fall back to bernoulli_:
-    if dropout_p > 0 and q.device.type == "cpu" and not compiling:
+    # else torch would fall back to bernoulli_ (unless torch's masks are asked for):
+    if (dropout_p > 0 and q.device.type == "cpu" and not compiling
+            and not torch_dropout_masks.active):
         # ours, whose dropout is cheaper
         return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
     # is_causal reads the mask's values: eager only

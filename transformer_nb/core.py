@@ -13,8 +13,8 @@ from torch import nn, Tensor
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'Dropout', 'saved_for_backward', 'recompute_saved',
-           'compare_modules']
+           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
+           'saved_for_backward', 'recompute_saved', 'compare_modules']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -297,10 +297,18 @@ def dropout(
         same shape as x
     """
     if not training or p == 0.0: return x
-    if p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling():
+    if (p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling()
+            or torch_dropout_masks.active):
         return F.dropout(x, p, training)             # a compiler makes its own mask
     # one pass each way (masked_fill takes two); backward keeps the boolean mask
     return torch.where(drop_mask(x.shape, p, x.device), 0.0, x * (1.0 / (1.0 - p)))
+
+class torch_dropout_masks:
+    ("In `with torch_dropout_masks():` every dropout of the package draws torch's own "
+     "mask: the benchmark measures what `drop_mask` saves")
+    active = False  # True inside the block
+    def __enter__(self): self._was, type(self).active = type(self).active, True
+    def __exit__(self, *exc): type(self).active = self._was
 
 class Dropout(nn.Dropout):
     "`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"
@@ -353,7 +361,9 @@ def recompute_saved(
         or torch._C._are_functorch_transforms_active()
     ):
         yield; return
-    ptr = t.untyped_storage().data_ptr()
+    # the hooks below must not hold t itself: autograd keeps them as long as what they
+    # packed, and t would stay in memory
+    ptr, offset = t.untyped_storage().data_ptr(), t.storage_offset()
     # the hooks already in force, e.g. a measurement of what is saved: ours pass the
     # other tensors on to them
     outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
@@ -361,7 +371,7 @@ def recompute_saved(
         # a view of t: keep where it sits in t, not its values
         if s.untyped_storage().data_ptr() == ptr:
             return _Recompute(
-                s.shape, s.stride(), s.storage_offset() - t.storage_offset()
+                s.shape, s.stride(), s.storage_offset() - offset
             )
         return s if outer is None else (outer[1], outer[0](s))
     def unpack(saved):

@@ -19,11 +19,34 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
            'sequence_logprob', 'beam_translate']
 
 # %% ../nbs/11_decoding.ipynb #c006
-def _stacked(mha)->tuple[Tensor, Tensor|None]:
-    "W_q, W_k, W_v of a MultiHeadAttention as one (3 d_model, d_model) matrix, and bias"
-    lins = (mha.W_q, mha.W_k, mha.W_v)
-    bias = None if mha.W_q.bias is None else torch.cat([l.bias for l in lins])
-    return torch.cat([l.weight for l in lins]), bias
+def _stacked(*linears)->tuple[Tensor, Tensor|None]:
+    ("Several nn.Linear reading the same input as one (weight, bias): one matrix "
+     "multiply")
+    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
+    return torch.cat([l.weight for l in linears]), bias
+
+class _Weights(NamedTuple):
+    ("The tensors one decoding step of a DecoderLayer reads, looked up once per "
+     "decoding")
+    pre: bool  # norm_first
+    norms: tuple  # norm1, norm2, norm3 as (weight, bias, eps)
+    qkv: tuple  # self-attention's W_q, W_k, W_v stacked: (weight, bias)
+    self_out: tuple  # self-attention's W_o
+    cross_q: tuple  # cross-attention's W_q (its K and V are cached)
+    cross_out: tuple  # cross-attention's W_o
+    ffn_in: tuple  # the FFN's linear1
+    act: object  # the FFN's activation
+    ffn_out: tuple  # the FFN's linear2
+
+    @classmethod
+    def of(cls, layer:nn.Module)->"_Weights":
+        sa, ca, ffn = layer.self_attn, layer.cross_attn, layer.ffn
+        wb = lambda lin: (lin.weight, lin.bias)
+        norms = tuple((n.weight, n.bias, n.eps) for n in (layer.norm1, layer.norm2,
+                                                          layer.norm3))
+        return cls(layer.norm_first, norms, _stacked(sa.W_q, sa.W_k, sa.W_v),
+                   wb(sa.W_o), wb(ca.W_q), wb(ca.W_o), wb(ffn.linear1), ffn.act,
+                   wb(ffn.linear2))
 
 class KVCache:
     """Keys and values of every decoder layer: self-attention's grow by one position per step, cross-attention's are fixed
@@ -57,8 +80,8 @@ class KVCache:
         # cross-attention's: computed once per source, (B, H, S, d_k) per layer
         self.cross_k = [split_heads(l.cross_attn.W_k(memory), H) for l in layers]
         self.cross_v = [split_heads(l.cross_attn.W_v(memory), H) for l in layers]
-        # each layer's W_q, W_k, W_v stacked once: one matrix multiply per step
-        self.qkv = [_stacked(l.self_attn) for l in layers]
+        # each layer's weights looked up once, its W_q, W_k, W_v stacked once
+        self.weights = [_Weights.of(l) for l in layers]
 
     def append(self,
         i:int,  # the layer
@@ -107,40 +130,36 @@ class KVCache:
             self.memory_mask = self.memory_mask.index_select(0, index)
 
 # %% ../nbs/11_decoding.ipynb #c008
-def _norm(norm:nn.Module, x:Tensor)->Tensor:
-    "The LayerNorm `norm` (chapter 5), without its checks"
-    return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, norm.eps)
-
 def _step_layer(
-    layer:nn.Module,  # a DecoderLayer in eval mode
+    w:_Weights,  # a DecoderLayer's weights (eval mode: dropout is the identity)
     x:Tensor,  # (B, d_model), the new position of each row
     cache:KVCache, i:int,  # the cache, and which of its layers this is
 )->Tensor:  # (B, d_model)
-    B, H = x.shape[0], layer.num_heads
-    sa, ca, ffn, pre = layer.self_attn, layer.cross_attn, layer.ffn, layer.norm_first
+    B, (n1, n2, n3) = x.shape[0], w.norms
+    H = cache.kv[i].shape[2]
+    norm = lambda x, n: F.layer_norm(x, x.shape[-1:], *n)      # chapter 5's LayerNorm
     # 1) masked self-attention over the cache: no mask, every cached position is past
-    h = _norm(layer.norm1, x) if pre else x
-    qkv = F.linear(h, *cache.qkv[i])                            # (B, 3 d_model)
+    h = norm(x, n1) if w.pre else x
+    qkv = F.linear(h, *w.qkv)                                   # (B, 3 d_model)
     q, kv = qkv.view(B, 3, H, 1, -1).split([1, 2], dim=1)       # (B, 1|2, H, 1, d_k)
     k, v = cache.append(i, kv)                                  # (B, H, t + 1, d_k)
     a = F.scaled_dot_product_attention(q[:, 0], k, v)           # (B, H, 1, d_k)
-    a = F.linear(a.reshape(B, -1), sa.W_o.weight, sa.W_o.bias)  # (B, d_model)
-    x = x + a if pre else _norm(layer.norm1, x + a)
+    a = F.linear(a.reshape(B, -1), *w.self_out)                 # (B, d_model)
+    x = x + a if w.pre else norm(x + a, n1)
     # 2) cross-attention over the cached projections of the memory
-    h = _norm(layer.norm2, x) if pre else x
-    q = F.linear(h, ca.W_q.weight, ca.W_q.bias).view(B, H, 1, -1)  # (B, H, 1, d_k)
+    h = norm(x, n2) if w.pre else x
+    q = F.linear(h, *w.cross_q).view(B, H, 1, -1)               # (B, H, 1, d_k)
     k, v = cache.cross_k[i], cache.cross_v[i]                   # (B or 1, H, S, d_k)
     mask = cache.memory_mask
     if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
     if mask is not None and mask.shape[0] != B: mask = mask.expand(B, -1, -1, -1)
     a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    a = F.linear(a.reshape(B, -1), ca.W_o.weight, ca.W_o.bias)
-    x = x + a if pre else _norm(layer.norm2, x + a)
+    a = F.linear(a.reshape(B, -1), *w.cross_out)
+    x = x + a if w.pre else norm(x + a, n2)
     # 3) the feed-forward network
-    h = _norm(layer.norm3, x) if pre else x
-    a = F.linear(ffn.act(F.linear(h, ffn.linear1.weight, ffn.linear1.bias)),
-                 ffn.linear2.weight, ffn.linear2.bias)
-    return x + a if pre else _norm(layer.norm3, x + a)
+    h = norm(x, n3) if w.pre else x
+    a = F.linear(w.act(F.linear(h, *w.ffn_in)), *w.ffn_out)
+    return x + a if w.pre else norm(x + a, n3)
 
 # %% ../nbs/11_decoding.ipynb #c009
 @torch.no_grad()
@@ -167,9 +186,10 @@ def decode_step(
     """
     # (B, d_model): one position per row, so the batch stays two-dimensional
     x = model.tgt_embed(token[:, None], offset=cache.length)[:, 0]
-    for i, layer in enumerate(model.decoder.layers):
-        x = _step_layer(layer, x, cache, i)                     # (B, d_model)
-    if model.decoder.norm is not None: x = _norm(model.decoder.norm, x)
+    for i, w in enumerate(cache.weights):
+        x = _step_layer(w, x, cache, i)                         # (B, d_model)
+    if (norm := model.decoder.norm) is not None:
+        x = F.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
     cache.length += 1
     return model.output(x)                                              # (B, V)
 

@@ -164,6 +164,9 @@ class MultiHeadAttention(nn.Module):
         # (B, T, d_model), (B, H, T, S)
         return self.W_o(merge_heads(out)), weights
 
+    # the fast path projects Q, K, V with one product; False: three (for measuring)
+    fuse_projections = True
+
     def _check_inputs(self, query, key, value):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(t, name, ndim=3, floating=True)
@@ -243,12 +246,15 @@ def fast_multihead(
     H, d_k = mha.num_heads, mha.d_k
     # (B, L, n*d_model) -> n x (B, H, L, d_k)
     heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)
-    if query is key and key is value:                                 # self-attention
+    # a class of one's own (the exercise) may not have the switch
+    fuse = getattr(mha, "fuse_projections", True)
+    if fuse and query is key and key is value:                        # self-attention
         q, k, v = heads(fused_projection(query, (mha.W_q, mha.W_k, mha.W_v)), 3)
     else:
+        # cross-attention (or self-attention in three products)
         q, = heads(mha.W_q(query), 1)
-        # cross-attention
-        if key is value: k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)
+        if fuse and key is value:
+            k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)
         else: (k,), (v,) = heads(mha.W_k(key), 1), heads(mha.W_v(value), 1)
     # (B, H, T, d_k)
     out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)

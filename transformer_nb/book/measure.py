@@ -188,22 +188,39 @@ def random_batch(config:RunConfig, seed:int=0)->tuple[Tensor, Tensor, Tensor, Te
     ids = lambda: torch.randint(4, V, (B, T), generator=g)
     return ids(), ids(), ids(), causal_mask(T)
 
-def training_step(impl:str, config:RunConfig, seed:int=0):
-    ("A function that runs one training step (forward, loss, backward, Adam) of `impl` "
-     "on a fixed random batch")
+def training_step(
+    impl:str,  # "readable", "fast", "torch", or "compiled" (the fast path compiled)
+    config:RunConfig,  # the model and the batch
+    seed:int=0,  # of the weights and the batch
+    fused_adam:bool=True,  # Adam in one kernel; False: torch's default Adam
+):
+    """A function that runs one training step (forward, loss, backward, Adam) of `impl` on a fixed random batch, and returns the loss
+
+    Parameters
+    ----------
+    impl : str
+        "readable", "fast", "torch", or "compiled" (the fast path compiled)
+    config : RunConfig
+        the model and the batch
+    seed : int
+        of the weights and the batch
+    fused_adam : bool
+        Adam in one kernel; False: torch's default Adam
+    """
     module, forward = build(config, seed)["fast" if impl == "compiled" else impl]
     src, tgt_in, tgt_out, tgt_mask = random_batch(config, seed)
     # the fast path through torch.compile
     if impl == "compiled": forward = torch.compile(forward, fullgraph=True)
-    # one kernel
     opt = torch.optim.Adam(
-        module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True
+        module.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+        fused=fused_adam or None,
     )
     module.train()
     def step():
         logits = forward(src, tgt_in, None, tgt_mask)                  # (B, T, V)
         loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten())
         opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        return loss.detach()
     step.tokens, step.module = tgt_out.numel(), module
     return step
 
