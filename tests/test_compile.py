@@ -1,5 +1,6 @@
 """The model compiles and exports (issue 13): `torch.compile(fullgraph=True)` of a training step equals eager,
-`torch.export` of inference, no graph breaks under the default compile, no recompilation over steps.
+`torch.export` of inference, no graph breaks under the default compile, no recompilation over steps; the cached
+decoding step compiles too (issue 17).
 
 The compiled tests use the `aot_eager` backend: it runs what can fail on the model's code (Dynamo's trace of the
 whole forward with `fullgraph=True`, and AOTAutograd's trace of the backward) without inductor's C++ code
@@ -118,3 +119,29 @@ def test_eager_checks_still_fire(model):
     src, tgt, sm, tm = batch(0)
     with pytest.raises(ValueError, match="vocab_size"):
         model(src + 100, tgt, sm, tm, sm)
+
+
+def test_compiled_cached_decoding_equals_eager(model):
+    """The cached decoding step compiles as one graph (fullgraph=True) with the cache's sizes symbolic, gives eager's
+    logits step after step, and stops compiling once it has seen an empty, a partly filled, a full and a growing
+    cache: the cache doubles twice more without a recompilation."""
+    from transformer_nb.decoding import KVCache, decode_step
+    was_training = model.training
+    model.eval()
+    src, _, sm, _ = batch(3)
+    torch._dynamo.reset()
+    step = torch.compile(decode_step, fullgraph=True, dynamic=True, backend="aot_eager")
+    try:
+        with torch.no_grad():
+            memory = model.encode(src, sm)
+            eager, compiled = (KVCache(model, memory, sm, capacity=4) for _ in range(2))
+            token = torch.ones(src.shape[0], dtype=torch.long)                   # <s> is 1 here
+            for t in range(20):
+                logits = decode_step(model, eager, token)                          # (B, V)
+                # positions 0-4: first use, partly filled, full (3), grown (4); after them, none
+                with torch._dynamo.config.patch(error_on_recompile=t > 4):
+                    torch.testing.assert_close(step(model, compiled, token), logits, atol=1e-5, rtol=0)
+                token = logits.argmax(-1)
+        assert compiled.kv[0].shape[3] == 32                                       # grown at 4, 8 and 16
+    finally:
+        model.train(was_training)
