@@ -8,8 +8,8 @@ configuration at lengths 32 and 128 (dropout 0.1 and 0; with fused and with torc
 optimisation of the fast path switched on in turn, every rung checked against the readable path first), bfloat16
 autocast, forward tokens/s of the paper's base model, greedy decoding with and without the key/value cache, peak
 memory, and the fast path's share of the machine's matrix-multiply peak.
-It prints the ratios and writes the full result as JSON, which the chapter draws. It takes about 6 minutes on 2 cores
-(about 3 more with --compile); close other programs first. With --runs N it runs N times in a row, writes each result
+It prints the ratios and writes the full result as JSON, which the chapter draws. One run with --compile took about
+5 minutes on 2 cores (three took under 16); close other programs first. With --runs N it runs N times in a row, writes each result
 into results/runs/ (the chapter draws the spread of every ratio over them) and the last one to --out, and prints each
 ratio's lowest and highest value. This is a benchmark, not a test: it asserts nothing about speed (it does refuse
 to time a rung of the ladder that computes something other than the readable path).
@@ -52,7 +52,7 @@ def main():
           f"matrix-multiply peak {res['matmul_peak'] / 1e9:.0f} GFLOP/s")
     for k, v in summary(res).items(): print(f"  {k:68s} {v:6.2f}")
     for k, r in res.get("compiled", {}).items():
-        print(f"  {'compile time, ' + k + ' (s)':58s} {r['compile_s']:6.1f}")
+        print(f"  {'compile time, ' + k + ' (s)':68s} {r['compile_s']:6.1f}")
     if not a.quick: print(f"\nwrote {save_results(res, a.out)}")
 
 if __name__ == "__main__":
