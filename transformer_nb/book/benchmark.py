@@ -22,14 +22,16 @@ from transformer_nb.book.measure import (
     random_batch,
     training_step,
     interleaved,
+    profile_ops,
 )
 from ..plotting import pyplot
 
 # %% auto #0
-__all__ = ['RUNGS', 'peak_memory', 'release_freed_memory', 'step_flops', 'matmul_peak', 'bench_training', 'bench_bf16',
-           'bench_memory', 'bench_forward', 'bench_decoding', 'rung_step', 'check_rungs', 'bench_ladder',
-           'run_benchmark', 'summary', 'spread', 'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread',
-           'ladder_ratios', 'show_ladder']
+__all__ = ['PROFILE_GROUPS', 'RUNGS', 'peak_memory', 'release_freed_memory', 'step_flops', 'matmul_peak', 'op_group',
+           'profile_groups', 'bench_training', 'bench_bf16', 'bench_memory', 'bench_forward', 'bench_decoding',
+           'bench_kernels', 'rung_step', 'check_rungs', 'bench_ladder', 'run_benchmark', 'summary', 'spread',
+           'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread', 'ladder_ratios', 'show_ladder',
+           'profiled', 'profile_summary', 'show_profiles']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -129,6 +131,55 @@ def matmul_peak(
         best = max(best, 2 * n**3 / t)
     return best
 
+# %% ../../nbs/13_benchmark.ipynb #c012p
+PROFILE_GROUPS = (  # (group, pieces of torch's operator names); the first match wins
+    ("compiled kernels", ("CompiledFxGraph",)),  # code torch.compile generated
+    ("fused attention", ("scaled_dot_product", "flash_attention")),
+    ("matrix multiplies", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                           "aten::_addmm_activation")),
+    ("random numbers", ("bernoulli", "aten::random_", "aten::uniform_")),
+    ("copies and fills", ("aten::copy_", "aten::cat", "aten::fill_", "aten::zero_",
+                          "aten::clone")),
+)
+
+def op_group(
+    name:str,  # an operator as torch's profiler names it, e.g. "aten::addmm"
+)->str:  # a group of PROFILE_GROUPS, else "everything else"
+    """The group of `PROFILE_GROUPS` that operator `name` falls in
+
+    Parameters
+    ----------
+    name : str
+        an operator as torch's profiler names it, e.g. "aten::addmm"
+
+    Returns
+    -------
+    str
+        a group of PROFILE_GROUPS, else "everything else\"
+    """
+    return next((g for g, pieces in PROFILE_GROUPS if any(p in name for p in pieces)),
+                "everything else")
+
+def profile_groups(
+    fn,  # a function to profile: a training step, a forward pass, a decoding
+)->dict:  # {"ms": group -> milliseconds, "operators": calls of aten operators}
+    """Self time (CPU) of one call of `fn` per group of operators (`op_group`), and how many operators it called
+
+    Parameters
+    ----------
+    fn
+        a function to profile: a training step, a forward pass, a decoding
+
+    Returns
+    -------
+    dict
+        {"ms": group -> milliseconds, "operators": calls of aten operators}
+    """
+    ms = dict.fromkeys([g for g, _ in PROFILE_GROUPS] + ["everything else"], 0.0)
+    ops = profile_ops(fn)
+    for e in ops: ms[op_group(e.key)] += e.self_cpu_time_total / 1000
+    return dict(ms=ms, operators=sum(e.count for e in ops if e.key.startswith("aten::")))
+
 # %% ../../nbs/13_benchmark.ipynb #c014
 def bench_training(
     config:RunConfig,  # the model and batch to train on
@@ -136,6 +187,7 @@ def bench_training(
     impls=IMPLEMENTATIONS,  # which implementations, e.g. ("fast", "compiled")
     # also timed with torch's default Adam (not fused), as "<impl>, default Adam"
     default_adam=("fast", "torch"),
+    profile:bool=False,  # also profile one step of each (`profile_groups`)
 )->dict:  # implementation -> timings and tokens_per_s; "flops" of a step
     """Training-step time and tokens/s of the implementations `impls`, and the step's FLOPs
 
@@ -150,6 +202,8 @@ def bench_training(
     default_adam
         also timed with torch's default Adam (not fused), as "<impl>, default
         Adam"
+    profile : bool
+        also profile one step of each (`profile_groups`)
 
     Returns
     -------
@@ -166,6 +220,8 @@ def bench_training(
     t = interleaved(steps, reps)
     out = {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"]) for k in steps}
     if compile_s is not None: out["compile_s"] = compile_s
+    if profile:
+        for k in steps: out[k]["profile"] = profile_groups(steps[k])
     # explicit products: every FLOP counted
     if "readable" in steps: out["flops"] = step_flops(steps["readable"])
     return out
@@ -245,6 +301,7 @@ def _memory_child(configs:dict)->dict:
 def bench_forward(
     config:RunConfig,  # the model and batch
     reps:int=5,  # timed rounds
+    profile:bool=False,  # also profile one forward pass of each (`profile_groups`)
 )->dict:  # implementation -> timings and tokens_per_s
     """Forward (eval mode, no gradients) time and tokens/s of the three implementations
 
@@ -254,6 +311,8 @@ def bench_forward(
         the model and batch
     reps : int
         timed rounds
+    profile : bool
+        also profile one forward pass of each (`profile_groups`)
 
     Returns
     -------
@@ -263,18 +322,19 @@ def bench_forward(
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
     for m, _ in impls.values(): m.eval()
-    t = interleaved(
-        {k: (lambda f=f: f(src, tgt, None, tgt_mask)) for k, (m, f) in impls.items()},
-        reps,
-        warmup=1,
-    )
-    return {k: dict(v, tokens_per_s=tgt.numel() / v["median"]) for k, v in t.items()}
+    fns = {k: (lambda f=f: f(src, tgt, None, tgt_mask)) for k, (m, f) in impls.items()}
+    t = interleaved(fns, reps, warmup=1)
+    out = {k: dict(v, tokens_per_s=tgt.numel() / v["median"]) for k, v in t.items()}
+    if profile:
+        for k in fns: out[k]["profile"] = profile_groups(fns[k])
+    return out
 
 def bench_decoding(
     config:RunConfig,  # the model; its seq_len is the source length
     new_tokens:int=64,  # tokens generated per sequence
     batch_size:int=8,  # sources decoded together
     reps:int=5,  # timed rounds
+    profile:bool=False,  # also profile one decoding of each (`profile_groups`)
 )->dict:  # "cached"/"uncached" -> timings and tokens_per_s
     """Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value cache (the fast model)
 
@@ -288,6 +348,8 @@ def bench_decoding(
         sources decoded together
     reps : int
         timed rounds
+    profile : bool
+        also profile one decoding of each (`profile_groups`)
 
     Returns
     -------
@@ -299,13 +361,38 @@ def bench_decoding(
     run = lambda cache: greedy_search(
         model, src, None, new_tokens, use_cache=cache, eos=None
     )
-    t = interleaved(
-        {"cached": lambda: run(True), "uncached": lambda: run(False)}, reps, warmup=1
-    )
-    return {
-        k: dict(v, tokens_per_s=batch_size * new_tokens / v["median"])
-        for k, v in t.items()
-    }
+    fns = {"cached": lambda: run(True), "uncached": lambda: run(False)}
+    t = interleaved(fns, reps, warmup=1)
+    out = {k: dict(v, tokens_per_s=batch_size * new_tokens / v["median"])
+           for k, v in t.items()}
+    if profile:
+        for k in fns: out[k]["profile"] = profile_groups(fns[k])
+    return out
+
+def bench_kernels(
+    reps:int=7,  # timed rounds
+)->dict:  # "float"/"mask" -> {"eager", "compiled"} milliseconds
+    """One elementwise function that returns floats and one that returns a boolean mask, on a (4096, 512) tensor, eager and through torch.compile
+
+    Parameters
+    ----------
+    reps : int
+        timed rounds
+
+    Returns
+    -------
+    dict
+        "float"/"mask" -> {"eager", "compiled"} milliseconds
+    """
+    x = torch.randn(4096, 512)
+    # a mask like those ReLU's gradient and dropout keep for the backward pass
+    fns = {"float": lambda x: torch.relu(x) * 2 + 1, "mask": lambda x: x <= 0}
+    out = {}
+    for k, f in fns.items():
+        compiled = torch.compile(f, fullgraph=True); compiled(x)
+        t = interleaved({"eager": lambda: f(x), "compiled": lambda: compiled(x)}, reps)
+        out[k] = {name: v["median"] * 1000 for name, v in t.items()}
+    return out
 
 # %% ../../nbs/13_benchmark.ipynb #c014b
 RUNGS = (
@@ -466,14 +553,15 @@ def run_benchmark(
     runs = [(T, p) for p in dropouts for T in seq_lens]
     for T, p in runs:
         log(f"training, small configuration, length {T}, dropout {p} ...")
-        res["train"][f"T={T}, dropout {p}"] = bench_training(small(T, p), reps)
+        res["train"][f"T={T}, dropout {p}"] = bench_training(
+            small(T, p), reps, profile=T == seq_lens[-1])
     log("matrix-multiply peak ...")
     res["matmul_peak"] = matmul_peak((64, 128) if quick else (512, 1024, 2048))
     log("forward, base configuration ...")
     base = base_config()
     if quick: base = base_config(8, 2, 100).with_model(
         num_encoder_layers=1, num_decoder_layers=1)
-    res["forward_base"] = bench_forward(base, max(3, reps - 2))
+    res["forward_base"] = bench_forward(base, max(3, reps - 2), profile=True)
     T = seq_lens[-1]
     res["ladder"], res["bf16"] = {}, {}
     for p in dropouts:
@@ -484,7 +572,7 @@ def run_benchmark(
         res["bf16"][f"T={T}, dropout {p}"] = bench_bf16(small(T, p), max(3, reps // 3))
     log("greedy decoding ...")
     res["decoding"] = bench_decoding(
-        small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2)
+        small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2), profile=True
     )
     # apart: compiled code's threads linger and
     if compiled:
@@ -493,8 +581,11 @@ def run_benchmark(
         for T, p in runs:
             log(f"torch.compile, length {T}, dropout {p} ...")
             res["compiled"][f"T={T}, dropout {p}"] = bench_training(
-                small(T, p), reps, ("fast", "compiled"), default_adam=()
+                small(T, p), reps, ("fast", "compiled"), default_adam=(),
+                profile=T == seq_lens[-1],
             )
+        log("elementwise kernels, eager and compiled ...")
+        res["kernels"] = bench_kernels(reps)
     log("memory ...")
     memory = bench_memory({f"T={T}, dropout {p}": small(T, p) for T, p in runs})
     for key, per_impl in memory.items():
@@ -566,6 +657,9 @@ def summary(
         out[f"train {key}: compiled / fast tokens/s"] = (
             r["compiled"]["tokens_per_s"] / r["fast"]["tokens_per_s"]
         )
+    for k, r in res.get("kernels", {}).items():
+        out[f"kernel returning a {k}: compiled / eager speed"] = (
+            r["eager"] / r["compiled"])
     train, on, off = res["train"], "dropout 0.1", "dropout 0.0"
     for key in [k for k in train if k.endswith(on)]:
         if key.replace(on, off) in train:
@@ -922,4 +1016,110 @@ def show_ladder(
     fig.suptitle(f"training step, small model, {len(runs)} run(s)\nbar: median, "
                  "line: lowest to highest, (×): the rung's own gain", fontsize=9)
     fig.tight_layout()
+    return fig
+
+# %% ../../nbs/13_benchmark.ipynb #c019c
+_GROUP_COLORS = {
+    "matrix multiplies": "#2f6fb0",
+    "fused attention": "#7fb3e0",
+    "compiled kernels": "#6b4fa0",
+    "random numbers": "#d08c2e",
+    "copies and fills": "#c9b27c",
+    "everything else": "#9aa5b1",
+}
+
+def profiled(
+    res:dict,  # one result of run_benchmark
+)->dict[str, dict[str, dict]]:  # panel -> bar -> {"ms": group -> ms, "operators"}
+    """The profiles a result holds, by panel (a training setting, the forward pass, decoding) and implementation
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark
+
+    Returns
+    -------
+    dict[str, dict[str, dict]]
+        panel -> bar -> {"ms": group -> ms, "operators"}
+    """
+    out = {}
+    for part, title in (("train", "training, "), ("compiled", "torch.compile, "),
+                        ("forward_base", "forward, base model"),
+                        ("decoding", "greedy decoding")):
+        r = res.get(part, {})
+        # forward_base and decoding: one setting
+        settings = r.items() if part in ("train", "compiled") else [("", r)]
+        for key, impls in settings:
+            bars = {k: v["profile"] for k, v in impls.items()
+                    if isinstance(v, dict) and "profile" in v
+                    and not k.endswith("default Adam")}
+            if bars: out[title + key.replace("T=", "length ")] = bars
+    return out
+
+def profile_summary(
+    res:dict,  # one result of run_benchmark, with profiles
+)->dict[str, dict[str, str]]:  # panel -> bar -> a line of figures
+    """Each profile in a line: operator time, its share in matrix multiplies and the attention kernel, operators called; and where a panel has both, `ceiling`: torch's time over the fast path's time in those two groups alone
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark, with profiles
+
+    Returns
+    -------
+    dict[str, dict[str, str]]
+        panel -> bar -> a line of figures
+    """
+    out = {}
+    for title, bars in profiled(res).items():
+        total = {n: sum(b["ms"].values()) for n, b in bars.items()}
+        core = {n: b["ms"]["matrix multiplies"] + b["ms"]["fused attention"]
+                for n, b in bars.items()}
+        out[title] = {n: f"{total[n]:.0f} ms, {core[n] / total[n]:.0%} in matrix "
+                      f"multiplies and attention, {b['operators']} operators"
+                      for n, b in bars.items()}
+        if "fast" in bars and "torch" in bars:  # if the rest cost the fast path nothing
+            out[title]["ceiling"] = f"{total['torch'] / core['fast']:.2f}"
+    return out
+
+def show_profiles(
+    res:dict,  # one result of run_benchmark, with profiles
+):
+    """Stacked bars: where one call of each implementation spends its time, by group of operators (`profile_groups`)
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark, with profiles
+    """
+    plt = pyplot()
+    panels = profiled(res)
+    rows = [len(b) for b in panels.values()]
+    fig, axs = plt.subplots(len(panels), 1, figsize=(6.2, 1.3 + 0.42 * sum(rows)
+                            + 0.55 * len(panels)), squeeze=False,
+                            gridspec_kw=dict(height_ratios=rows))
+    for ax, (title, bars) in zip(axs[:, 0], panels.items()):
+        names = list(bars)
+        for i, n in enumerate(names):
+            left = 0.0
+            for g, color in _GROUP_COLORS.items():
+                v = bars[n]["ms"].get(g, 0.0)
+                ax.barh(i, v, left=left, color=color, height=0.7,
+                        label=g if ax is axs[0, 0] and i == 0 else None)
+                left += v
+            ax.text(left, i, f" {left:.{0 if left >= 10 else 1}f} ms", va="center",
+                    fontsize=9)
+        ax.set_yticks(range(len(names)), names, fontsize=9)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1.22 * max(sum(b["ms"].values()) for b in bars.values()))
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.tick_params(axis="x", labelsize=9)
+        ax.spines[["top", "right"]].set_visible(False)
+    axs[-1, 0].set_xlabel("milliseconds of operator self time, one call, profiled",
+                          fontsize=9)
+    handles, labels = axs[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     return fig
