@@ -162,13 +162,16 @@ def op_group(
 
 def profile_groups(
     fn,  # a function to profile: a training step, a forward pass, a decoding
+    calls:int=3,  # profiled calls, averaged: one alone is at the mercy of the machine
 )->dict:  # {"ms": group -> milliseconds, "operators": calls of aten operators}
-    """Self time (CPU) of one call of `fn` per group of operators (`op_group`), and how many operators it called
+    """Self time (CPU) of one call of `fn` per group of operators (`op_group`), and how many operators it called; the average of `calls` calls
 
     Parameters
     ----------
     fn
         a function to profile: a training step, a forward pass, a decoding
+    calls : int
+        profiled calls, averaged: one alone is at the mercy of the machine
 
     Returns
     -------
@@ -176,9 +179,10 @@ def profile_groups(
         {"ms": group -> milliseconds, "operators": calls of aten operators}
     """
     ms = dict.fromkeys([g for g, _ in PROFILE_GROUPS] + ["everything else"], 0.0)
-    ops = profile_ops(fn)
-    for e in ops: ms[op_group(e.key)] += e.self_cpu_time_total / 1000
-    return dict(ms=ms, operators=sum(e.count for e in ops if e.key.startswith("aten::")))
+    ops = profile_ops(fn, calls)
+    for e in ops: ms[op_group(e.key)] += e.self_cpu_time_total / 1000 / calls
+    aten = sum(e.count for e in ops if e.key.startswith("aten::"))
+    return dict(ms=ms, operators=aten // calls)
 
 # %% ../../nbs/13_benchmark.ipynb #c014
 def bench_training(
@@ -1030,8 +1034,8 @@ _GROUP_COLORS = {
 
 def profiled(
     res:dict,  # one result of run_benchmark
-)->dict[str, dict[str, dict]]:  # panel -> bar -> {"ms": group -> ms, "operators"}
-    """The profiles a result holds, by panel (a training setting, the forward pass, decoding) and implementation
+)->dict[str, dict[str, dict]]:  # panel -> bar -> timings, with "profile"
+    """The measurements of a result that were profiled, by panel (a training setting, the forward pass, decoding) and implementation
 
     Parameters
     ----------
@@ -1041,7 +1045,7 @@ def profiled(
     Returns
     -------
     dict[str, dict[str, dict]]
-        panel -> bar -> {"ms": group -> ms, "operators"}
+        panel -> bar -> timings, with "profile\"
     """
     out = {}
     for part, title in (("train", "training, "), ("compiled", "torch.compile, "),
@@ -1051,7 +1055,7 @@ def profiled(
         # forward_base and decoding: one setting
         settings = r.items() if part in ("train", "compiled") else [("", r)]
         for key, impls in settings:
-            bars = {k: v["profile"] for k, v in impls.items()
+            bars = {k: v for k, v in impls.items()
                     if isinstance(v, dict) and "profile" in v
                     and not k.endswith("default Adam")}
             if bars: out[title + key.replace("T=", "length ")] = bars
@@ -1060,7 +1064,7 @@ def profiled(
 def profile_summary(
     res:dict,  # one result of run_benchmark, with profiles
 )->dict[str, dict[str, str]]:  # panel -> bar -> a line of figures
-    """Each profile in a line: operator time, its share in matrix multiplies and the attention kernel, operators called; and where a panel has both, `ceiling`: torch's time over the fast path's time in those two groups alone
+    """Each profile in a line: operator time, its share in matrix multiplies and the attention kernel, operators called; and where a panel has both, `ceiling`: the fast path's timed speed over torch's if only those two groups cost it time
 
     Parameters
     ----------
@@ -1074,14 +1078,15 @@ def profile_summary(
     """
     out = {}
     for title, bars in profiled(res).items():
-        total = {n: sum(b["ms"].values()) for n, b in bars.items()}
-        core = {n: b["ms"]["matrix multiplies"] + b["ms"]["fused attention"]
-                for n, b in bars.items()}
+        ms = {n: b["profile"]["ms"] for n, b in bars.items()}
+        total = {n: sum(m.values()) for n, m in ms.items()}
+        core = {n: m["matrix multiplies"] + m["fused attention"] for n, m in ms.items()}
         out[title] = {n: f"{total[n]:.0f} ms, {core[n] / total[n]:.0%} in matrix "
-                      f"multiplies and attention, {b['operators']} operators"
+                      f"multiplies and attention, {b['profile']['operators']} operators"
                       for n, b in bars.items()}
-        if "fast" in bars and "torch" in bars:  # if the rest cost the fast path nothing
-            out[title]["ceiling"] = f"{total['torch'] / core['fast']:.2f}"
+        if "fast" in bars and "torch" in bars:  # the timed ratio, over the fast share
+            timed = bars["torch"]["median"] / bars["fast"]["median"]
+            out[title]["ceiling"] = f"{timed * total['fast'] / core['fast']:.2f}"
     return out
 
 def show_profiles(
@@ -1105,7 +1110,7 @@ def show_profiles(
         for i, n in enumerate(names):
             left = 0.0
             for g, color in _GROUP_COLORS.items():
-                v = bars[n]["ms"].get(g, 0.0)
+                v = bars[n]["profile"]["ms"].get(g, 0.0)
                 ax.barh(i, v, left=left, color=color, height=0.7,
                         label=g if ax is axs[0, 0] and i == 0 else None)
                 left += v
@@ -1113,7 +1118,8 @@ def show_profiles(
                     fontsize=9)
         ax.set_yticks(range(len(names)), names, fontsize=9)
         ax.invert_yaxis()
-        ax.set_xlim(0, 1.22 * max(sum(b["ms"].values()) for b in bars.values()))
+        ax.set_xlim(0, 1.22 * max(sum(b["profile"]["ms"].values())
+                                  for b in bars.values()))
         ax.set_title(title, fontsize=10, loc="left")
         ax.tick_params(axis="x", labelsize=9)
         ax.spines[["top", "right"]].set_visible(False)

@@ -305,18 +305,21 @@ def show_source(*objs):
 # %% ../../nbs/12_fast.ipynb #c006
 def profile_ops(
     fn,  # a function to profile, e.g. one training step
-)->list:  # torch's averages per operator (FunctionEventAvg), costliest first
-    """Call `fn` once to warm up, then once under torch's profiler; each operator's self time (CPU) and number of calls
+    calls:int=1,  # how many calls to profile
+)->list:  # torch's totals per operator (FunctionEventAvg), costliest first
+    """Call `fn` once to warm up, then `calls` times under torch's profiler; each operator's self time (CPU) and number of calls, summed over the calls
 
     Parameters
     ----------
     fn
         a function to profile, e.g. one training step
+    calls : int
+        how many calls to profile
 
     Returns
     -------
     list
-        torch's averages per operator (FunctionEventAvg), costliest first
+        torch's totals per operator (FunctionEventAvg), costliest first
     """
     import os
     from torch.profiler import profile, ProfilerActivity
@@ -326,7 +329,8 @@ def profile_ops(
     # the profiler's C++ log lines: not for readers
     os.dup2(devnull, 2)
     try:
-        with profile(activities=[ProfilerActivity.CPU]) as prof: fn()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(calls): fn()
     finally:
         os.dup2(saved, 2); os.close(saved); os.close(devnull)
     ops = prof.key_averages()
