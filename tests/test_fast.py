@@ -490,7 +490,8 @@ def test_profile_groups_finds_the_matrix_multiplies():
 
 
 def test_profile_summary_and_figure():
-    prof = lambda mm, rest: {"ms": {"matrix multiplies": mm, "fused attention": 0.0, "everything else": rest},
+    groups = [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
+    prof = lambda mm, rest: {"ms": dict.fromkeys(groups, 0.0) | {"matrix multiplies": mm, "everything else": rest},
                              "operators": 10}
     timing = lambda mm, rest, s=1.0: {"median": s, "tokens_per_s": 1 / s, "profile": prof(mm, rest)}
     res = {"train": {"T=128, dropout 0.0": {"fast": timing(80.0, 20.0), "torch": timing(80.0, 40.0, 1.2),
@@ -502,8 +503,11 @@ def test_profile_summary_and_figure():
     assert list(panels["training, length 128, dropout 0.0"]) == ["fast", "torch"]  # default Adam: not drawn
     s = benchmark.profile_summary(res)
     # timed 1.2 times torch's speed, with 80 of 100 ms in matrix multiplies: at most 1.2 * 100 / 80
-    assert s["training, length 128, dropout 0.0"]["ceiling"] == "1.50"
-    assert s["greedy decoding"]["cached"] == "10 ms, 30% in matrix multiplies and attention, 10 operators"
+    assert s["training, length 128, dropout 0.0"]["ceiling"] == pytest.approx(1.5)
+    assert s["greedy decoding"]["cached"] == pytest.approx(dict(ms=10.0, share=0.3, operators=10))
+    table = benchmark.profile_table([res, res]).splitlines()
+    assert max(map(len, table)) <= 72 and "ceiling in each run: 1.50, 1.50" in table
+    assert "fast          100      80       -       -       -       -      20    80%" in table
     fig = benchmark.show_profiles(res)
     assert [ax.get_title(loc="left") for ax in fig.axes] == list(panels)
     assert [t.get_text() for t in fig.axes[1].get_yticklabels()] == ["cached", "uncached"]

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/13_benchmark.ipynb #c002
 from __future__ import annotations
-import ctypes, json, platform, re, subprocess, sys, time
+import ctypes, json, platform, re, subprocess, sys, textwrap, time
 from dataclasses import replace
 from pathlib import Path
 import torch
@@ -31,7 +31,7 @@ __all__ = ['PROFILE_GROUPS', 'RUNGS', 'peak_memory', 'release_freed_memory', 'st
            'profile_groups', 'bench_training', 'bench_bf16', 'bench_memory', 'bench_forward', 'bench_decoding',
            'bench_kernels', 'rung_step', 'check_rungs', 'bench_ladder', 'run_benchmark', 'summary', 'spread',
            'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread', 'ladder_ratios', 'show_ladder',
-           'profiled', 'profile_summary', 'show_profiles']
+           'profiled', 'profile_summary', 'profile_table', 'show_profiles']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -1063,8 +1063,8 @@ def profiled(
 
 def profile_summary(
     res:dict,  # one result of run_benchmark, with profiles
-)->dict[str, dict[str, str]]:  # panel -> bar -> a line of figures
-    """Each profile in a line: operator time, its share in matrix multiplies and the attention kernel, operators called; and where a panel has both, `ceiling`: the fast path's timed speed over torch's if only those two groups cost it time
+)->dict[str, dict]:  # panel -> bar -> {"ms", "share", "operators"}; and "ceiling"
+    """Each profile in figures: operator time, its share in matrix multiplies and the attention kernel, operators called; and where a panel has both, `ceiling`: the fast path's timed speed over torch's if only those two groups cost it time
 
     Parameters
     ----------
@@ -1073,21 +1073,69 @@ def profile_summary(
 
     Returns
     -------
-    dict[str, dict[str, str]]
-        panel -> bar -> a line of figures
+    dict[str, dict]
+        panel -> bar -> {"ms", "share", "operators"}; and "ceiling\"
     """
     out = {}
     for title, bars in profiled(res).items():
-        ms = {n: b["profile"]["ms"] for n, b in bars.items()}
-        total = {n: sum(m.values()) for n, m in ms.items()}
-        core = {n: m["matrix multiplies"] + m["fused attention"] for n, m in ms.items()}
-        out[title] = {n: f"{total[n]:.0f} ms, {core[n] / total[n]:.0%} in matrix "
-                      f"multiplies and attention, {b['profile']['operators']} operators"
-                      for n, b in bars.items()}
+        out[title] = {}
+        for n, b in bars.items():
+            ms = b["profile"]["ms"]
+            total = sum(ms.values())
+            core = ms["matrix multiplies"] + ms["fused attention"]
+            out[title][n] = dict(ms=total, share=core / total,
+                                 operators=b["profile"]["operators"])
         if "fast" in bars and "torch" in bars:  # the timed ratio, over the fast share
             timed = bars["torch"]["median"] / bars["fast"]["median"]
-            out[title]["ceiling"] = f"{timed * total['fast'] / core['fast']:.2f}"
+            out[title]["ceiling"] = timed / out[title]["fast"]["share"]
     return out
+
+_SHORT = {"matrix multiplies": "mm", "fused attention": "attn",
+          "random numbers": "rand", "copies and fills": "copy",
+          "compiled kernels": "comp", "everything else": "rest"}
+
+def profile_table(
+    runs:list[dict],  # results of run_benchmark, with profiles
+)->str:  # a table in plain text, 72 columns wide
+    """The profiles of several runs as a table: per panel and implementation, the lowest and highest milliseconds of each group, the share in matrix multiplies and attention (core), the operators called, and each run's ceiling
+
+    Parameters
+    ----------
+    runs : list[dict]
+        results of run_benchmark, with profiles
+
+    Returns
+    -------
+    str
+        a table in plain text, 72 columns wide
+    """
+    def span(vals, fmt="{:.0f}"):
+        lo, hi = (fmt.format(v) for v in (min(vals), max(vals)))
+        return lo if lo == hi else f"{lo}-{hi}"
+    sums = [profile_summary(r) for r in runs]
+    groups = list(_SHORT)
+    lines = [f"ms per call, lowest-highest of {len(runs)} run(s); "
+             + ", ".join(f"{v}: {k}" for k, v in _SHORT.items())
+             + "; core: share of mm and attn"]
+    lines = textwrap.wrap(lines[0], 72)
+    for title, bars in profiled(runs[-1]).items():
+        lines += ["", title, f"{'':9s}{'total':>8s}"
+                  + "".join(f"{_SHORT[g]:>8s}" for g in groups) + f"{'core':>7s}"]
+        each = [profiled(r)[title] for r in runs]
+        for n in bars:
+            ms = [b[n]["profile"]["ms"] for b in each]
+            row = f"{n[:9]:9s}{span([sum(m.values()) for m in ms]):>8s}"
+            for g in groups:  # under half a millisecond in every run: none
+                vals = [m[g] for m in ms]
+                row += f"{span(vals) if max(vals) >= 0.5 else '-':>8s}"
+            core = [s[title][n]["share"] * 100 for s in sums]
+            lines.append(row + f"{span(core):>6s}%")
+        lines.append("operators: " + ", ".join(f"{n} {bars[n]['profile']['operators']}"
+                                               for n in bars))
+        if "ceiling" in sums[-1][title]:
+            lines.append("ceiling in each run: " + ", ".join(
+                f"{s[title]['ceiling']:.2f}" for s in sums))
+    return "\n".join(lines)
 
 def show_profiles(
     res:dict,  # one result of run_benchmark, with profiles
