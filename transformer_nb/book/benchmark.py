@@ -1096,8 +1096,8 @@ _SHORT = {"matrix multiplies": "mm", "fused attention": "attn",
 
 def profile_table(
     runs:list[dict],  # results of run_benchmark, with profiles
-)->str:  # a table in plain text, 72 columns wide
-    """The profiles of several runs as a table: per panel and implementation, the lowest and highest milliseconds of each group, the share in matrix multiplies and attention (core), the operators called, and each run's ceiling
+)->str:  # a table in plain text, at most 68 columns wide
+    """The profiles of several runs as a table: per panel and implementation, the lowest and highest milliseconds of each group that took any, the share in matrix multiplies and attention (core), the operators called, and each run's ceiling
 
     Parameters
     ----------
@@ -1107,26 +1107,27 @@ def profile_table(
     Returns
     -------
     str
-        a table in plain text, 72 columns wide
+        a table in plain text, at most 68 columns wide
     """
-    def span(vals, fmt="{:.0f}"):
-        lo, hi = (fmt.format(v) for v in (min(vals), max(vals)))
+    def span(vals):
+        lo, hi = (f"{v:.0f}" for v in (min(vals), max(vals)))
         return lo if lo == hi else f"{lo}-{hi}"
     sums = [profile_summary(r) for r in runs]
-    groups = list(_SHORT)
-    lines = [f"ms per call, lowest-highest of {len(runs)} run(s); "
-             + ", ".join(f"{v}: {k}" for k, v in _SHORT.items())
-             + "; core: share of mm and attn"]
-    lines = textwrap.wrap(lines[0], 72)
+    lines = textwrap.wrap(
+        f"ms per call, lowest-highest of {len(runs)} run(s); "
+        + ", ".join(f"{v}: {k}" for k, v in _SHORT.items())
+        + "; core: share of mm and attn", 68)
     for title, bars in profiled(runs[-1]).items():
+        each = [profiled(r)[title] for r in runs]
+        ms = {n: [b[n]["profile"]["ms"] for b in each] for n in bars}
+        # the groups that took half a millisecond or more somewhere in this panel
+        groups = [g for g in _SHORT if max(m[g] for n in bars for m in ms[n]) >= 0.5]
         lines += ["", title, f"{'':9s}{'total':>8s}"
                   + "".join(f"{_SHORT[g]:>8s}" for g in groups) + f"{'core':>7s}"]
-        each = [profiled(r)[title] for r in runs]
         for n in bars:
-            ms = [b[n]["profile"]["ms"] for b in each]
-            row = f"{n[:9]:9s}{span([sum(m.values()) for m in ms]):>8s}"
-            for g in groups:  # under half a millisecond in every run: none
-                vals = [m[g] for m in ms]
+            row = f"{n[:9]:9s}{span([sum(m.values()) for m in ms[n]]):>8s}"
+            for g in groups:
+                vals = [m[g] for m in ms[n]]
                 row += f"{span(vals) if max(vals) >= 0.5 else '-':>8s}"
             core = [s[title][n]["share"] * 100 for s in sums]
             lines.append(row + f"{span(core):>6s}%")
