@@ -512,8 +512,8 @@ def run_benchmark(
     reps:int=7,  # timed rounds per measurement
     # tiny sizes and few rounds: checks that everything runs, measures nothing
     quick:bool=False,
-    # also train the fast path through torch.compile (about a minute of compiling per
-    # size)
+    # also train the fast path through torch.compile (seconds to a minute of compiling
+    # per setting)
     compiled:bool=False,
     log=print,  # where progress goes
 )->dict:
@@ -530,8 +530,8 @@ def run_benchmark(
     quick : bool
         tiny sizes and few rounds: checks that everything runs, measures nothing
     compiled : bool
-        also train the fast path through torch.compile (about a minute of
-        compiling per size)
+        also train the fast path through torch.compile (seconds to a minute of
+        compiling per setting)
     log
         where progress goes
     """
