@@ -7,7 +7,9 @@ The readable path, the fast path and torch.nn.Transformer, interleaved in one pr
 configuration at lengths 32 and 128 (dropout 0.1 and 0; with fused and with torch's default Adam), the ladder (each
 optimisation of the fast path switched on in turn, every rung checked against the readable path first), bfloat16
 autocast, forward tokens/s of the paper's base model, greedy decoding with and without the key/value cache, peak
-memory, and the fast path's share of the machine's matrix-multiply peak.
+memory, and the fast path's share of the machine's matrix-multiply peak; then it profiles training at length 128,
+the forward pass and decoding (where each spends its operator time, by group of operators), and with --compile
+times one elementwise kernel returning floats and one returning a boolean mask, eager and compiled.
 It prints the ratios and writes the full result as JSON, which the chapter draws. One run with --compile took about
 5 minutes on 2 cores (three took under 16); close other programs first. With --runs N it runs N times in a row, writes each result
 into results/runs/ (the chapter draws the spread of every ratio over them) and the last one to --out, and prints each

@@ -422,7 +422,13 @@ def test_committed_results_are_complete():
     expected |= {f"train {key}: bfloat16 autocast / float32 tokens/s" for key in ladder}
     expected |= {f"ladder {key}: {name} / before tokens/s" for key in ladder for name in benchmark.RUNGS[1:]}
     expected |= {f"ladder {key}: top / torch tokens/s" for key in ladder}
+    expected |= {f"kernel returning a {k}: compiled / eager speed" for k in ("float", "mask")}
     assert set(s) == expected
+    panels = benchmark.profiled(res)                                  # the chapter draws where the time goes
+    assert set(panels) == {f"{part}, length 128, dropout {p}" for part in ("training", "torch.compile")
+                           for p in (0.1, 0.0)} | {"forward, base model", "greedy decoding"}
+    assert all(b["profile"]["operators"] > 0 and b["profile"]["ms"]["matrix multiplies"] > 0
+               for bars in panels.values() for b in bars.values())
     assert all(r["compile_s"] > 0 for r in res["compiled"].values())
     assert all(v["max_diff"] <= 1e-5 for lad in res["ladder"].values() for v in lad.values())
     runs = sorted((ROOT / "benchmarks" / "results" / "runs").glob("cpu-*.json"))  # the chapter draws their spread
@@ -461,6 +467,52 @@ def test_met_asks_every_run():
     assert benchmark.met((0.7, 0.9), (0.9, "at most")) and not benchmark.met((0.7, 0.95), (0.9, "at most"))
     with pytest.raises(ValueError, match='"at least" or "at most", got \'above\''):
         benchmark.met((1, 2), (1, "above"))
+
+
+def test_op_group_sorts_torch_operators():
+    assert benchmark.op_group("aten::addmm") == "matrix multiplies"
+    assert benchmark.op_group("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == "fused attention"
+    assert benchmark.op_group("## Call CompiledFxGraph fx3k ##") == "compiled kernels"
+    assert benchmark.op_group("aten::bernoulli_") == benchmark.op_group("aten::random_") == "random numbers"
+    assert benchmark.op_group("aten::copy_") == "copies and fills"
+    assert benchmark.op_group("aten::native_layer_norm") == "everything else"
+
+
+def test_profile_groups_finds_the_matrix_multiplies():
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    calls = []
+    p = benchmark.profile_groups(lambda: calls.append((a @ b).relu()), calls=2)
+    assert len(calls) == 3                                                    # a warm-up, two profiled
+    assert list(p["ms"]) == [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
+    assert p["ms"]["matrix multiplies"] > 0 and p["ms"]["everything else"] > 0      # mm, and relu
+    assert p["ms"]["random numbers"] == p["ms"]["compiled kernels"] == 0
+    assert p["operators"] >= 2
+
+
+def test_profile_summary_and_figure():
+    groups = [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
+    prof = lambda mm, rest: {"ms": dict.fromkeys(groups, 0.0) | {"matrix multiplies": mm, "everything else": rest},
+                             "operators": 10}
+    timing = lambda mm, rest, s=1.0: {"median": s, "tokens_per_s": 1 / s, "profile": prof(mm, rest)}
+    res = {"train": {"T=128, dropout 0.0": {"fast": timing(80.0, 20.0), "torch": timing(80.0, 40.0, 1.2),
+                                            "fast, default Adam": timing(1.0, 1.0), "flops": 1.0},
+                     "T=32, dropout 0.0": {"fast": {"median": 1.0}}},          # not profiled: no panel
+           "decoding": {"cached": timing(3.0, 7.0), "uncached": timing(30.0, 30.0)}}
+    panels = benchmark.profiled(res)
+    assert list(panels) == ["training, length 128, dropout 0.0", "greedy decoding"]
+    assert list(panels["training, length 128, dropout 0.0"]) == ["fast", "torch"]  # default Adam: not drawn
+    s = benchmark.profile_summary(res)
+    # timed 1.2 times torch's speed, with 80 of 100 ms in matrix multiplies: at most 1.2 * 100 / 80
+    assert s["training, length 128, dropout 0.0"]["ceiling"] == pytest.approx(1.5)
+    assert s["greedy decoding"]["cached"] == pytest.approx(dict(ms=10.0, share=0.3, operators=10))
+    table = benchmark.profile_table([res, res]).splitlines()
+    assert max(map(len, table)) <= 68 and "ceiling in each run: 1.50, 1.50" in table
+    # only the groups that took time: mm and rest
+    assert "            total      mm    rest   core" in table
+    assert "fast          100      80      20    80%" in table
+    fig = benchmark.show_profiles(res)
+    assert [ax.get_title(loc="left") for ax in fig.axes] == list(panels)
+    assert [t.get_text() for t in fig.axes[1].get_yticklabels()] == ["cached", "uncached"]
 
 
 def test_bf16_autocast_step_is_measured():

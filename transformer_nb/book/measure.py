@@ -18,7 +18,7 @@ from ..plotting import pyplot
 
 # %% auto #0
 __all__ = ['IMPLEMENTATIONS', 'RunConfig', 'small_config', 'base_config', 'TorchTransformer', 'readable_forward', 'build',
-           'random_batch', 'training_step', 'interleaved', 'show_source', 'profile_step', 'show_profile']
+           'random_batch', 'training_step', 'interleaved', 'show_source', 'profile_ops', 'profile_step', 'show_profile']
 
 # %% ../../nbs/12_fast.ipynb #h001
 @dataclass(frozen=True)
@@ -303,6 +303,39 @@ def show_source(*objs):
     )
 
 # %% ../../nbs/12_fast.ipynb #c006
+def profile_ops(
+    fn,  # a function to profile, e.g. one training step
+    calls:int=1,  # how many calls to profile
+)->list:  # torch's totals per operator (FunctionEventAvg), costliest first
+    """Call `fn` once to warm up, then `calls` times under torch's profiler; each operator's self time (CPU) and number of calls, summed over the calls
+
+    Parameters
+    ----------
+    fn
+        a function to profile, e.g. one training step
+    calls : int
+        how many calls to profile
+
+    Returns
+    -------
+    list
+        torch's totals per operator (FunctionEventAvg), costliest first
+    """
+    import os
+    from torch.profiler import profile, ProfilerActivity
+    # warm-up: allocations, first-call costs
+    fn()
+    saved = os.dup(2); devnull = os.open(os.devnull, os.O_WRONLY)
+    # the profiler's C++ log lines: not for readers
+    os.dup2(devnull, 2)
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(calls): fn()
+    finally:
+        os.dup2(saved, 2); os.close(saved); os.close(devnull)
+    ops = prof.key_averages()
+    return sorted(ops, key=lambda e: e.self_cpu_time_total, reverse=True)
+
 def profile_step(
     step,  # a function that runs one training step
     row_limit:int|None=8,  # how many operations to list; None: all
@@ -322,18 +355,7 @@ def profile_step(
     list[tuple[str, float, float]]
         (operation, milliseconds, share of the step) for the most expensive ones
     """
-    import os
-    from torch.profiler import profile, ProfilerActivity
-    # warm-up: allocations, first-call costs
-    step()
-    saved = os.dup(2); devnull = os.open(os.devnull, os.O_WRONLY)
-    # the profiler's C++ log lines: not for readers
-    os.dup2(devnull, 2)
-    try:
-        with profile(activities=[ProfilerActivity.CPU]) as prof: step()
-    finally:
-        os.dup2(saved, 2); os.close(saved); os.close(devnull)
-    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    ops = profile_ops(step)
     total = sum(e.self_cpu_time_total for e in ops)
     return [
         (e.key, e.self_cpu_time_total / 1000, e.self_cpu_time_total / total)
