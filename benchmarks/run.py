@@ -10,7 +10,8 @@ autocast, forward tokens/s of the paper's base model, greedy decoding with and w
 memory, and the fast path's share of the machine's matrix-multiply peak; then it profiles training at length 128,
 the forward pass and decoding (where each spends its operator time, by group of operators), and with --compile
 times one elementwise kernel returning floats and one returning a boolean mask, eager and compiled.
-It prints the ratios and writes the full result as JSON, which the chapter draws. One run with --compile took about
+It prints the ratios and the profiles as a table (`profile_table`), and writes the full result as JSON, which the
+chapter draws. One run with --compile took about
 5 minutes on 2 cores (three took under 16); close other programs first. With --runs N it runs N times in a row, writes each result
 into results/runs/ (the chapter draws the spread of every ratio over them) and the last one to --out, and prints each
 ratio's lowest and highest value. This is a benchmark, not a test: it asserts nothing about speed (it does refuse
@@ -20,7 +21,7 @@ import argparse, subprocess, sys
 from pathlib import Path
 import torch
 from transformer_nb.book.benchmark import (run_benchmark, summary, save_results, load_results,
-                                          spread)
+                                          spread, profile_table)
 
 
 def main():
@@ -47,6 +48,7 @@ def main():
         if runs:
             print(f"\nlowest and highest of {a.runs} runs")
             for k, (lo, hi) in spread(runs).items(): print(f"  {k:68s} {lo:6.2f} {hi:6.2f}")
+            print("\nwhere the time goes\n" + profile_table(runs))
             print(f"\nwrote {save_results(runs[-1], a.out)}")
         return
     res = run_benchmark(reps=a.reps, quick=a.quick, compiled=a.compile, log=lambda m: print(m, flush=True))
@@ -55,6 +57,7 @@ def main():
     for k, v in summary(res).items(): print(f"  {k:68s} {v:6.2f}")
     for k, r in res.get("compiled", {}).items():
         print(f"  {'compile time, ' + k + ' (s)':68s} {r['compile_s']:6.1f}")
+    print("\nwhere the time goes\n" + profile_table([res]))
     if not a.quick: print(f"\nwrote {save_results(res, a.out)}")
 
 if __name__ == "__main__":
