@@ -11,11 +11,11 @@ memory, and the fast path's share of the machine's matrix-multiply peak; then it
 the forward pass and decoding (where each spends its operator time, by group of operators), and with --compile
 times one elementwise kernel returning floats and one returning a boolean mask, eager and compiled.
 It prints the ratios and the profiles as a table (`profile_table`), and writes the full result as JSON, which the
-chapter draws. One run with --compile took about
-5 minutes on 2 cores (three took under 16); close other programs first. With --runs N it runs N times in a row, writes each result
-into results/runs/ (the chapter draws the spread of every ratio over them) and the last one to --out, and prints each
-ratio's lowest and highest value. This is a benchmark, not a test: it asserts nothing about speed (it does refuse
-to time a rung of the ladder that computes something other than the readable path).
+chapter draws. One run with --compile took about 5 minutes on 2 cores (three took under 16; about 4.5 minutes each
+on a busy day); close other programs first. With --runs N it runs N times in a row, writes each result into
+results/runs/ (the chapter draws the spread of every ratio over them) and the last one to --out, and prints each
+ratio's lowest and highest value and the profiles of all runs. This is a benchmark, not a test: it asserts nothing
+about speed (it does refuse to time a rung of the ladder that computes something other than the readable path).
 """
 import argparse, subprocess, sys
 from pathlib import Path
