@@ -487,6 +487,9 @@ def test_profile_groups_finds_the_matrix_multiplies():
     assert p["ms"]["matrix multiplies"] > 0 and p["ms"]["everything else"] > 0      # mm, and relu
     assert p["ms"]["random numbers"] == p["ms"]["compiled kernels"] == 0
     assert p["operators"] >= 2
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="calls must be an int >= 1, got"):
+            benchmark.profile_groups(lambda: None, calls=bad)
 
 
 def test_profile_summary_and_figure():
@@ -505,6 +508,8 @@ def test_profile_summary_and_figure():
     # timed 1.2 times torch's speed, with 80 of 100 ms in matrix multiplies: at most 1.2 * 100 / 80
     assert s["training, length 128, dropout 0.0"]["ceiling"] == pytest.approx(1.5)
     assert s["greedy decoding"]["cached"] == pytest.approx(dict(ms=10.0, share=0.3, operators=10))
+    with pytest.raises(ValueError, match="runs must be a non-empty list of results, got"):
+        benchmark.profile_table(res)                                          # one result, not a list
     table = benchmark.profile_table([res, res]).splitlines()
     assert max(map(len, table)) <= 68 and "ceiling in each run: 1.50, 1.50" in table
     # only the groups that took time: mm and rest

@@ -1109,6 +1109,8 @@ def profile_table(
     str
         a table in plain text, at most 68 columns wide
     """
+    if not isinstance(runs, (list, tuple)) or not runs:
+        raise ValueError(f"runs must be a non-empty list of results, got {runs!r:.60}")
     def span(vals):
         lo, hi = (f"{v:.0f}" for v in (min(vals), max(vals)))
         return lo if lo == hi else f"{lo}-{hi}"

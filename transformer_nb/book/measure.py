@@ -323,6 +323,8 @@ def profile_ops(
     """
     import os
     from torch.profiler import profile, ProfilerActivity
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be an int >= 1, got {calls!r}")
     # warm-up: allocations, first-call costs
     fn()
     saved = os.dup(2); devnull = os.open(os.devnull, os.O_WRONLY)
