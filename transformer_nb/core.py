@@ -300,7 +300,7 @@ def dropout(
     if (p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling()
             or torch_dropout_masks.active):
         return F.dropout(x, p, training)             # a compiler makes its own mask
-    # one pass each way (masked_fill takes two); backward keeps the boolean mask
+    # a multiply and a select; backward keeps only the boolean mask
     return torch.where(drop_mask(x.shape, p, x.device), 0.0, x * (1.0 / (1.0 - p)))
 
 class torch_dropout_masks:
