@@ -478,6 +478,13 @@ def test_op_group_sorts_torch_operators():
     assert benchmark.op_group("aten::native_layer_norm") == "everything else"
 
 
+def test_every_profile_group_has_a_style():
+    groups = [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
+    assert sorted(benchmark.GROUP_STYLE) == sorted(groups)
+    shorts = [short for short, _ in benchmark.GROUP_STYLE.values()]
+    assert len(set(shorts)) == len(shorts) and all(len(s) <= 7 for s in shorts)  # columns of 8
+
+
 def test_profile_groups_finds_the_matrix_multiplies():
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     calls = []
@@ -515,6 +522,7 @@ def test_profile_summary_and_figure():
     # only the groups that took time: mm and rest
     assert "            total      mm    rest   core" in table
     assert "fast          100      80      20    80%" in table
+    assert "operators: fast 10, torch 10" in table                           # the same in both runs
     fig = benchmark.show_profiles(res)
     assert [ax.get_title(loc="left") for ax in fig.axes] == list(panels)
     assert [t.get_text() for t in fig.axes[1].get_yticklabels()] == ["cached", "uncached"]

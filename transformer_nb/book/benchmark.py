@@ -27,11 +27,11 @@ from transformer_nb.book.measure import (
 from ..plotting import pyplot
 
 # %% auto #0
-__all__ = ['PROFILE_GROUPS', 'RUNGS', 'peak_memory', 'release_freed_memory', 'step_flops', 'matmul_peak', 'op_group',
-           'profile_groups', 'bench_training', 'bench_bf16', 'bench_memory', 'bench_forward', 'bench_decoding',
-           'bench_kernels', 'rung_step', 'check_rungs', 'bench_ladder', 'run_benchmark', 'summary', 'spread',
-           'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread', 'ladder_ratios', 'show_ladder',
-           'profiled', 'profile_summary', 'profile_table', 'show_profiles']
+__all__ = ['PROFILE_GROUPS', 'RUNGS', 'GROUP_STYLE', 'peak_memory', 'release_freed_memory', 'step_flops', 'matmul_peak',
+           'op_group', 'profile_groups', 'bench_training', 'bench_bf16', 'bench_memory', 'bench_forward',
+           'bench_decoding', 'bench_kernels', 'rung_step', 'check_rungs', 'bench_ladder', 'run_benchmark', 'summary',
+           'spread', 'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread', 'ladder_ratios',
+           'show_ladder', 'profiled', 'profile_summary', 'profile_table', 'show_profiles']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -1023,13 +1023,15 @@ def show_ladder(
     return fig
 
 # %% ../../nbs/13_benchmark.ipynb #c019c
-_GROUP_COLORS = {
-    "matrix multiplies": "#2f6fb0",
-    "fused attention": "#7fb3e0",
-    "compiled kernels": "#6b4fa0",
-    "random numbers": "#d08c2e",
-    "copies and fills": "#c9b27c",
-    "everything else": "#9aa5b1",
+# every group of `PROFILE_GROUPS` and "everything else", in the order they are drawn:
+# (short name in tables, colour in figures)
+GROUP_STYLE = {
+    "matrix multiplies": ("mm", "#2f6fb0"),
+    "fused attention": ("attn", "#7fb3e0"),
+    "compiled kernels": ("comp", "#6b4fa0"),
+    "random numbers": ("rand", "#d08c2e"),
+    "copies and fills": ("copy", "#c9b27c"),
+    "everything else": ("rest", "#9aa5b1"),
 }
 
 def profiled(
@@ -1090,10 +1092,6 @@ def profile_summary(
             out[title]["ceiling"] = timed / out[title]["fast"]["share"]
     return out
 
-_SHORT = {"matrix multiplies": "mm", "fused attention": "attn",
-          "random numbers": "rand", "copies and fills": "copy",
-          "compiled kernels": "comp", "everything else": "rest"}
-
 def profile_table(
     runs:list[dict],  # results of run_benchmark, with profiles
 )->str:  # a table in plain text, at most 68 columns wide
@@ -1117,15 +1115,17 @@ def profile_table(
     sums = [profile_summary(r) for r in runs]
     lines = textwrap.wrap(
         f"ms per call, lowest-highest of {len(runs)} run(s); "
-        + ", ".join(f"{v}: {k}" for k, v in _SHORT.items())
+        + ", ".join(f"{short}: {g}" for g, (short, _) in GROUP_STYLE.items())
         + "; core: share of mm and attn", 68)
     for title, bars in profiled(runs[-1]).items():
         each = [profiled(r)[title] for r in runs]
         ms = {n: [b[n]["profile"]["ms"] for b in each] for n in bars}
         # the groups that took half a millisecond or more somewhere in this panel
-        groups = [g for g in _SHORT if max(m[g] for n in bars for m in ms[n]) >= 0.5]
+        groups = [g for g in GROUP_STYLE
+                  if max(m[g] for n in bars for m in ms[n]) >= 0.5]
         lines += ["", title, f"{'':9s}{'total':>8s}"
-                  + "".join(f"{_SHORT[g]:>8s}" for g in groups) + f"{'core':>7s}"]
+                  + "".join(f"{GROUP_STYLE[g][0]:>8s}" for g in groups)
+                  + f"{'core':>7s}"]
         for n in bars:
             row = f"{n[:9]:9s}{span([sum(m.values()) for m in ms[n]]):>8s}"
             for g in groups:
@@ -1133,8 +1133,8 @@ def profile_table(
                 row += f"{span(vals) if max(vals) >= 0.5 else '-':>8s}"
             core = [s[title][n]["share"] * 100 for s in sums]
             lines.append(row + f"{span(core):>6s}%")
-        lines.append("operators: " + ", ".join(f"{n} {bars[n]['profile']['operators']}"
-                                               for n in bars))
+        lines.append("operators: " + ", ".join(  # the same in every run, or a span
+            f"{n} {span([b[n]['profile']['operators'] for b in each])}" for n in bars))
         if "ceiling" in sums[-1][title]:
             lines.append("ceiling in each run: " + ", ".join(
                 f"{s[title]['ceiling']:.2f}" for s in sums))
@@ -1160,7 +1160,7 @@ def show_profiles(
         names = list(bars)
         for i, n in enumerate(names):
             left = 0.0
-            for g, color in _GROUP_COLORS.items():
+            for g, (_, color) in GROUP_STYLE.items():
                 v = bars[n]["profile"]["ms"].get(g, 0.0)
                 ax.barh(i, v, left=left, color=color, height=0.7,
                         label=g if ax is axs[0, 0] and i == 0 else None)
