@@ -775,3 +775,126 @@ def test_layer_norm_written_out_passes():
             var = ((x - mean) ** 2).mean(-1, keepdim=True)
             return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
     assert grade_layer_norm(M)
+
+
+# ---------------------------------------------------------------- issue 35: answers as learners write them
+# Each grader accepts the chapter's code and other correct forms, and rejects each mistake with its own hint;
+# where an answer has two deviations, the hint names both, the more fundamental first.
+
+def test_layer_norm_alternative_correct_forms():
+    class Functional(nn.Module):                                   # F.layer_norm, torch's own
+        def __init__(self, d_model, eps=1e-5, fused=True):
+            super().__init__(); self.d_model, self.eps, self.fused = d_model, eps, fused
+            self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+        def forward(self, x): return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
+    class ByHand(Functional):                                      # mean of squares, rsqrt
+        def forward(self, x):
+            c = x - x.mean(-1, keepdim=True)
+            return c * torch.rsqrt((c * c).mean(-1, keepdim=True) + self.eps) * self.weight + self.bias
+    assert grade_layer_norm(Functional) and grade_layer_norm(ByHand)
+
+class LNInit(LayerNorm):
+    "The book's LayerNorm whose weight or bias starts elsewhere"
+    gamma, beta = 1.0, 0.0
+    def __init__(self, d_model, eps=1e-5, fused=True):
+        super().__init__(d_model, eps, fused)
+        with torch.no_grad(): self.weight.fill_(self.gamma); self.bias.fill_(self.beta)
+
+def test_layer_norm_gamma_starting_at_zero():
+    fails_with(grade_layer_norm(type("M", (LNInit,), {"gamma": 0.0})), "starts with `weight`", "start at 1")
+
+def test_layer_norm_beta_starting_at_one():
+    fails_with(grade_layer_norm(type("M", (LNInit,), {"beta": 1.0})), "starts with `bias`", "start at 0")
+
+def test_layer_norm_two_deviations_named_in_order():
+    class M(LNInit):
+        gamma = 0.0
+        def forward(self, x):                                      # unbiased variance, and γ starting at 0
+            return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) \
+                * self.weight + self.bias
+    v = grade_layer_norm(M)
+    fails_with(v, "2 things differ", "(1) you used the unbiased variance", "(2) your new LayerNorm")
+    assert v.message.index("unbiased") < v.message.index("start at 1")
+
+def test_layer_norm_unbiased_and_no_bias():
+    class M(LayerNorm):
+        def forward(self, x):
+            return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) * self.weight
+    v = grade_layer_norm(M)
+    fails_with(v, "(1) you used the unbiased variance", "(2) the bias (β) is missing")
+
+def test_attention_mask_applied_only_to_4d_masks():
+    def f(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None and mask.dim() == 4: s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+        w = s.softmax(-1)
+        if mask is not None and mask.dim() == 4: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        return w @ v, w
+    v = grade_attention(f)
+    fails_with(v, "the mask is ignored for this 2-D mask", "whatever its number of dimensions")
+    assert "-100" not in v.message
+
+def test_attention_unscaled_and_inverted_mask_named_in_order():
+    v = grade_attention(attention(scale=lambda d: 1.0, invert=True))
+    fails_with(v, "2 things differ", "(1) the scores are not scaled", "(2) the mask is inverted")
+
+def test_attention_divided_by_d_k_and_softmax_over_queries():
+    v = grade_attention(attention(scale=lambda d: d, dim=-2, zero_rows=False))
+    fails_with(v, "(1) you divided by d_k", "(2) the softmax runs over the wrong axis")
+
+def test_attention_alternative_correct_forms():
+    def where(q, k, v, mask=None, dropout_p=0.0):                 # torch.where and F.softmax
+        s = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+        if mask is not None: s = torch.where(mask, s, torch.finfo(s.dtype).min)
+        w = F.softmax(s, dim=-1)
+        if mask is not None: w = torch.where(mask.any(-1, keepdim=True), w, 0.0)
+        return torch.matmul(F.dropout(w, dropout_p), v), w
+    def dropping(q, k, v, mask=None, dropout_p=0.0):              # dropout by hand, inverted scaling
+        w = scaled_dot_product_attention(q, k, v, mask)[1]
+        keep = (torch.rand_like(w) >= dropout_p).to(w.dtype) / (1 - dropout_p)
+        return (w * keep) @ v, w
+    assert grade_attention(where) and grade_attention(dropping)
+
+def test_transformer_always_tying_the_output():
+    class M(Transformer):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw); self.output.weight = self.tgt_embed.tokens.embed.weight
+    v = grade_transformer(M)
+    fails_with(v, "`tgt_embed.tokens.embed.weight` and `output.weight` are one tensor", "share_embeddings=True")
+    assert "layers share" not in v.message
+
+def test_transformer_share_embeddings_ignored():
+    class M(Transformer):
+        def __init__(self, *a, share_embeddings=False, **kw): super().__init__(*a, **kw)
+    fails_with(grade_transformer(M), "share_embeddings=True", "shares 0 matrices where the book's shares 1")
+
+def test_transformer_sharing_source_embedding_across_vocabularies():
+    class M(Transformer):
+        def __init__(self, src_vocab, tgt_vocab, *a, share_embeddings=False, **kw):
+            super().__init__(src_vocab, tgt_vocab, *a, share_embeddings=share_embeddings, **kw)
+            if share_embeddings and src_vocab != tgt_vocab:                  # and the source embedding: too much
+                self.src_embed.tokens.embed = nn.Embedding(tgt_vocab, self.d_model)
+                self.src_embed.tokens.embed.weight = self.output.weight
+    fails_with(grade_transformer(M), "only the output projection and the target embedding")
+
+class TorchStyleEncoderLayer(nn.Module):
+    "nn.TransformerEncoderLayer's layout: its own dropouts drop1/drop2 and residuals, no `self.dropout`"
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, activation="relu"):
+        super().__init__()
+        self.d_model, self.num_heads, self.norm_first = d_model, num_heads, norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+    def forward(self, x, src_mask=None, need_weights=True):
+        if self.norm_first:
+            h = self.norm1(x); a, w = self.self_attn(h, h, h, mask=src_mask, need_weights=need_weights)
+            x = x + self.drop1(a)
+            return x + self.drop2(self.ffn(self.norm2(x))), w
+        a, w = self.self_attn(x, x, x, mask=src_mask, need_weights=need_weights)
+        x = self.norm1(x + self.drop1(a))
+        return self.norm2(x + self.drop2(self.ffn(x))), w
+
+def test_torch_style_encoder_layer_with_its_own_dropout_names_passes():
+    v = grade_encoder_layer(TorchStyleEncoderLayer)
+    assert v, v

@@ -260,6 +260,28 @@ def _first_match(got:Tensor, variants)->str|None:
         except Exception: continue
         if _close(got, alt, 1e-4): return hint
     return None
+def _diagnose(got:Tensor, compute, axes:list)->list[str]|None:
+    ("The hints of the fewest deviations (at most two) that turn the book's result "
+     "into `got`, most fundamental first")
+    # axes: [(keyword, {option: hint})], most fundamental first; compute(**{keyword:
+    # option}) is the book's result with those deviations, the others left right
+    import itertools
+    for n in (1, 2):
+        for chosen in itertools.combinations(range(len(axes)), n):
+            for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
+                kw = {axes[i][0]: o for i, o in zip(chosen, opts)}
+                try: alt = compute(**kw)
+                except Exception: continue
+                if _close(got, alt, 1e-4):
+                    return [axes[i][1][o] for i, o in zip(chosen, opts)]
+    return None
+
+def _several(hints:list[str])->str:
+    "One hint, or several numbered in the order to fix them"
+    hints = [h for h in dict.fromkeys(hints) if h]
+    if len(hints) == 1: return hints[0]
+    return (f"{len(hints)} things differ from the chapter, fix them in this order: "
+            + " ".join(f"({i}) {h}" for i, h in enumerate(hints, 1)))
 
 # %% ../../nbs/91_grading.ipynb #c016
 def build(
@@ -311,6 +333,15 @@ def load_reference(
     if len(mine) < len(ref) and len(
         list(theirs.named_parameters(remove_duplicate=False))
     ) > len(mine):
+        shared = _shared(theirs)
+        if shared and not any(_in_stack(a, b) for a, b in shared):
+            a, b = shared[0]
+            raise Hint(
+                f"`{a}` and `{b}` are one tensor in your module, two in the book's "
+                "for these arguments: tie (share) them only when asked "
+                "(share_embeddings=True), and give each its own nn.Parameter "
+                "otherwise."
+            )
         raise Hint(
             "some of your layers share their parameters: create a new layer for each "
             "position of the "
@@ -340,6 +371,20 @@ def load_reference(
     )
 
 
+def _shared(m:nn.Module)->list[tuple[str, str]]:
+    "Pairs of names that hold one and the same parameter in `m`"
+    first, pairs = {}, []
+    for n, p in m.named_parameters(remove_duplicate=False):
+        if id(p) in first: pairs.append((first[id(p)], n))
+        else: first[id(p)] = n
+    return pairs
+
+def _in_stack(a:str, b:str)->bool:
+    "Are `a` and `b` the same part of two positions of a stack (layers.0.x, layers.1.x)?"
+    import re
+    strip = lambda n: re.sub(r"\.\d+\.", ".#.", n)
+    return a != b and strip(a) == strip(b)
+
 # %% ../../nbs/91_grading.ipynb #c016a
 def _nontrivial(m:nn.Module)->nn.Module:
     ("Move every 1-D parameter (norm weights and biases, linear biases) away from its "
@@ -349,6 +394,9 @@ def _nontrivial(m:nn.Module)->nn.Module:
         for p in m.parameters():
             if p.dim() == 1: p.add_(0.5 * torch.randn(p.shape, generator=g))
     return m
+
+# parts without weights that later cells of an exercise notebook read by name
+_READ_LATER = {"PositionwiseFeedForward": ("act",)}
 
 def _same_parts(ref:nn.Module, m:nn.Module, what:str):
     ("The learner's module must have the book's parts and settings under the chapter's "
@@ -397,6 +445,12 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
                 "read it."
             )
     for k, sub in ref.named_children():
+        # parts without weights (dropout, activation) may have any name, the checks
+        # judge what they do, unless later cells of the exercise read them
+        if (not any(True for _ in sub.parameters())
+                and not any(True for _ in sub.buffers())
+                and k not in _READ_LATER.get(type(ref).__name__, ())):
+            continue
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
             raise Hint(
                 f"{what} has no part `self.{k}`: name the parts as the TODO does "
@@ -411,6 +465,28 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
                     f"self.register_buffer({b!r}, ...), and later cells of the "
                     "exercise read it."
                 )
+def _init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
+    ("Compare how the learner's new module and the book's start: constant parameters "
+     "exactly, random ones by their spread")
+    ref, got = list(book.named_parameters()), list(mine.named_parameters())
+    if len(ref) != len(got) or any(a.shape != b.shape for (_, a), (_, b) in zip(ref, got)):
+        return None                      # the weights checks say what differs
+    for (rn, r), (n, p) in zip(ref, got):
+        r, p = r.detach().float(), p.detach().float()
+        if (r == r.flatten()[0]).all():
+            if not torch.equal(p, r):
+                v = r.flatten()[0].item()
+                return (f"{what} starts with `{n}` = {p.flatten()[:4].tolist()}…; "
+                        f"it must start at {v:g} everywhere (the book's `{rn}` is "
+                        f"torch.{'ones' if v == 1 else 'zeros' if v == 0 else 'full'}"
+                        f"(...)), so that a new module "
+                        + ("changes nothing until it learns." if v in (0, 1)
+                           else "matches the chapter."))
+        elif r.numel() >= 16 and not 0.5 < (p.std() / r.std()).item() < 2:
+            return (f"{what} starts with `{n}` of spread (std) {p.std().item():.3f}; "
+                    f"the book's `{rn}` starts at {r.std().item():.3f}: initialise it "
+                    "as the chapter does.")
+    return None
 
 # %% ../../nbs/91_grading.ipynb #c018
 @checker
@@ -770,13 +846,76 @@ def _scale_hint(w:Tensor, scores:Tensor, d_k:int, d_model:int|None=None)->str|No
             f"{right:.2f}.")
 
 # %% ../../nbs/91_grading.ipynb #c024
-def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None)->str:
-    "Why the learner's attention weights differ from the book's"
+def _attention_variant(q, k, mask, scale=None, axis=-1, fill=None):
+    "The book's attention weights with deviations: another scale, axis or mask fill"
+    d_k = q.shape[-1]
+    s = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)
+    low = torch.finfo(s.dtype).min
+    if mask is not None:
+        s = {None: lambda: s.masked_fill(~mask, low), "ignored": lambda: s,
+             "inverted": lambda: s.masked_fill(mask, low),
+             "zero": lambda: s.masked_fill(~mask, 0.0),
+             "multiplied": lambda: s * mask}[fill]()
+    w = s.softmax(axis)
+    if mask is not None and fill in (None, "inverted"):
+        w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+    return w
+
+def _attention_mistakes(d_k:int, mask)->list:
+    "The deviations `_diagnose` tries on attention weights, most fundamental first"
+    r = math.sqrt(d_k)
+    axes = [
+        ("scale", {
+            1.0: "the scores are not scaled: divide QKᵀ by √d_k (section 3.2.1).",
+            d_k: "you divided by d_k; the scale is √d_k = d_k ** 0.5.",
+            d_k / 2: "you divided by d_k / 2: `d_k ** 1/2` means (d_k ** 1) / 2 by "
+                     "operator precedence; write d_k ** 0.5 or math.sqrt(d_k).",
+            1 / r: "you multiplied by √d_k; divide by it."}),
+        ("axis", {-2: "the softmax runs over the wrong axis: each query's weights "
+                      "over the keys must sum to 1, use dim=-1."}),
+    ]
+    if mask is not None:
+        dims = f"{mask.dim()}-D mask of shape {tuple(mask.shape)}"
+        axes.append(("fill", {
+            "ignored": f"the mask is ignored for this {dims}: masks come in every "
+                       "shape that broadcasts to (..., T, S), (T, T), (B, 1, S), "
+                       "(B, 1, 1, S); apply it whatever its number of dimensions, "
+                       "scores.masked_fill(~mask, ...).",
+            "inverted": "the mask is inverted: True means *may attend*; fill the "
+                        "scores where the mask is False (~mask).",
+            "zero": "masked scores filled with 0 still get weight: fill with "
+                    "torch.finfo(scores.dtype).min, a very negative number; 0 is "
+                    "not exactly 0 after the softmax.",
+            "multiplied": "multiplying the scores by the mask sets them to 0, which "
+                          "still gets weight (not exactly 0): fill with "
+                          "torch.finfo(scores.dtype).min instead."}))
+    return axes
+
+def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None,
+                            fn=None, cases=())->str:
+    ("Why the learner's attention weights differ from the book's; with `fn` and the "
+     "other `cases`, every deviation they show")
     T, S = q.shape[-2], k.shape[-2]
     if tuple(w.shape[-2:]) == (S, T) and S != T:
         return (f"the weights have shape {_shape(w)}, keys before queries: rows are "
                 "queries, use q @ k.transpose(-2, -1).")
     scores = q @ k.transpose(-2, -1)
+    found = _diagnose(w, lambda **kw: _attention_variant(q, k, mask, **kw),
+                      _attention_mistakes(q.shape[-1], mask))
+    if found:
+        # the other cases may show more deviations (a mask case after a scale one)
+        for _, q_, k_, v_, m_ in cases:
+            try:
+                w_ = run("your function", fn, q_, k_, v_,
+                         **({"mask": m_} if m_ is not None else {}))[1]
+            except Hint: continue
+            more = _diagnose(w_, lambda **kw: _attention_variant(q_, k_, m_, **kw),
+                             _attention_mistakes(q_.shape[-1], m_))
+            found += [h for h in more or [] if h not in found]
+        order = [h for _, o in _attention_mistakes(q.shape[-1], mask) for h in o.values()]
+        rank = lambda h: next((i for i, x in enumerate(order) if x[:40] == h[:40]),
+                              len(order))
+        return _several(sorted(found, key=rank))
     if mask is None:
         if not _close(w.sum(-1), torch.ones_like(w.sum(-1)), 1e-4):
             if _close(w.sum(-2), torch.ones_like(w.sum(-2)), 1e-4):
@@ -913,7 +1052,8 @@ def grade_attention(
                     f"{case}: the weights have shape {_shape(w)}, expected "
                     f"{_shape(want_w)} (..., T, S)."
                 )
-            raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
+            raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask,
+                                                              fn, cases))
         if mask is not None and (w.masked_select(~mask.expand(w.shape)) != 0).any():
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
         _tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
@@ -1356,8 +1496,9 @@ def grade_ffn(
             "training only → linear2.")
 
 # %% ../../nbs/91_grading.ipynb #c033
-def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True):
-    "LayerNorm with one classic mistake"
+def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True, used=None):
+    "LayerNorm with classic mistakes: variance, place of ε, axis, weight and bias"
+    eps = eps if used is None else used
     mean = x.mean(dim, keepdim=True)
     v = x.var(dim, unbiased=(var == "unbiased"), keepdim=True)
     den = (
@@ -1366,7 +1507,31 @@ def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True):
         else (torch.sqrt(v) + eps if where == "outside" else torch.sqrt(v))
     )
     y = (x - mean) / den
-    return y * w + b if affine else y
+    return {True: lambda: y * w + b, False: lambda: y, "swapped": lambda: y * b + w,
+            "no bias": lambda: y * w}[affine]()
+
+def _ln_mistakes(eps:float)->list:
+    "The deviations `_diagnose` tries on a LayerNorm, most fundamental first"
+    return [
+        ("dim", {-2: "normalise each position over its own features: mean and "
+                     "variance over the last dimension (dim=-1).",
+                 0: "normalise each position over its own features, dim=-1, not "
+                    "over the batch (dim=0)."}),
+        ("var", {"unbiased": "you used the unbiased variance (dividing by d - 1, "
+                             "torch's default for .var and .std); LayerNorm divides "
+                             "by d: x.var(-1, unbiased=False, keepdim=True)."}),
+        ("where", {"outside": "ε is outside the square root: divide by "
+                              "sqrt(var + eps), not by std + eps.",
+                   "none": "ε is missing: divide by sqrt(var + eps)."}),
+        ("used", {1e-5: f"eps={eps} is ignored: you used 1e-5 whatever was asked; "
+                        "store it as self.eps and use it."} if eps != 1e-5 else {}),
+        ("affine", {False: "the normalised vector must be multiplied by the weight "
+                           "(γ) and shifted by the bias (β).",
+                    "swapped": "weight (γ) and bias (β) are swapped: multiply by the "
+                               "weight, then add the bias.",
+                    "no bias": "the bias (β) is missing: add it after multiplying by "
+                               "the weight."}),
+    ]
 
 # %% ../../nbs/91_grading.ipynb #c034
 @checker
@@ -1375,7 +1540,7 @@ def grade_layer_norm(
     # dimension
     cls,
 )->Verdict:
-    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps
+    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps, and its initial weight and bias
 
     Parameters
     ----------
@@ -1386,6 +1551,9 @@ def grade_layer_norm(
     d = 12
     # entries of size 10, and tiny ones
     x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
+    # a new LayerNorm is the plain normalisation: γ = 1, β = 0 (the weights the
+    # checks below copy in cannot show that)
+    init = _init_hint(build(cls, d), LayerNorm(d), "your new LayerNorm(12)")
     for eps, kw in ((1e-5, {}), (1e-2, {}), (1e-5, {"fused": False})):
         case = f"LayerNorm({d}, eps={eps}{', fused=False' if kw else ''})"
         ref, m = _nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
@@ -1406,74 +1574,18 @@ def grade_layer_norm(
             )
             want = ref(x)
             if _close(got, want): continue
-            hint = _first_match(
-                got,
-                [
-                    (
-                        "you used the unbiased variance (dividing by d - 1, torch's "
-                        "default for .var and .std); LayerNorm "
-                        "divides by d: x.var(-1, unbiased=False, keepdim=True).",
-                        lambda: _ln(x, w, b, eps, var="unbiased"),
-                    ),
-                    (
-                        "x.std() is the unbiased standard deviation and ε is outside "
-                        "the square root (the Annotated "
-                        "Transformer's version): use (x - mean) / torch.sqrt(var + "
-                        "eps) with the biased variance.",
-                        lambda: _ln(x, w, b, eps, var="unbiased", where="outside"),
-                    ),
-                    (
-                        "ε is outside the square root: divide by sqrt(var + eps), not "
-                        "by std + eps.",
-                        lambda: _ln(x, w, b, eps, where="outside"),
-                    ),
-                    (
-                        "ε is missing: divide by sqrt(var + eps).",
-                        lambda: _ln(x, w, b, eps, where="none"),
-                    ),
-                    (
-                        f"eps={eps} is ignored: you used 1e-5 whatever was asked; "
-                        "store it as self.eps and use it.",
-                        lambda: _ln(x, w, b, 1e-5),
-                    ),
-                    (
-                        "normalise each position over its own features: mean and "
-                        "variance over the last dimension (dim=-1).",
-                        lambda: _ln(x, w, b, eps, dim=-2),
-                    ),
-                    (
-                        "normalise each position over its own features, dim=-1, not "
-                        "over the batch (dim=0).",
-                        lambda: _ln(x, w, b, eps, dim=0),
-                    ),
-                    (
-                        "the normalised vector must be multiplied by the weight (γ) "
-                        "and shifted by the bias (β).",
-                        lambda: _ln(x, w, b, eps, affine=False),
-                    ),
-                    (
-                        "weight (γ) and bias (β) are swapped: multiply by the weight, "
-                        "then add the bias.",
-                        lambda: _ln(x, b, w, eps),
-                    ),
-                    (
-                        "the bias (β) is missing: add it after multiplying by the "
-                        "weight.",
-                        lambda: _ln(x, w, torch.zeros_like(b), eps),
-                    ),
-                ],
-            )
+            found = _diagnose(got, lambda **kw: _ln(x, w, b, eps, **kw),
+                              _ln_mistakes(eps))
             raise Hint(
                 f"{case}: "
-                + (
-                    hint
-                    or "the output differs from (x - mean) / sqrt(var + eps) * "
-                       "weight + bias: "
-                    f"{_far(got, want)}."
+                + _several(
+                    (found or ["the output differs from (x - mean) / sqrt(var + eps) "
+                               f"* weight + bias: {_far(got, want)}."]) + [init]
                 )
             )
+    if init: raise Hint(init)
     return ("biased variance, ε inside the root for any eps, weight and bias, fused or "
-            "not: the numbers of nn.LayerNorm.")
+            "not: the numbers of nn.LayerNorm; weight 1 and bias 0 to start with.")
 
 # %% ../../nbs/91_grading.ipynb #c035
 def _norm_of(m:nn.Module):
@@ -2246,6 +2358,25 @@ def grade_transformer(
                             else f"{type(a).__name__}."
                         )
                     )
+    # share_embeddings: one matrix for the output and the target embedding (and the
+    # source's, when the vocabularies are the same); judged by what is shared
+    for vs in (Vs, Vt):
+        ref = Transformer(vs, Vt, **(kw | {"share_embeddings": True}))
+        m = build(cls, vs, Vt, **(kw | {"share_embeddings": True}))
+        want, got = len(_shared(ref)), len(_shared(m))
+        if got < want:
+            raise Hint(
+                f"share_embeddings=True with src_vocab={vs}, tgt_vocab={Vt}: your "
+                f"model shares {got} matrices where the book's shares {want}: assign "
+                "the target embedding's table to output.weight"
+                + (" and to the source embedding's table" if vs == Vt else "")
+                + " (the same nn.Parameter, section 3.4)."
+            )
+        if got > want:
+            raise Hint(
+                f"share_embeddings=True with src_vocab={vs} != tgt_vocab={Vt}: only "
+                "the output projection and the target embedding can share a table."
+            )
     fresh = build(cls, Vs, Vt, **kw)
     mats = [(n, p) for n, p in fresh.named_parameters() if p.dim() > 1]
     loose = [
