@@ -898,3 +898,142 @@ class TorchStyleEncoderLayer(nn.Module):
 def test_torch_style_encoder_layer_with_its_own_dropout_names_passes():
     v = grade_encoder_layer(TorchStyleEncoderLayer)
     assert v, v
+
+
+# ---------------------------------------------------------------- chapter 10: label smoothing, the schedule
+from transformer_nb.training import LabelSmoothingLoss, noam_lr
+from transformer_nb.decoding import greedy_search
+
+class LS(nn.Module):
+    "A label-smoothed loss as learners write it: explicit q, with one configurable mistake"
+    others, true_extra, use, pad, kl, hard_eps, hard_pad, ignore_red = "V", True, "log_softmax", "skip", False, None, None, False
+    def __init__(self, eps=0.1, ignore_index=0, reduction="mean"):
+        super().__init__(); self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
+    def forward(self, logits, target):
+        eps = self.hard_eps if self.hard_eps is not None else self.eps
+        ig = self.hard_pad if self.hard_pad is not None else self.ignore_index
+        V = logits.shape[-1]; x = logits.reshape(-1, V); t = target.reshape(-1)
+        lp = {"log_softmax": x.log_softmax(-1), "logits": x, "softmax": x.softmax(-1)}[self.use]
+        n_other = {"V": V, "V-1": V - 1}[self.others]
+        q = torch.full_like(lp, eps / n_other)
+        q[torch.arange(len(t)), t] = 1 - eps + (eps / V if self.true_extra else 0)
+        loss = -(q * lp).sum(-1)
+        if self.kl: loss = loss + (q * q.log()).sum(-1)
+        keep = t != ig
+        if self.reduction == "sum" and not self.ignore_red: return loss[keep].sum()
+        if self.pad == "keep": return loss.mean()
+        if self.pad == "divide all": return loss[keep].sum() / len(t)
+        return loss[keep].sum() / keep.sum()
+
+def ls(**kw): return type("MyLoss", (LS,), kw)
+
+def test_label_smoothing_book_and_alternatives():
+    assert grade_label_smoothing(LabelSmoothingLoss)
+    assert grade_label_smoothing(ls())                                       # the explicit q
+    class Torch(nn.Module):                                                 # torch's own loss
+        def __init__(self, eps=0.1, ignore_index=0, reduction="mean"):
+            super().__init__(); self.f = nn.CrossEntropyLoss(ignore_index=ignore_index, label_smoothing=eps,
+                                                              reduction=reduction)
+        def forward(self, logits, target): return self.f(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+    assert grade_label_smoothing(Torch)
+
+def test_label_smoothing_spread_over_v_minus_1():
+    fails_with(grade_label_smoothing(ls(others="V-1", true_extra=False)), "V − 1 other tokens", "ε/V")
+def test_label_smoothing_kl_divergence():
+    fails_with(grade_label_smoothing(ls(kl=True)), "KL divergence", "entropy of q")
+def test_label_smoothing_on_logits(): fails_with(grade_label_smoothing(ls(use="logits")), "log_softmax")
+def test_label_smoothing_on_probabilities(): fails_with(grade_label_smoothing(ls(use="softmax")), "not probabilities")
+def test_label_smoothing_padding_counted(): fails_with(grade_label_smoothing(ls(pad="keep")), "padding positions")
+def test_label_smoothing_divided_by_all_positions():
+    fails_with(grade_label_smoothing(ls(pad="divide all")), "divides by every position")
+def test_label_smoothing_eps_ignored(): fails_with(grade_label_smoothing(ls(hard_eps=0.1)), "eps=0.3 is ignored")
+def test_label_smoothing_ignore_index_ignored():
+    fails_with(grade_label_smoothing(ls(hard_pad=0)), "ignore_index=4 is ignored")
+def test_label_smoothing_sum_ignored(): fails_with(grade_label_smoothing(ls(ignore_red=True)), 'reduction="sum" is ignored')
+def test_label_smoothing_v_minus_1_and_padding_counted_named_in_order():
+    v = grade_label_smoothing(ls(others="V-1", true_extra=False, pad="keep"))
+    fails_with(v, "(1) ε is spread over the V − 1", "(2) padding positions")
+
+def test_label_smoothing_annotated_transformer_version():
+    class M(LS):                                                    # ε/(V−2), padding column 0, KLDivLoss(sum)
+        def forward(self, logits, target):
+            V = logits.shape[-1]; x = logits.reshape(-1, V).log_softmax(-1); t = target.reshape(-1)
+            q = torch.full_like(x, self.eps / (V - 2)); q[torch.arange(len(t)), t] = 1 - self.eps
+            q[:, self.ignore_index] = 0; keep = t != self.ignore_index
+            loss = -(q * x).sum(-1)
+            return loss[keep].sum() if self.reduction == "sum" else loss[keep].sum() / keep.sum()
+    fails_with(grade_label_smoothing(M), "V − 2 tokens", "padding's column")
+
+def test_label_smoothing_detached():
+    class M(LabelSmoothingLoss):
+        def forward(self, logits, target): return torch.tensor(super().forward(logits, target).item())
+    fails_with(grade_label_smoothing(M), "does not depend on the logits")
+
+def lr(scale="rsqrt", shape="min", warm="power", hard_warmup=None, use_factor=True, guard=True):
+    "The schedule as learners write it, with one configurable mistake"
+    def f(step, d_model, warmup=4000, factor=1.0):
+        w = hard_warmup or warmup
+        s = max(step, 1) if guard else step
+        rise = s * w ** -1.5 if warm == "power" else s / w
+        core = (min if shape == "min" else max)(s ** -0.5, rise)
+        k = {"rsqrt": d_model ** -0.5, "none": 1, "sqrt": math.sqrt(d_model), "inv": 1 / d_model}[scale]
+        return (factor if use_factor else 1) * k * core
+    return f
+
+def test_noam_book_and_alternatives():
+    assert grade_noam_lr(noam_lr) and grade_noam_lr(lr())
+    def torchy(step, d_model, warmup=4000, factor=1.0):             # a tensor of one number, branches
+        step = torch.tensor(float(max(step, 1)))
+        return factor * d_model ** -0.5 * (step * warmup ** -1.5 if step < warmup else step.rsqrt())
+    assert grade_noam_lr(torchy)
+
+def test_noam_max_instead_of_min(): fails_with(grade_noam_lr(lr(shape="max")), "max where equation 3 has min")
+def test_noam_step_over_warmup(): fails_with(grade_noam_lr(lr(warm="ratio")), "step / warmup is too steep")
+def test_noam_without_d_model(): fails_with(grade_noam_lr(lr(scale="none")), "d_model^-0.5 factor is missing")
+def test_noam_times_sqrt_d_model(): fails_with(grade_noam_lr(lr(scale="sqrt")), "multiplied by √d_model")
+def test_noam_warmup_ignored(): fails_with(grade_noam_lr(lr(hard_warmup=4000)), "`warmup` is ignored")
+def test_noam_factor_ignored(): fails_with(grade_noam_lr(lr(use_factor=False)), "`factor` is ignored")
+def test_noam_step_zero_divides_by_zero():
+    fails_with(grade_noam_lr(lr(guard=False)), "ZeroDivisionError", "read it as 1")
+def test_noam_two_mistakes_named_in_order():
+    fails_with(grade_noam_lr(lr(shape="max", scale="none")), "(1) max where", "(2) the d_model^-0.5 factor")
+
+
+# ---------------------------------------------------------------- chapter 11: greedy decoding
+
+def greedy(after_eos="pad", stop="all", keep_bos=False, steps=0, causal=True):
+    "Greedy decoding as learners write it (no cache), with one configurable mistake"
+    def f(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2):
+        memory = model.encode(src, src_mask)
+        ys = torch.full((src.shape[0], 1), bos); done = torch.zeros(src.shape[0], dtype=torch.bool); out = []
+        for t in range(max_len + steps):
+            m = torch.ones(t + 1, t + 1, dtype=torch.bool).tril() if causal else None
+            logits = model.decode(ys, memory, m, src_mask)[:, -1]
+            nxt = logits.argmax(-1)
+            if after_eos == "pad": nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+            ys = torch.cat([ys, nxt[:, None]], 1); out.append(logits)
+            if eos is None: continue
+            done = done | (nxt == eos)
+            if (stop == "all" and done.all()) or (stop == "any" and done.any()): break
+        return (ys if keep_bos else ys[:, 1:]), torch.stack(out, 1)
+    return f
+
+def test_greedy_book_and_alternatives():
+    assert grade_greedy_search(greedy_search) and grade_greedy_search(greedy())
+
+def test_greedy_setup_has_rows_ending_at_different_steps():
+    "The checker's case: rows end at steps 3, 2, 1 and never, so each mistake below shows"
+    from transformer_nb.book.grading import _decoding_case
+    model, src, src_mask = _decoding_case()
+    ids, _ = greedy_search(model, src, src_mask, max_len=10)
+    ends = [(r == 2).nonzero()[:1].flatten().tolist() for r in ids]
+    assert ends == [[3], [2], [1], []], ends
+
+def test_greedy_no_pad_after_eos(): fails_with(grade_greedy_search(greedy(after_eos="go on")), "after </s>, write <pad>")
+def test_greedy_stops_at_first_eos(): fails_with(grade_greedy_search(greedy(stop="any")), "when the first row writes </s>")
+def test_greedy_never_stops(): fails_with(grade_greedy_search(greedy(stop="never")), "even after every row has written")
+def test_greedy_keeps_bos(): fails_with(grade_greedy_search(greedy(keep_bos=True)), "start with <s>")
+def test_greedy_one_token_short(): fails_with(grade_greedy_search(greedy(steps=-1)), "one token short")
+def test_greedy_without_causal_mask(): fails_with(grade_greedy_search(greedy(causal=False)), "without the causal mask")
+def test_greedy_no_pad_and_never_stops_named_in_order():
+    fails_with(grade_greedy_search(greedy(after_eos="go on", stop="never")), "(1) you write max_len", "(2) a row that")

@@ -17,13 +17,18 @@ from ..norms import LayerNorm, SublayerConnection
 from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder
 from ..norms import residual
 from ..transformer import Transformer
+from ..data import Vocab
+from ..masking import causal_mask
+from ..training import noam_lr
+from ..decoding import greedy_search
 
 # %% auto #0
-__all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grade_token_embedding', 'grade_positional_encoding',
-           'grade_embeddings', 'grade_attention', 'grade_split_heads', 'grade_merge_heads', 'grade_multihead',
-           'grade_ffn', 'grade_layer_norm', 'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer',
-           'grade_encoder', 'grade_decoder', 'grade_transformer', 'grade_causal_mask', 'grade_padding_mask',
-           'grade_target_mask']
+__all__ = ['EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference',
+           'grade_token_embedding', 'grade_positional_encoding', 'grade_embeddings', 'grade_attention',
+           'grade_split_heads', 'grade_merge_heads', 'grade_multihead', 'grade_ffn', 'grade_layer_norm',
+           'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer', 'grade_encoder', 'grade_decoder',
+           'grade_transformer', 'grade_causal_mask', 'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing',
+           'grade_noam_lr', 'grade_greedy_search', 'setup_source', 'check_source']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -37,14 +42,20 @@ class Verdict:
         the name of the function or class that was checked
     message : str
         "passed: …" or the hint
+    answer
+        what later cells should use: the answer, or the book's while it is
+        unfilled
     """
     def __init__(self,
         passed:bool,  # did the answer pass every check?
         name:str,  # the name of the function or class that was checked
         message:str,  # "passed: …" or the hint
+        # what later cells should use: the answer, or the book's while it is unfilled
+        answer=None,
     ):
         """Build a `Verdict`: `help(Verdict)` describes the parameters."""
         self.passed, self.name, self.message = passed, name, message
+        self.answer = answer
     def __bool__(self): return self.passed
     def __repr__(self):
         return f"{'✓' if self.passed else '✗'} {self.name}: {self.message}"
@@ -91,12 +102,16 @@ def checker(f):
         todo = _unfilled(answer)
         if todo:
             parts = " and ".join(f"`{t}`" for t in todo)
+            book = _BOOK.get(f.__name__)
             return Verdict(
                 False,
                 name,
                 f"{parts} still {'holds' if len(todo) == 1 else 'hold'} the `...` of "
                 "the "
-                "exercise: fill in the TODO, run that cell, then run this check again.",
+                "exercise: fill in the TODO, run that cell, then run this check again."
+                + (f" Until then the cells below use the book's `{_name(book)}`."
+                   if book is not None else ""),
+                answer=answer if book is None else book,
             )
         threads = torch.get_num_threads()
         try:
@@ -106,7 +121,7 @@ def checker(f):
                 torch.manual_seed(0)
                 msg = f(answer, *args, **kwargs)
         except Hint as h:
-            return Verdict(False, name, str(h))
+            return Verdict(False, name, str(h), answer)
         # never a traceback: whatever failed becomes the hint
         except Exception as e:
             return Verdict(
@@ -116,9 +131,10 @@ def checker(f):
                 f"{_first_line(e)}{_where(e)}. "
                 "Your answer does not fit the chapter's signature or parts; compare "
                 "it with the TODO.",
+                answer,
             )
         finally: torch.set_num_threads(threads)
-        return Verdict(True, name, msg or "passed")
+        return Verdict(True, name, msg or "passed", answer)
     return check
 
 # %% ../../nbs/91_grading.ipynb #c012
@@ -266,6 +282,8 @@ def _diagnose(got:Tensor, compute, axes:list)->list[str]|None:
     # axes: [(keyword, {option: hint})], most fundamental first; compute(**{keyword:
     # option}) is the book's result with those deviations, the others left right
     import itertools
+    # no deviation shows in this case
+    if _close(got, compute(), 1e-4): return []
     for n in (1, 2):
         for chosen in itertools.combinations(range(len(axes)), n):
             for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
@@ -2580,3 +2598,405 @@ def grade_target_mask(
             f"(b, 0, row, column): {bad}."
         )
     return "padding AND causal for any pad_id, (B, 1, T, T)."
+
+# %% ../../nbs/91_grading.ipynb #x10a
+def _ls_variant(logits, target, eps, ignore, reduction="mean", spread=None,
+                logp=None, pad=None, used=None):
+    ("The book's label-smoothed loss with classic deviations: how ε is spread, what "
+     "is logged, how padding counts")
+    eps = eps if used is None else used
+    V = logits.shape[-1]
+    x, t = logits.reshape(-1, V).float(), target.reshape(-1)
+    lp = {None: lambda: x.log_softmax(-1), "logits": lambda: x,
+          "probs": lambda: x.softmax(-1)}[logp if logp != "kl" else None]()
+    keep = t != ignore
+    tc = t.clamp(0, V - 1)
+    if spread is None: q = torch.full_like(lp, eps / V)
+    else:
+        q = torch.full_like(lp, eps / (V - 1) if spread == "V-1" else eps / (V - 2))
+    on = 1 - eps + eps / V if spread is None else 1 - eps
+    q = q.scatter(1, tc[:, None], on)
+    if spread == "V-2" and 0 <= ignore < V: q[:, ignore] = 0.0
+    loss = -(q * lp).sum(-1)                                               # (N,)
+    if logp == "kl": loss = loss + (q * q.clamp_min(1e-30).log()).sum(-1)
+    if pad == "kept": keep = torch.ones_like(keep)
+    if pad == "pad0": keep = t != 0
+    total = loss[keep].sum()
+    if reduction == "sum": return total
+    return total / (t.numel() if pad == "all tokens" else keep.sum().clamp(min=1))
+
+def _ls_mistakes(eps:float, ignore:int, V:int)->list:
+    "The deviations `_diagnose` tries on a label-smoothed loss, most fundamental first"
+    return [
+        ("logp", {"logits": "the loss needs log-probabilities: take "
+                            "logits.log_softmax(-1) before weighting them by q.",
+                  "probs": "the loss needs log-probabilities, not probabilities: "
+                           "log_softmax, not softmax.",
+                  "kl": "you computed the KL divergence KL(q ‖ p) (nn.KLDivLoss, as the "
+                        "Annotated Transformer): it has the same gradients but is "
+                        "lower by the entropy of q; the chapter's loss is the "
+                        "cross-entropy −Σ q log p, whose floor is smoothing_floor."}),
+        ("spread", {"V-1": f"ε is spread over the V − 1 other tokens (ε/(V−1), 1 − ε "
+                           f"on the true one); the chapter spreads it over all V = {V}: "
+                           "ε/V on every token, 1 − ε + ε/V on the true one "
+                           "(as nn.CrossEntropyLoss(label_smoothing=ε)).",
+                    "V-2": "ε is spread over V − 2 tokens with padding's column set to "
+                           "0 (the Annotated Transformer's version); the chapter "
+                           "spreads it over all V tokens: ε/V each, 1 − ε + ε/V on the "
+                           "true one."}),
+        ("used", {0.1: f"eps={eps} is ignored: you used 0.1 whatever was asked."}
+                 if eps != 0.1 else {}),
+        ("pad", {"kept": f"padding positions (target == ignore_index = {ignore}) count "
+                         "in the loss: leave them out.",
+                 "pad0": f"ignore_index={ignore} is ignored: you left out the targets "
+                         "0 whatever was asked; leave out target == ignore_index.",
+                 "all tokens": "the mean divides by every position, padding "
+                               "included: divide by the number of non-padding "
+                               "tokens."}),
+    ]
+
+# %% ../../nbs/91_grading.ipynb #x10b
+@checker
+def grade_label_smoothing(
+    # your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module
+    # mapping logits (..., V) and targets (...) to a scalar
+    cls,
+)->Verdict:
+    """Check a label-smoothed cross-entropy against `LabelSmoothingLoss`: the smoothed targets, padding, eps, both reductions, gradients
+
+    Parameters
+    ----------
+    cls
+        your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module
+        mapping logits (..., V) and targets (...) to a scalar
+    """
+    B, T, V = 3, 6, 9
+    logits = 3 * torch.randn(B, T, V)
+    for eps, ignore, red in ((0.1, None, "mean"), (0.3, 4, "mean"), (0.2, 4, "sum"),
+                             (0.0, 5, "mean")):
+        ig = Vocab.pad if ignore is None else ignore
+        target = torch.randint(0, V, (B, T)); target[0, 4:] = ig; target[2, 1:] = ig
+        target[1, 0] = ig if ig != 0 else 1
+        if ig != 0: target[1, 2] = 0      # a 0 that is not padding here
+        kw = dict(eps=eps) | ({} if ignore is None else {"ignore_index": ignore}) | (
+            {} if red == "mean" else {"reduction": red})
+        case = "LabelSmoothingLoss(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+        m = build(cls, **kw)
+        x = logits.clone().requires_grad_()
+        got = run("your loss", m, x, target)
+        if not isinstance(got, Tensor) or got.numel() != 1:
+            raise Hint(f"{case}: the loss must be one number (a 0-d tensor), got "
+                       f"{_shape(got)}: reduce over the tokens.")
+        want = _ls_variant(logits, target, eps, ig, red)
+        if not _close(got.detach().reshape(()), want, 1e-4):
+            found = _diagnose(got.detach().reshape(()),
+                              lambda **k: _ls_variant(logits, target, eps, ig, red, **k),
+                              _ls_mistakes(eps, ig, V))
+            if not found and red == "sum" and _close(
+                    got.detach().reshape(()), _ls_variant(logits, target, eps, ig), 1e-4):
+                found = ['reduction="sum" is ignored: return the sum over the '
+                         'non-padding tokens when asked for it.']
+            raise Hint(f"{case}: " + _several(found or [
+                f"the loss is {got.item():.4f}, the chapter's {want.item():.4f}: "
+                "−Σ_k q(k) log p(k) with q = ε/V everywhere and 1 − ε + ε/V on the "
+                "true token, averaged over the non-padding tokens."]))
+        if not got.requires_grad:
+            raise Hint(f"{case}: the loss does not depend on the logits for autograd "
+                       "(.detach(), .item() or a new tensor broke the graph); keep it "
+                       "a tensor computed from them.")
+        got.backward()
+        y = logits.clone().requires_grad_()
+        _ls_variant(y, target, eps, ig, red).backward()
+        if x.grad is None or not _close(x.grad, y.grad, 1e-5):
+            raise Hint(f"{case}: the loss is right but its gradient is not: "
+                       f"{_far(x.grad, y.grad) if x.grad is not None else 'none'}.")
+    return ("ε/V on every token and 1 − ε + ε/V on the true one, padding left out, "
+            "mean and sum, any eps and ignore_index, gradients: the chapter's loss.")
+
+# %% ../../nbs/91_grading.ipynb #x10c
+def _lr_variant(step, d_model, warmup=4000, factor=1.0, scale=None, shape=None,
+                used=None):
+    "The warm-up schedule with classic deviations"
+    if used == "warmup": warmup = 4000
+    if used == "factor": factor = 1.0
+    s = max(step, 1)
+    a, b = s ** -0.5, (s * warmup ** -1.5 if shape != "over warmup"
+                       else s / warmup)
+    core = max(a, b) if shape == "max" else min(a, b)
+    k = {None: d_model ** -0.5, "none": 1.0, "sqrt": d_model ** 0.5,
+         "d_model": 1 / d_model}[scale]
+    return factor * k * core
+
+_LR_MISTAKES = [
+    ("shape", {"max": "max where equation 3 has min: the rate is the smaller of the "
+                      "two curves, step^-0.5 and step · warmup^-1.5.",
+               "over warmup": "the warm-up line is step · warmup_steps^-1.5 (it meets "
+                              "step^-0.5 at step = warmup); step / warmup is too "
+                              "steep."}),
+    ("scale", {"none": "the d_model^-0.5 factor is missing.",
+               "sqrt": "d_model^-0.5 is 1/√d_model: you multiplied by √d_model.",
+               "d_model": "you divided by d_model; the factor is d_model^-0.5 = "
+                          "1/√d_model."}),
+    ("used", {"warmup": "`warmup` is ignored: you used 4000 whatever was asked.",
+              "factor": "`factor` is ignored: multiply the whole curve by it."}),
+]
+
+@checker
+def grade_noam_lr(
+    fn,  # your noam_lr(step, d_model, warmup=4000, factor=1.0) -> float
+)->Verdict:
+    """Check the warm-up schedule against `noam_lr` (equation 3): the rise, the peak at warmup, the decay, step 0, warmup and factor
+
+    Parameters
+    ----------
+    fn
+        your noam_lr(step, d_model, warmup=4000, factor=1.0) -> float
+    """
+    for d, kw in ((512, {}), (64, {"warmup": 400, "factor": 2.0}),
+                  (32, {"warmup": 100, "factor": 0.5})):
+        case = f"noam_lr(step, {d}" + "".join(f", {k}={v}" for k, v in kw.items()) + ")"
+        w = kw.get("warmup", 4000)
+        steps = [1, 2, 10, w // 2, w - 1, w, w + 1, 2 * w, 10 * w]
+        got = []
+        for s in steps:
+            v = run(f"your function, at step {s},", fn, s, d, **kw)
+            if isinstance(v, Tensor) and v.numel() == 1: v = v.item()
+            if not isinstance(v, (int, float)):
+                raise Hint(f"{case} must return a number (a float), got "
+                           f"{type(v).__name__} at step {s}.")
+            got.append(float(v))
+        got_t = torch.tensor(got, dtype=torch.float64)
+        want = torch.tensor([noam_lr(s, d, **kw) for s in steps], dtype=torch.float64)
+        if not torch.allclose(got_t, want, rtol=1e-6, atol=0):
+            # compared relative to the chapter's rates, which are ~1e-4
+            found = _diagnose(got_t / want, lambda **k: torch.tensor(
+                [_lr_variant(s, d, **kw, **k) for s in steps], dtype=torch.float64)
+                / want, _LR_MISTAKES)
+            peak = steps[int(got_t.argmax())]
+            raise Hint(f"{case}: " + _several(found or [
+                f"the rates differ from equation 3 (yours peak at step {peak}, "
+                f"the chapter's at warmup = {w}): at step {w} yours is "
+                f"{got[steps.index(w)]:.3g}, expected {want[steps.index(w)]:.3g}."]))
+    v = run("your function, at step 0,", fn, 0, 512,
+            advice="Step 0 comes before the first optimiser step: read it as 1, "
+                   "max(step, 1), instead of dividing by zero.")
+    if isinstance(v, Tensor): v = v.item()
+    if not isinstance(v, (int, float)) or not math.isclose(float(v), noam_lr(0, 512),
+                                                           rel_tol=1e-6):
+        raise Hint(f"noam_lr(0, 512) is {v!r}: read step 0 as step 1 (LambdaLR asks "
+                   f"for step 0 before the first step), {noam_lr(0, 512):.3g}.")
+    return ("linear warm-up to the peak at warmup, then 1/√step decay, scaled by "
+            "d_model^-0.5 and factor; step 0 read as 1.")
+
+# %% ../../nbs/91_grading.ipynb #x11a
+def _decoding_case()->tuple:
+    ("A tiny untrained model and 4 padded sources whose greedy decodings write </s> "
+     "at steps 3, 2 and 1 and never (eos = 2); two decoder layers, so that a missing "
+     "causal mask shows")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        model = Transformer(9, 9, d_model=16, num_heads=2, num_encoder_layers=1,
+                            num_decoder_layers=2, d_ff=32, dropout=0.0, max_len=64)
+    with torch.no_grad():
+        # never <pad> or <s>; </s> as often as the ending steps above need
+        model.output.bias[Vocab.pad] = model.output.bias[Vocab.bos] = -5.0
+        model.output.bias[Vocab.eos] = 1.75
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(3, 9, (4, 6), generator=g); src[1, 4:] = Vocab.pad
+    src[3, 2:] = Vocab.pad
+    return model.eval(), src, (src != Vocab.pad)[:, None, None, :]
+
+def _greedy_variant(model, src, src_mask, max_len, eos=Vocab.eos, bos=Vocab.bos,
+                    pad=Vocab.pad, after=None, stop=None, keep_bos=None,
+                    length=None, causal=None, source_mask=None):
+    ("Greedy decoding without a cache, with classic deviations: what follows </s>, "
+     "when to stop, <s>, max_len, masks")
+    B = src.shape[0]
+    memory = model.encode(src, None if source_mask == "dropped" else src_mask)
+    n = max_len + {None: 0, "-1": -1, "+1": 1}[length]
+    ys = torch.full((B, 1), bos, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    for t in range(n):
+        m = None if causal == "dropped" else causal_mask(t + 1)
+        logits = model.decode(ys, memory, m,
+                              None if source_mask == "dropped" else src_mask)[:, -1]
+        nxt = logits.argmax(-1)
+        if after is None: nxt = nxt.masked_fill(done, pad)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        if eos is None: continue
+        done |= nxt == eos
+        if stop == "first" and done.any(): break
+        if stop != "never" and done.all(): break
+    return ys if keep_bos else ys[:, 1:]
+
+_GREEDY_MISTAKES = [
+    ("causal", {"dropped": "the decoder runs without the causal mask: each position "
+                           "must see only the tokens before it, "
+                           "causal_mask(t + 1)."}),
+    ("source_mask", {"dropped": "the source padding mask is not used: pass src_mask to "
+                                "the encoder and to the decoder's cross-attention."}),
+    ("keep_bos", {True: "the ids start with <s>: return only the tokens written, "
+                        "ys[:, 1:]."}),
+    ("length", {"-1": "one token short: max_len counts the tokens written, not "
+                      "counting <s>.",
+                "+1": "one token too many: write at most max_len tokens (not counting "
+                      "<s>)."}),
+    ("stop", {"first": "you stop when the first row writes </s>; the other rows are not "
+                       "done yet: stop when every row has written it.",
+              "never": "you write max_len tokens even after every row has written </s>: "
+                       "stop as soon as all rows are done."}),
+    ("after", {"continue": "a row that has written </s> goes on writing tokens: after "
+                           "</s>, write <pad> (the row is done)."}),
+]
+
+# %% ../../nbs/91_grading.ipynb #x11b
+@checker
+def grade_greedy_search(
+    # your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids, logits)
+    fn,
+)->Verdict:
+    """Check greedy decoding against `greedy_search`: the argmax at each step, <pad> after </s>, stopping when every row is done, max_len, masks, with and without the cache
+
+    Parameters
+    ----------
+    fn
+        your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids,
+        logits)
+    """
+    sig = inspect.signature(greedy_search).parameters
+    model, src, src_mask = _decoding_case()
+    # rows 0-2 end, row 3 never does
+    cases = [("max_len=10", {"max_len": 10}, 4),
+             ("max_len=10, rows that all end", {"max_len": 10}, 3),
+             ("max_len=1", {"max_len": 1}, 4),
+             ("eos=None, max_len=7", {"max_len": 7, "eos": None}, 4)]
+    if "use_cache" in sig:
+        cases.append(("use_cache=False, max_len=10",
+                      {"max_len": 10, "use_cache": False}, 4))
+    full = src, src_mask
+    for case, kw, n in cases:
+        src, src_mask = full[0][:n], full[1][:n]
+        want_ids, want_logits = greedy_search(model, src, src_mask, **kw)
+        res = run("your function", fn, model, src, src_mask, **kw)
+        ids, logits = _tuple(res, 2, "greedy_search", "the ids and the logits")
+        _tensor(ids, f"the ids ({case})")
+        if ids.shape == want_ids.shape and torch.equal(ids.long(), want_ids):
+            _tensor(logits, f"the logits ({case})", tuple(want_logits.shape),
+                    "(B, L, V): one row of logits per token written")
+            if not _close(logits, want_logits, 1e-4):
+                raise Hint(f"{case}: the ids are right, the logits are not: "
+                           f"{_far(logits, want_logits, 1e-4)}; return the logits of "
+                           "every step, stacked: (B, L, V).")
+            continue
+        # every case may show a deviation of its own: name them all, in order
+        found = []
+        for _, kw2, n2 in cases:
+            s2, m2 = full[0][:n2], full[1][:n2]
+            try: ids2 = _tuple(run("your function", fn, model, s2, m2, **kw2), 2,
+                               "greedy_search", "the ids and the logits")[0]
+            except Hint: continue
+            vkw = {k: v for k, v in kw2.items() if k in ("max_len", "eos")}
+            found += _diagnose(ids2.long().float(), lambda **k: _greedy_variant(
+                model, s2, m2, **vkw, **k).float(), _GREEDY_MISTAKES) or []
+        order = [h for _, o in _GREEDY_MISTAKES for h in o.values()]
+        found = sorted(dict.fromkeys(found), key=order.index)
+        raise Hint(f"{case}: " + _several(found or [
+            f"the ids differ from the argmax at every step: yours have shape "
+            f"{_shape(ids)}, expected {_shape(want_ids)}; first row yours "
+            f"{ids[0].tolist()}, expected {want_ids[0].tolist()}."]))
+    return ("the argmax at every step, <pad> after </s>, stopping once every row is "
+            "done, max_len, the masks" + (", with and without the cache"
+                                         if "use_cache" in sig else "") + ".")
+
+# %% ../../nbs/91_grading.ipynb #xbook
+# each checker's book answer: what the cells of an exercise notebook use while the
+# exercise is unfilled (the checker says so)
+from transformer_nb.masking import padding_mask, target_mask
+from transformer_nb.multihead import split_heads, merge_heads
+from transformer_nb.training import LabelSmoothingLoss
+_BOOK = {
+    "grade_token_embedding": TokenEmbedding,
+    "grade_positional_encoding": sinusoidal_encoding,
+    "grade_embeddings": Embeddings, "grade_attention": scaled_dot_product_attention,
+    "grade_split_heads": split_heads, "grade_merge_heads": merge_heads,
+    "grade_multihead": MultiHeadAttention, "grade_ffn": PositionwiseFeedForward,
+    "grade_layer_norm": LayerNorm, "grade_sublayer": SublayerConnection,
+    "grade_encoder_layer": EncoderLayer, "grade_decoder_layer": DecoderLayer,
+    "grade_encoder": Encoder, "grade_decoder": Decoder,
+    "grade_transformer": Transformer, "grade_causal_mask": causal_mask,
+    "grade_padding_mask": padding_mask, "grade_target_mask": target_mask,
+    "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
+    "grade_greedy_search": greedy_search,
+}
+
+# %% ../../nbs/91_grading.ipynb #xnbs
+# what an exercise notebook imports beyond torch and this package, from the
+# extra `pip install "transformer_nb[exercises]"` (settings.ini)
+EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
+
+def setup_source(
+    needs:dict=EXERCISE_NEEDS,  # {module: the distribution that provides it}
+)->str:  # the source of the first code cell of an exercise notebook
+    """The set-up cell: say and check what the notebook needs, before any import fails
+
+    Parameters
+    ----------
+    needs : dict
+        {module: the distribution that provides it}
+
+    Returns
+    -------
+    str
+        the source of the first code cell of an exercise notebook
+    """
+    mods = ", ".join(repr(m) for m in ("torch", "transformer_nb", *needs))
+    return (
+        "# Set-up: this notebook needs Python 3.11 or later, PyTorch and the package\n"
+        "# transformer_nb with its exercises extra (fastcore, matplotlib):\n"
+        "#     pip install \"transformer_nb[exercises]\"\n"
+        "import importlib.util, sys\n"
+        f"missing = [m for m in ({mods}) if importlib.util.find_spec(m) is None]\n"
+        "if sys.version_info < (3, 11) or missing:\n"
+        "    raise SystemExit(\n"
+        "        f\"this notebook needs Python 3.11+ (this is \"\n"
+        "        f\"{sys.version.split()[0]}) and {', '.join(missing) or 'no more'}:\"\n"
+        "        ' pip install \"transformer_nb[exercises]\"')\n"
+        "import transformer_nb\n"
+        "print(f\"ready: Python {sys.version.split()[0]}, \"\n"
+        "      f\"transformer_nb {transformer_nb.__version__}\")"
+    )
+
+def check_source(
+    checker:str,  # the checker's name, e.g. "grade_attention"
+    name:str,  # the learner's function or class, e.g. "scaled_dot_product_attention"
+)->str:  # the source of the check cell under the exercise
+    """The check cell: grade the answer; the cells below use it, or the book's while it is unfilled
+
+    Parameters
+    ----------
+    checker : str
+        the checker's name, e.g. "grade_attention"
+    name : str
+        the learner's function or class, e.g. "scaled_dot_product_attention"
+
+    Returns
+    -------
+    str
+        the source of the check cell under the exercise
+    """
+    return (
+        f"verdict = {checker}({name})\n"
+        f"{name} = verdict.answer  # yours; the book's while your TODO holds its `...`\n"
+        "verdict"
+    )
+
+# what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
+# names the file .py from it)
+NOTEBOOK_METADATA = {
+    "kernelspec": {"display_name": "Python 3", "language": "python",
+                   "name": "python3"},
+    "language_info": {"name": "python", "version": "3.11", "file_extension": ".py",
+                      "mimetype": "text/x-python", "pygments_lexer": "ipython3",
+                      "codemirror_mode": {"name": "ipython", "version": 3},
+                      "nbconvert_exporter": "python"},
+}
