@@ -256,7 +256,10 @@ def _intro(stem:str, checkers:list[str])->str:
         "keeping the names, run the "
         "cell, then run the check under it. A check says **✓ passed** or gives a hint "
         "about what to fix. The "
-        "cells after an exercise use your answer, so fill the exercises in order. "
+        "cells after an exercise use your answer, so fill the exercises in order; "
+        "while an exercise still holds its `...`, its check says so and the cells "
+        "after it use the book's implementation, so *Run All* goes through. The "
+        "first code cell checks that you have what the notebook needs. "
         "Checkers in this notebook: "
         + ", ".join(f"`{c}`" for c in checkers)
         + "."
@@ -354,6 +357,8 @@ def make_exercise_notebook(
         the exercise notebook (nbformat 4 JSON), or None if the chapter has no
         exercise
     """
+    from transformer_nb.book.grading import (
+        setup_source, check_source, NOTEBOOK_METADATA)
     chapter = Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
     checkers = [
@@ -387,6 +392,7 @@ def make_exercise_notebook(
                 cells += [
                     _cell("markdown", src, len(cells)),
                     _cell("markdown", _intro(chapter.stem, checkers), len(cells) + 1),
+                    _cell("code", setup_source(), len(cells) + 2),
                 ]
                 continue
             section = _section(src) or section
@@ -400,8 +406,10 @@ def make_exercise_notebook(
             continue
         if re.match(r"^\s*show_doc\(", split_directives(src)[1]): continue
         name = re.escape(own or "")
-        uses = rf"\btransformer_nb\.{name}\b|from transformer_nb import {name}\b"
-        if own and re.search(uses, src):
+        # an import of the chapter's module (a mention in a string is not one)
+        uses = (rf"^\s*(from\s+transformer_nb\.{name}\s+import|import\s+"
+                rf"transformer_nb\.{name}\b|from\s+transformer_nb\s+import\s.*\b{name}\b)")
+        if own and re.search(uses, src, re.M):
             raise ValueError(
                 f"{chapter.name}: a cell imports the chapter's own module "
                 f"transformer_nb.{own}; "
@@ -417,7 +425,7 @@ def make_exercise_notebook(
                 )
             flush()
             cells.append(_cell("code", stub, len(cells)))
-            pending.append(f"{checker}({names[0]})")
+            pending.append(check_source(checker, names[0]))
             continue
         if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]):
             flush()
@@ -444,13 +452,7 @@ def make_exercise_notebook(
     embed_images(cells, chapter.parent)
     return {
         "cells": cells,
-        "metadata": {
-            "kernelspec": {
-                "display_name": "python3",
-                "language": "python",
-                "name": "python3",
-            }
-        },
+        "metadata": NOTEBOOK_METADATA,
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -635,6 +637,26 @@ EFFORT = {
         1,
         "Both conditions: the padding mask of the target AND the causal mask; "
         "broadcasting gives (B, 1, T, T).",
+    ),
+    "grade_label_smoothing": (
+        30,
+        2,
+        "Mix two familiar terms: (1 − ε) × the negative log-likelihood of the true "
+        "token plus ε × the mean of −log p over the vocabulary (log_softmax first); "
+        "then average over the tokens whose target is not ignore_index.",
+    ),
+    "grade_noam_lr": (
+        15,
+        1,
+        "Equation 3: d_model^-0.5 · min(step^-0.5, step · warmup^-1.5). Read step 0 "
+        "as step 1 (max(step, 1)), since LambdaLR asks for step 0 first.",
+    ),
+    "grade_greedy_search": (
+        45,
+        3,
+        "Encode once; then, max_len times, take the argmax of the next-token logits, "
+        "write <pad> in the rows that have already written </s>, and stop as soon as "
+        "every row has. Return the ids without <s>, and the logits of every step.",
     ),
 }
 
