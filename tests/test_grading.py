@@ -1037,3 +1037,61 @@ def test_greedy_one_token_short(): fails_with(grade_greedy_search(greedy(steps=-
 def test_greedy_without_causal_mask(): fails_with(grade_greedy_search(greedy(causal=False)), "without the causal mask")
 def test_greedy_no_pad_and_never_stops_named_in_order():
     fails_with(grade_greedy_search(greedy(after_eos="go on", stop="never")), "(1) you write max_len", "(2) a row that")
+
+
+# ---------------------------------------------------------------- chapter 11: beam search and its stopping rule
+from transformer_nb.decoding import beam_search, Hypothesis, length_penalty
+
+def beam(stop="bound", bound_len="max_len", count_eos=True, use_alpha=True, eos_any_rank=False, keep_unfinished=True):
+    "Beam search as learners write it: a heap-free loop over prefixes, no cache, with one configurable mistake"
+    def f(model, src, beam_size=4, max_len=32, alpha=0.6, bos=1, eos=2):
+        mem = model.encode(src[None])
+        score = lambda lp, n: lp / (length_penalty(n if count_eos else n - 1, alpha) if use_alpha else 1.0)
+        live, done = [([], 0.0)], []
+        for t in range(1, max_len + 1):
+            ys = torch.tensor([[bos] + toks for toks, _ in live])
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            logp = model.decode(ys, mem.expand(len(live), -1, -1), mask)[:, -1].log_softmax(-1)
+            cands = sorted(((lp + logp[r, w].item(), r, w) for r, (_, lp) in enumerate(live)
+                            for w in range(logp.shape[1])), reverse=True)[:2 * beam_size]
+            nxt = []
+            for rank, (lp, r, w) in enumerate(cands):
+                if w == eos:
+                    if rank < beam_size or eos_any_rank: done.append(Hypothesis(live[r][0], lp, score(lp, t), True))
+                elif len(nxt) < beam_size: nxt.append((live[r][0] + [w], lp))
+            if not nxt: break
+            if t == max_len:
+                if keep_unfinished: done += [Hypothesis(toks, lp, score(lp, t), False) for toks, lp in nxt]
+                break
+            if stop == "first" and done: break
+            if len(done) >= beam_size:
+                if stop == "k finished": break
+                best_live = max(lp for _, lp in nxt) / length_penalty(max_len if bound_len == "max_len" else t, alpha)
+                if sorted(h.score for h in done)[-beam_size] >= best_live: break
+            live = nxt
+        return sorted(done, key=lambda h: -h.score)[:beam_size]
+    return f
+
+def test_beam_book_and_alternatives():
+    assert grade_beam_search(beam_search)
+    v = grade_beam_search(beam()); assert v, v
+
+def test_beam_every_deviation_shows_in_the_checkers_cases():
+    "Each deviation the checker names changes the result of at least one of its cases"
+    from transformer_nb.book.grading import _beam_cases, _beam_variant, _BEAM_MISTAKES, _hyps, _same_hyps
+    for axis, options in _BEAM_MISTAKES:
+        for option in options:
+            assert any(not _same_hyps(_hyps(beam_search(m, s, beam_size=k, max_len=L, alpha=a), ""),
+                                      _hyps(_beam_variant(m, s, k, L, a, **{axis: option}), ""))
+                       for m, s, k, L, a in _beam_cases()), (axis, option)
+
+def test_beam_stops_at_first_finished(): fails_with(grade_beam_search(beam(stop="first")), "first hypothesis finishes")
+def test_beam_stops_at_k_finished(): fails_with(grade_beam_search(beam(stop="k finished")), "as soon as beam_size")
+def test_beam_bound_with_current_length():
+    fails_with(grade_beam_search(beam(bound_len="now")), "best reachable score", "length_penalty(max_len)")
+def test_beam_alpha_ignored(): fails_with(grade_beam_search(beam(use_alpha=False)), "alpha is ignored")
+def test_beam_penalty_without_eos(): fails_with(grade_beam_search(beam(count_eos=False)), "without </s>")
+def test_beam_eos_below_rank_k(): fails_with(grade_beam_search(beam(eos_any_rank=True)), "only if it is one of the k best")
+def test_beam_unfinished_lost(): fails_with(grade_beam_search(beam(keep_unfinished=False)), "live hypotheses are lost")
+def test_beam_two_mistakes_named_in_order():
+    fails_with(grade_beam_search(beam(stop="k finished", use_alpha=False)), "(1) you stop as soon as", "(2) alpha is ignored")

@@ -658,6 +658,15 @@ EFFORT = {
         "write <pad> in the rows that have already written </s>, and stop as soon as "
         "every row has. Return the ids without <s>, and the logits of every step.",
     ),
+    "grade_beam_search": (
+        60,
+        3,
+        "Keep the k best prefixes by total log-probability. A candidate ending in </s> "
+        "among the k best leaves the beam as a finished hypothesis, scored logprob / "
+        "length_penalty(length with </s>). Stop when no live prefix can beat the k-th "
+        "finished score: its logprob / length_penalty(max_len) is the best it can "
+        "reach.",
+    ),
 }
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing

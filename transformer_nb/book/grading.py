@@ -20,7 +20,7 @@ from ..transformer import Transformer
 from ..data import Vocab
 from ..masking import causal_mask
 from ..training import noam_lr
-from ..decoding import greedy_search
+from ..decoding import greedy_search, beam_search
 
 # %% auto #0
 __all__ = ['EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference',
@@ -28,7 +28,7 @@ __all__ = ['EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'Verdict', 'Hint', 'checker', 
            'grade_split_heads', 'grade_merge_heads', 'grade_multihead', 'grade_ffn', 'grade_layer_norm',
            'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer', 'grade_encoder', 'grade_decoder',
            'grade_transformer', 'grade_causal_mask', 'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing',
-           'grade_noam_lr', 'grade_greedy_search', 'setup_source', 'check_source']
+           'grade_noam_lr', 'grade_greedy_search', 'grade_beam_search', 'setup_source', 'check_source']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -276,21 +276,22 @@ def _first_match(got:Tensor, variants)->str|None:
         except Exception: continue
         if _close(got, alt, 1e-4): return hint
     return None
-def _diagnose(got:Tensor, compute, axes:list)->list[str]|None:
+def _diagnose(got, compute, axes:list, same=None)->list[str]|None:
     ("The hints of the fewest deviations (at most two) that turn the book's result "
      "into `got`, most fundamental first")
     # axes: [(keyword, {option: hint})], most fundamental first; compute(**{keyword:
     # option}) is the book's result with those deviations, the others left right
     import itertools
     # no deviation shows in this case
-    if _close(got, compute(), 1e-4): return []
+    same = same or (lambda a, b: _close(a, b, 1e-4))
+    if same(got, compute()): return []
     for n in (1, 2):
         for chosen in itertools.combinations(range(len(axes)), n):
             for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
                 kw = {axes[i][0]: o for i, o in zip(chosen, opts)}
                 try: alt = compute(**kw)
                 except Exception: continue
-                if _close(got, alt, 1e-4):
+                if same(got, alt):
                     return [axes[i][1][o] for i, o in zip(chosen, opts)]
     return None
 
@@ -300,6 +301,26 @@ def _several(hints:list[str])->str:
     if len(hints) == 1: return hints[0]
     return (f"{len(hints)} things differ from the chapter, fix them in this order: "
             + " ".join(f"({i}) {h}" for i, h in enumerate(hints, 1)))
+
+def _explain(gots:list, computes:list, axes:list, same=None)->list[str]:
+    ("The hints of the fewest deviations (at most two) that explain the learner's "
+     "results in every case at once; else each case's own, merged in the axes' order")
+    import itertools
+    same = same or (lambda a, b: _close(a, b, 1e-4))
+    def fits(kw):
+        for g, c in zip(gots, computes):
+            try:
+                if not same(g, c(**kw)): return False
+            except Exception: return False
+        return True
+    for n in (1, 2):
+        for chosen in itertools.combinations(range(len(axes)), n):
+            for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
+                if fits({axes[i][0]: o for i, o in zip(chosen, opts)}):
+                    return [axes[i][1][o] for i, o in zip(chosen, opts)]
+    found = [h for g, c in zip(gots, computes) for h in _diagnose(g, c, axes, same) or []]
+    order = [h for _, o in axes for h in o.values()]
+    return sorted(dict.fromkeys(found), key=order.index)
 
 # %% ../../nbs/91_grading.ipynb #c016
 def build(
@@ -2888,18 +2909,18 @@ def grade_greedy_search(
                            f"{_far(logits, want_logits, 1e-4)}; return the logits of "
                            "every step, stacked: (B, L, V).")
             continue
-        # every case may show a deviation of its own: name them all, in order
-        found = []
+        # one explanation for every case, or each case's own
+        gots, computes = [], []
         for _, kw2, n2 in cases:
             s2, m2 = full[0][:n2], full[1][:n2]
             try: ids2 = _tuple(run("your function", fn, model, s2, m2, **kw2), 2,
                                "greedy_search", "the ids and the logits")[0]
             except Hint: continue
             vkw = {k: v for k, v in kw2.items() if k in ("max_len", "eos")}
-            found += _diagnose(ids2.long().float(), lambda **k: _greedy_variant(
-                model, s2, m2, **vkw, **k).float(), _GREEDY_MISTAKES) or []
-        order = [h for _, o in _GREEDY_MISTAKES for h in o.values()]
-        found = sorted(dict.fromkeys(found), key=order.index)
+            gots.append(ids2.long().float())
+            computes.append(lambda s2=s2, m2=m2, vkw=vkw, **k: _greedy_variant(
+                model, s2, m2, **vkw, **k).float())
+        found = _explain(gots, computes, _GREEDY_MISTAKES)
         raise Hint(f"{case}: " + _several(found or [
             f"the ids differ from the argmax at every step: yours have shape "
             f"{_shape(ids)}, expected {_shape(want_ids)}; first row yours "
@@ -2907,6 +2928,152 @@ def grade_greedy_search(
     return ("the argmax at every step, <pad> after </s>, stopping once every row is "
             "done, max_len, the masks" + (", with and without the cache"
                                          if "use_cache" in sig else "") + ".")
+
+# %% ../../nbs/91_grading.ipynb #x11c
+def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
+                  eos=Vocab.eos, stop=None, bound=None, penalty=None, keep=None,
+                  unfinished=None)->list:
+    ("Beam search without a cache, with classic deviations of the stopping rule, the "
+     "length penalty and the finished hypotheses")
+    from transformer_nb.decoding import Hypothesis, length_penalty
+    pen = lambda n: (1.0 if penalty == "none" else
+                     length_penalty(n - 1 if penalty == "no eos" else n, alpha))
+    k = beam_size
+    memory = model.encode(src[None])
+    beams, logprobs, finished = [[]], torch.zeros(1), []
+    for step in range(1, max_len + 1):
+        ys = torch.tensor([[bos] + b for b in beams])
+        logp = model.decode(ys, memory.expand(len(beams), -1, -1),
+                            causal_mask(step))[:, -1].log_softmax(-1)
+        V = logp.shape[-1]
+        cand = (logprobs[:, None] + logp).flatten()
+        top_lp, top_i = cand.topk(min(2 * k, cand.numel()))
+        new_beams, new_lp = [], []
+        for rank, (lp, i) in enumerate(zip(top_lp.tolist(), top_i.tolist())):
+            row, tok = divmod(i, V)
+            if tok == eos:
+                if rank < k or keep == "all":
+                    finished.append(Hypothesis(beams[row], lp, lp / pen(step), True))
+            else:
+                new_beams.append(beams[row] + [tok]); new_lp.append(lp)
+            if len(new_beams) == k: break
+        if not new_beams: break
+        if step == max_len:
+            if unfinished != "dropped":
+                finished += [Hypothesis(b, lp, lp / pen(step), False)
+                             for b, lp in zip(new_beams, new_lp)]
+            break
+        if stop == "first" and finished: break
+        if len(finished) >= k:
+            if stop == "k": break
+            reach = max(new_lp) / (pen(step) if bound == "current" else pen(max_len))
+            if sorted(h.score for h in finished)[-k] >= reach: break
+        beams, logprobs = new_beams, torch.tensor(new_lp)
+    return sorted(finished, key=lambda h: h.score, reverse=True)[:k]
+
+_BEAM_MISTAKES = [
+    ("stop", {"first": "you stop when the first hypothesis finishes; a longer one may "
+                       "still score better: keep going until beam_size have finished "
+                       "and no live hypothesis can beat the k-th of them.",
+              "k": "you stop as soon as beam_size hypotheses have finished; a live "
+                   "one may still beat them: stop only when the k-th best finished "
+                   "score is at least the best score a live hypothesis can reach, "
+                   "its log-probability / length_penalty(max_len)."}),
+    ("bound", {"current": "you compare the finished scores with the live hypotheses' "
+                          "scores now; their best reachable score is their "
+                          "log-probability divided by length_penalty(max_len) (the "
+                          "log-probability can only fall, the penalty only grow)."}),
+    ("penalty", {"none": "alpha is ignored: the score is logprob / length_penalty(length, "
+                         "alpha), with length counting </s>.",
+                 "no eos": "the length penalty counts the tokens without </s>; "
+                           "length_penalty takes the number written, </s> included."}),
+    ("keep", {"all": "a </s> among the 2k candidates finishes a hypothesis only if it "
+                     "is one of the k best; those below rank k are dropped, as any "
+                     "other candidate outside the beam."}),
+    ("unfinished", {"dropped": "when max_len is reached the live hypotheses are lost: "
+                               "return them too, unfinished (finished=False)."}),
+]
+
+def _beam_cases()->list:
+    ("(model, source, beam_size, max_len, alpha): tiny untrained models on which each "
+     "deviation of _BEAM_MISTAKES changes the result")
+    out = []
+    for seed, b, k, L, a in ((0, 0.0, 3, 6, 0.6), (0, 0.0, 2, 5, 1.0),
+                             (1, 0.0, 3, 6, 0.6), (2, 1.0, 3, 6, 0.6),
+                             (8, 2.0, 3, 6, 0.6)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = Transformer(7, 7, d_model=16, num_heads=2, num_encoder_layers=1,
+                                num_decoder_layers=2, d_ff=32, dropout=0.0,
+                                max_len=64).eval()
+        with torch.no_grad():
+            model.output.bias[Vocab.pad] = model.output.bias[Vocab.bos] = -5.0
+            model.output.bias[Vocab.eos] = b
+        src = torch.randint(3, 7, (5,), generator=torch.Generator().manual_seed(seed))
+        out.append((model, src, k, L, a))
+    return out
+
+def _hyps(res, what:str)->list:
+    "The learner's hypotheses as (tokens, logprob, score, finished)"
+    if not isinstance(res, (list, tuple)):
+        raise Hint(f"{what} must return a list of hypotheses, got "
+                   f"{type(res).__name__}.")
+    out = []
+    for h in res:
+        get = lambda f, i: getattr(h, f) if hasattr(h, f) else h[i]
+        try:
+            out.append((list(get("tokens", 0)), float(get("logprob", 1)),
+                        float(get("score", 2)), bool(get("finished", 3))))
+        except Exception:
+            raise Hint(f"{what}: each hypothesis must be a Hypothesis(tokens, logprob, "
+                       f"score, finished); got {type(h).__name__}.") from None
+    return out
+
+def _same_hyps(a:list, b:list)->bool:
+    return len(a) == len(b) and all(
+        x[0] == y[0] and x[3] == y[3] and abs(x[2] - y[2]) < 1e-4
+        and abs(x[1] - y[1]) < 1e-4 for x, y in zip(a, b))
+
+# %% ../../nbs/91_grading.ipynb #x11d
+@checker
+def grade_beam_search(
+    # your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) ->
+    # list of Hypothesis, best first
+    fn,
+)->Verdict:
+    """Check beam search against `beam_search`: the hypotheses and scores, the stopping rule, the length penalty, finished hypotheses set aside, max_len
+
+    Parameters
+    ----------
+    fn
+        your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) ->
+        list of Hypothesis, best first
+    """
+    cases = _beam_cases()
+    def call(model, src, k, L, a):
+        return _hyps(run("your function", fn, model, src, beam_size=k, max_len=L,
+                         alpha=a), "beam_search")
+    for model, src, k, L, a in cases:
+        case = f"beam_size={k}, max_len={L}, alpha={a}"
+        want = _hyps(beam_search(model, src, beam_size=k, max_len=L, alpha=a), "")
+        got = call(model, src, k, L, a)
+        if _same_hyps(got, want): continue
+        # one explanation for every case, or each case's own
+        gots, computes = [], []
+        for m2, s2, k2, L2, a2 in cases:
+            try: gots.append(call(m2, s2, k2, L2, a2))
+            except Hint: continue
+            computes.append(lambda m2=m2, s2=s2, k2=k2, L2=L2, a2=a2, **kw: _hyps(
+                _beam_variant(m2, s2, k2, L2, a2, **kw), ""))
+        found = _explain(gots, computes, _BEAM_MISTAKES, same=_same_hyps)
+        show = lambda hs: "; ".join(f"{h[0]} score {h[2]:.3f}"
+                                    + ("" if h[3] else " (unfinished)") for h in hs)
+        raise Hint(f"{case}: " + _several(found or [
+            f"your hypotheses differ from the chapter's: yours {show(got) or 'none'}, "
+            f"expected {show(want)}; sort them by score, best first."]))
+    return ("the hypotheses, their scores with the length penalty, finished ones set "
+            "aside from the k best only, and the stopping rule: no live hypothesis can "
+            "still beat the k-th finished.")
 
 # %% ../../nbs/91_grading.ipynb #xbook
 # each checker's book answer: what the cells of an exercise notebook use while the
@@ -2926,7 +3093,7 @@ _BOOK = {
     "grade_transformer": Transformer, "grade_causal_mask": causal_mask,
     "grade_padding_mask": padding_mask, "grade_target_mask": target_mask,
     "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
-    "grade_greedy_search": greedy_search,
+    "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
 }
 
 # %% ../../nbs/91_grading.ipynb #xnbs
