@@ -1095,3 +1095,32 @@ def test_beam_eos_below_rank_k(): fails_with(grade_beam_search(beam(eos_any_rank
 def test_beam_unfinished_lost(): fails_with(grade_beam_search(beam(keep_unfinished=False)), "live hypotheses are lost")
 def test_beam_two_mistakes_named_in_order():
     fails_with(grade_beam_search(beam(stop="k finished", use_alpha=False)), "(1) you stop as soon as", "(2) alpha is ignored")
+
+
+# ---------------------------------------------------------------- chapter 10: reading attention (alignment_weight)
+from transformer_nb.training import alignment_weight
+from transformer_nb.data import make_batch
+
+def reading(maps="cross", swap=False, average="all", eval_mode=True):
+    "alignment_weight as learners write it, with one configurable mistake"
+    def f(model, vocab, pairs, align):
+        if eval_mode: model.eval()
+        b = make_batch(pairs, vocab)
+        attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)[1]
+        m = getattr(attn, maps)
+        rows = [[m[:, i, :, k, q] if swap else m[:, i, :, q, k] for q, k in align(s, t)]
+                for i, (s, t) in enumerate(pairs)]
+        if average == "per example": return torch.stack([torch.stack(r).mean(0) for r in rows]).mean(0)
+        flat = torch.stack([w for r in rows for w in r])
+        return flat.max(0).values if average == "max" else flat.sum(0) / len(flat)
+    return f
+
+def test_alignment_book_and_alternative(): assert grade_alignment_weight(alignment_weight) and grade_alignment_weight(reading())
+def test_alignment_encoder_maps(): fails_with(grade_alignment_weight(reading(maps="encoder")), "encoder's self-attention")
+def test_alignment_decoder_maps(): fails_with(grade_alignment_weight(reading(maps="decoder")), "decoder's self-attention")
+def test_alignment_query_key_swapped(): fails_with(grade_alignment_weight(reading(swap=True)), "queries and keys are swapped")
+def test_alignment_mean_of_means(): fails_with(grade_alignment_weight(reading(average="per example")), "a longer example counts more")
+def test_alignment_max(): fails_with(grade_alignment_weight(reading(average="max")), "not the largest")
+def test_alignment_dropout_on(): fails_with(grade_alignment_weight(reading(eval_mode=False)), "model.eval()")
+def test_alignment_dropout_on_and_swapped_named_in_order():
+    fails_with(grade_alignment_weight(reading(eval_mode=False, swap=True)), "(1) queries and keys", "(2) dropout was on")

@@ -667,6 +667,13 @@ EFFORT = {
         "finished score: its logprob / length_penalty(max_len) is the best it can "
         "reach.",
     ),
+    "grade_alignment_weight": (
+        25,
+        2,
+        "Run the model once with return_attention=True, in eval mode; for each example "
+        "i and each (query q, key k) of its alignment, read attn.cross[:, i, :, q, k], "
+        "one number per layer and head; average them all.",
+    ),
 }
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing

@@ -19,7 +19,8 @@ from ..norms import residual
 from ..transformer import Transformer
 from ..data import Vocab
 from ..masking import causal_mask
-from ..training import noam_lr
+from ..training import noam_lr, alignment_weight
+from ..data import make_batch
 from ..decoding import greedy_search, beam_search
 
 # %% auto #0
@@ -28,7 +29,8 @@ __all__ = ['EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'Verdict', 'Hint', 'checker', 
            'grade_split_heads', 'grade_merge_heads', 'grade_multihead', 'grade_ffn', 'grade_layer_norm',
            'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer', 'grade_encoder', 'grade_decoder',
            'grade_transformer', 'grade_causal_mask', 'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing',
-           'grade_noam_lr', 'grade_greedy_search', 'grade_beam_search', 'setup_source', 'check_source']
+           'grade_noam_lr', 'grade_alignment_weight', 'grade_greedy_search', 'grade_beam_search', 'setup_source',
+           'check_source']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -2809,6 +2811,83 @@ def grade_noam_lr(
     return ("linear warm-up to the peak at warmup, then 1/√step decay, scaled by "
             "d_model^-0.5 and factor; step 0 read as 1.")
 
+# %% ../../nbs/91_grading.ipynb #x10e
+def _align_variant(model, vocab, pairs, align, kind=None, order=None, avg=None,
+                   mode=None):
+    ("alignment_weight with classic deviations: which attention, query and key "
+     "swapped, mean of means or max, dropout left on")
+    b = make_batch(pairs, vocab)
+    if mode is None: model.eval()
+    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
+                    return_attention=True)
+    maps = {None: attn.cross, "encoder": attn.encoder, "decoder": attn.decoder}[kind]
+    per = []
+    for i, (s, t) in enumerate(pairs):
+        ws = [maps[:, i, :, k, q] if order == "swapped" else maps[:, i, :, q, k]
+              for q, k in align(s, t)]
+        per.append(torch.stack(ws))                                  # (n_i, L, H)
+    if avg == "mean of means": return torch.stack([p.mean(0) for p in per]).mean(0)
+    every = torch.cat(per)
+    return every.amax(0) if avg == "max" else every.mean(0)
+
+_ALIGN_MISTAKES = [
+    ("kind", {"encoder": "you read the encoder's self-attention; the question is where "
+                         "the decoder looks in the source: attn.cross.",
+              "decoder": "you read the decoder's self-attention; the question is where "
+                         "the decoder looks in the source: attn.cross."}),
+    ("order", {"swapped": "queries and keys are swapped: a map is (..., T, S), rows "
+                          "are the decoder's queries, so index [..., q, k]."}),
+    ("avg", {"mean of means": "you averaged each example, then the examples; the "
+                              "chapter averages over every (query, key) pair of every "
+                              "example, so a longer example counts more.",
+             "max": "take the mean weight on the expected key, not the largest."}),
+    ("mode", {"train": "dropout was on: call model.eval() before reading the maps "
+                       "(dropout would change the weights from run to run)."}),
+]
+
+# %% ../../nbs/91_grading.ipynb #x10f
+@checker
+def grade_alignment_weight(
+    # your alignment_weight(model, vocab, pairs, align) -> (layers, H)
+    fn,
+)->Verdict:
+    """Check the reading of cross-attention maps against `alignment_weight`: the maps read, queries and keys, the average, eval mode
+
+    Parameters
+    ----------
+    fn
+        your alignment_weight(model, vocab, pairs, align) -> (layers, H)
+    """
+    vocab = Vocab("0123456789")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Transformer(len(vocab), len(vocab), d_model=16, num_heads=2,
+                            num_encoder_layers=2, num_decoder_layers=2, d_ff=32,
+                            dropout=0.3, max_len=32)
+    # lengths 6, 3, 2, and targets as long as their sources (square maps)
+    pairs = [("407219", "912704"), ("195", "591"), ("38", "83")]
+    mirror = lambda s, t: [(q, len(s) - 1 - q) for q in range(len(s))]
+    first = lambda s, t: [(q, 0) for q in range(len(t))]
+    for name, align in (("mirror", mirror), ("first key", first)):
+        call = lambda train: run("your function", fn, model.train(train), vocab, pairs,
+                                 align)
+        with torch.no_grad():
+            got = _tensor(call(True), f"the result ({name} alignment)", (2, 2),
+                          "(layers, H): one number per cross-attention head")
+            want = alignment_weight(model, vocab, pairs, align)
+            if _close(got, want, 1e-5): continue
+            # dropout left on shows as a result that changes from call to call
+            found = [] if _close(call(True), got, 1e-6) else [
+                _ALIGN_MISTAKES[3][1]["train"]]
+            found = _explain([call(False)], [lambda **kw: _align_variant(
+                model.eval(), vocab, pairs, align, **kw)], _ALIGN_MISTAKES[:3]) + found
+        raise Hint(f"{name} alignment: " + _several(found or [
+            f"the per-head weights differ from the chapter's: {_far(got, want)}; "
+            "average attn.cross[:, i, :, q, k] over every (q, k) of every "
+            "example i."]))
+    return ("cross-attention, queries then keys, the mean over every aligned pair of "
+            "every example, in eval mode.")
+
 # %% ../../nbs/91_grading.ipynb #x11a
 def _decoding_case()->tuple:
     ("A tiny untrained model and 4 padded sources whose greedy decodings write </s> "
@@ -3093,6 +3172,7 @@ _BOOK = {
     "grade_transformer": Transformer, "grade_causal_mask": causal_mask,
     "grade_padding_mask": padding_mask, "grade_target_mask": target_mask,
     "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
+    "grade_alignment_weight": alignment_weight,
     "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
 }
 
