@@ -178,7 +178,7 @@ def test_first_code_cell_says_and_checks_what_it_needs(name):
 def test_exercises_extra_covers_the_notebooks_imports():
     "Every module an exercise notebook imports is the standard library's, torch, the package, IPython, or in [exercises]."
     from configparser import ConfigParser
-    from transformer_nb.book.grading import EXERCISE_NEEDS
+    from transformer_nb.book.exercises import EXERCISE_NEEDS
     cfg = ConfigParser(); cfg.read(ROOT / "settings.ini")
     extra = {r.split(">")[0].split("=")[0] for r in cfg["DEFAULT"]["exercises_requirements"].split()}
     assert set(EXERCISE_NEEDS.values()) == extra

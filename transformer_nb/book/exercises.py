@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 # %% auto #0
-__all__ = ['EXERCISE', 'EFFORT', 'split_directives', 'exercise_checker', 'make_exercise_source', 'comment_out_error_lessons',
-           'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises',
-           'exercise_table']
+__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'split_directives', 'exercise_checker',
+           'make_exercise_source', 'setup_source', 'check_source', 'comment_out_error_lessons', 'embed_images',
+           'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
 
 # %% ../../nbs/90_exercises.ipynb #c006
 # the directive: `#| exercise CHECKER`
@@ -234,6 +234,80 @@ def make_exercise_source(
         lines[first:last] = stub
     return "\n".join(lines).rstrip() + "\n", names
 
+# %% ../../nbs/90_exercises.ipynb #xnbs
+# what an exercise notebook imports beyond torch and this package, from the
+# extra `pip install "transformer_nb[exercises]"` (settings.ini)
+EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
+
+def setup_source(
+    needs:dict=EXERCISE_NEEDS,  # {module: the distribution that provides it}
+)->str:  # the source of the first code cell of an exercise notebook
+    """The set-up cell: say and check what the notebook needs, before any import fails
+
+    Parameters
+    ----------
+    needs : dict
+        {module: the distribution that provides it}
+
+    Returns
+    -------
+    str
+        the source of the first code cell of an exercise notebook
+    """
+    mods = ", ".join(repr(m) for m in ("torch", "transformer_nb", *needs))
+    return (
+        "# Set-up: this notebook needs Python 3.11 or later, PyTorch and the package\n"
+        "# transformer_nb with its exercises extra (fastcore, matplotlib):\n"
+        "#     pip install \"transformer_nb[exercises]\"\n"
+        "import importlib.util, sys\n"
+        f"missing = [m for m in ({mods}) if importlib.util.find_spec(m) is None]\n"
+        "if sys.version_info < (3, 11) or missing:\n"
+        "    raise SystemExit(\n"
+        "        f\"this notebook needs Python 3.11+ (this is \"\n"
+        "        f\"{sys.version.split()[0]}) and {', '.join(missing) or 'no "
+        "more'}:\"\n"
+        "        ' pip install \"transformer_nb[exercises]\"')\n"
+        "import transformer_nb\n"
+        "print(f\"ready: Python {sys.version.split()[0]}, \"\n"
+        "      f\"transformer_nb {transformer_nb.__version__}\")"
+    )
+
+def check_source(
+    checker:str,  # the checker's name, e.g. "grade_attention"
+    name:str,  # the learner's function or class, e.g. "scaled_dot_product_attention"
+)->str:  # the source of the check cell under the exercise
+    """The check cell: grade the answer; the cells below use it, or the book's while it is unfilled
+
+    Parameters
+    ----------
+    checker : str
+        the checker's name, e.g. "grade_attention"
+    name : str
+        the learner's function or class, e.g. "scaled_dot_product_attention"
+
+    Returns
+    -------
+    str
+        the source of the check cell under the exercise
+    """
+    return (
+        f"verdict = {checker}({name})\n"
+        f"{name} = verdict.answer  # yours; the book's while your TODO holds its "
+        "`...`\n"
+        "verdict"
+    )
+
+# what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
+# names the file .py from it)
+NOTEBOOK_METADATA = {
+    "kernelspec": {"display_name": "Python 3", "language": "python",
+                   "name": "python3"},
+    "language_info": {"name": "python", "version": "3.11", "file_extension": ".py",
+                      "mimetype": "text/x-python", "pygments_lexer": "ipython3",
+                      "codemirror_mode": {"name": "ipython", "version": 3},
+                      "nbconvert_exporter": "python"},
+}
+
 # %% ../../nbs/90_exercises.ipynb #c016
 def _cell(kind:str, source:str, i:int)->dict:
     cell = {
@@ -357,8 +431,6 @@ def make_exercise_notebook(
         the exercise notebook (nbformat 4 JSON), or None if the chapter has no
         exercise
     """
-    from transformer_nb.book.grading import (
-        setup_source, check_source, NOTEBOOK_METADATA)
     chapter = Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
     checkers = [
@@ -407,8 +479,10 @@ def make_exercise_notebook(
         if re.match(r"^\s*show_doc\(", split_directives(src)[1]): continue
         name = re.escape(own or "")
         # an import of the chapter's module (a mention in a string is not one)
-        uses = (rf"^\s*(from\s+transformer_nb\.{name}\s+import|import\s+"
-                rf"transformer_nb\.{name}\b|from\s+transformer_nb\s+import\s.*\b{name}\b)")
+        uses = (
+            rf"^\s*(from\s+transformer_nb\.{name}\s+import|import\s+"
+            rf"transformer_nb\.{name}\b|from\s+transformer_nb\s+import\s.*\b{name}\b)"
+        )
         if own and re.search(uses, src, re.M):
             raise ValueError(
                 f"{chapter.name}: a cell imports the chapter's own module "

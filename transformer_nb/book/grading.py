@@ -24,13 +24,12 @@ from ..data import make_batch
 from ..decoding import greedy_search, beam_search
 
 # %% auto #0
-__all__ = ['EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference',
-           'grade_token_embedding', 'grade_positional_encoding', 'grade_embeddings', 'grade_attention',
-           'grade_split_heads', 'grade_merge_heads', 'grade_multihead', 'grade_ffn', 'grade_layer_norm',
-           'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer', 'grade_encoder', 'grade_decoder',
-           'grade_transformer', 'grade_causal_mask', 'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing',
-           'grade_noam_lr', 'grade_alignment_weight', 'grade_greedy_search', 'grade_beam_search', 'setup_source',
-           'check_source']
+__all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grade_token_embedding', 'grade_positional_encoding',
+           'grade_embeddings', 'grade_attention', 'grade_split_heads', 'grade_merge_heads', 'grade_multihead',
+           'grade_ffn', 'grade_layer_norm', 'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer',
+           'grade_encoder', 'grade_decoder', 'grade_transformer', 'grade_causal_mask', 'grade_padding_mask',
+           'grade_target_mask', 'grade_label_smoothing', 'grade_noam_lr', 'grade_alignment_weight',
+           'grade_greedy_search', 'grade_beam_search']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -320,7 +319,9 @@ def _explain(gots:list, computes:list, axes:list, same=None)->list[str]:
             for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
                 if fits({axes[i][0]: o for i, o in zip(chosen, opts)}):
                     return [axes[i][1][o] for i, o in zip(chosen, opts)]
-    found = [h for g, c in zip(gots, computes) for h in _diagnose(g, c, axes, same) or []]
+    found = [
+        h for g, c in zip(gots, computes) for h in _diagnose(g, c, axes, same) or []
+    ]
     order = [h for _, o in axes for h in o.values()]
     return sorted(dict.fromkeys(found), key=order.index)
 
@@ -421,7 +422,8 @@ def _shared(m:nn.Module)->list[tuple[str, str]]:
     return pairs
 
 def _in_stack(a:str, b:str)->bool:
-    "Are `a` and `b` the same part of two positions of a stack (layers.0.x, layers.1.x)?"
+    ("Are `a` and `b` the same part of two positions of a stack (layers.0.x, "
+     "layers.1.x)?")
     import re
     strip = lambda n: re.sub(r"\.\d+\.", ".#.", n)
     return a != b and strip(a) == strip(b)
@@ -510,7 +512,9 @@ def _init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
     ("Compare how the learner's new module and the book's start: constant parameters "
      "exactly, random ones by their spread")
     ref, got = list(book.named_parameters()), list(mine.named_parameters())
-    if len(ref) != len(got) or any(a.shape != b.shape for (_, a), (_, b) in zip(ref, got)):
+    if len(ref) != len(got) or any(
+        a.shape != b.shape for (_, a), (_, b) in zip(ref, got)
+    ):
         return None                      # the weights checks say what differs
     for (rn, r), (n, p) in zip(ref, got):
         r, p = r.detach().float(), p.detach().float()
@@ -924,9 +928,9 @@ def _attention_mistakes(d_k:int, mask)->list:
                        "scores.masked_fill(~mask, ...).",
             "inverted": "the mask is inverted: True means *may attend*; fill the "
                         "scores where the mask is False (~mask).",
-            "zero": "masked scores filled with 0 still get weight: fill with "
-                    "torch.finfo(scores.dtype).min, a very negative number; 0 is "
-                    "not exactly 0 after the softmax.",
+            "zero": "masked scores filled with 0 still get weight, not exactly 0: "
+                    "0 is not enough; fill with torch.finfo(scores.dtype).min, a very "
+                    "negative number.",
             "multiplied": "multiplying the scores by the mask sets them to 0, which "
                           "still gets weight (not exactly 0): fill with "
                           "torch.finfo(scores.dtype).min instead."}))
@@ -953,7 +957,9 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None,
             more = _diagnose(w_, lambda **kw: _attention_variant(q_, k_, m_, **kw),
                              _attention_mistakes(q_.shape[-1], m_))
             found += [h for h in more or [] if h not in found]
-        order = [h for _, o in _attention_mistakes(q.shape[-1], mask) for h in o.values()]
+        order = [
+            h for _, o in _attention_mistakes(q.shape[-1], mask) for h in o.values()
+        ]
         rank = lambda h: next((i for i, x in enumerate(order) if x[:40] == h[:40]),
                               len(order))
         return _several(sorted(found, key=rank))
@@ -2651,31 +2657,50 @@ def _ls_variant(logits, target, eps, ignore, reduction="mean", spread=None,
 def _ls_mistakes(eps:float, ignore:int, V:int)->list:
     "The deviations `_diagnose` tries on a label-smoothed loss, most fundamental first"
     return [
-        ("logp", {"logits": "the loss needs log-probabilities: take "
-                            "logits.log_softmax(-1) before weighting them by q.",
-                  "probs": "the loss needs log-probabilities, not probabilities: "
-                           "log_softmax, not softmax.",
-                  "kl": "you computed the KL divergence KL(q ‖ p) (nn.KLDivLoss, as the "
-                        "Annotated Transformer): it has the same gradients but is "
-                        "lower by the entropy of q; the chapter's loss is the "
-                        "cross-entropy −Σ q log p, whose floor is smoothing_floor."}),
-        ("spread", {"V-1": f"ε is spread over the V − 1 other tokens (ε/(V−1), 1 − ε "
-                           f"on the true one); the chapter spreads it over all V = {V}: "
-                           "ε/V on every token, 1 − ε + ε/V on the true one "
-                           "(as nn.CrossEntropyLoss(label_smoothing=ε)).",
-                    "V-2": "ε is spread over V − 2 tokens with padding's column set to "
-                           "0 (the Annotated Transformer's version); the chapter "
-                           "spreads it over all V tokens: ε/V each, 1 − ε + ε/V on the "
-                           "true one."}),
-        ("used", {0.1: f"eps={eps} is ignored: you used 0.1 whatever was asked."}
-                 if eps != 0.1 else {}),
-        ("pad", {"kept": f"padding positions (target == ignore_index = {ignore}) count "
-                         "in the loss: leave them out.",
-                 "pad0": f"ignore_index={ignore} is ignored: you left out the targets "
-                         "0 whatever was asked; leave out target == ignore_index.",
-                 "all tokens": "the mean divides by every position, padding "
-                               "included: divide by the number of non-padding "
-                               "tokens."}),
+        (
+            "logp",
+            {
+                "logits": "the loss needs log-probabilities: take "
+                "logits.log_softmax(-1) before weighting them by q.",
+                "probs": "the loss needs log-probabilities, not probabilities: "
+                "log_softmax, not softmax.",
+                "kl": "you computed the KL divergence KL(q ‖ p) (nn.KLDivLoss, as the "
+                "Annotated Transformer): it has the same gradients but is "
+                "lower by the entropy of q; the chapter's loss is the "
+                "cross-entropy −Σ q log p, whose floor is smoothing_floor.",
+            },
+        ),
+        (
+            "spread",
+            {
+                "V-1": f"ε is spread over the V − 1 other tokens (ε/(V−1), 1 − ε "
+                f"on the true one); the chapter spreads it over all V = {V}: "
+                "ε/V on every token, 1 − ε + ε/V on the true one "
+                "(as nn.CrossEntropyLoss(label_smoothing=ε)).",
+                "V-2": "ε is spread over V − 2 tokens with padding's column set to "
+                "0 (the Annotated Transformer's version); the chapter "
+                "spreads it over all V tokens: ε/V each, 1 − ε + ε/V on the "
+                "true one.",
+            },
+        ),
+        (
+            "used",
+            {0.1: f"eps={eps} is ignored: you used 0.1 whatever was asked."}
+            if eps != 0.1
+            else {},
+        ),
+        (
+            "pad",
+            {
+                "kept": f"padding positions (target == ignore_index = {ignore}) count "
+                "in the loss: leave them out.",
+                "pad0": f"ignore_index={ignore} is ignored: you left out the targets "
+                "0 whatever was asked; leave out target == ignore_index.",
+                "all tokens": "the mean divides by every position, padding "
+                "included: divide by the number of non-padding "
+                "tokens.",
+            },
+        ),
     ]
 
 # %% ../../nbs/91_grading.ipynb #x10b
@@ -2703,7 +2728,9 @@ def grade_label_smoothing(
         if ig != 0: target[1, 2] = 0      # a 0 that is not padding here
         kw = dict(eps=eps) | ({} if ignore is None else {"ignore_index": ignore}) | (
             {} if red == "mean" else {"reduction": red})
-        case = "LabelSmoothingLoss(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+        case = (
+            "LabelSmoothingLoss(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+        )
         m = build(cls, **kw)
         x = logits.clone().requires_grad_()
         got = run("your loss", m, x, target)
@@ -2712,11 +2739,18 @@ def grade_label_smoothing(
                        f"{_shape(got)}: reduce over the tokens.")
         want = _ls_variant(logits, target, eps, ig, red)
         if not _close(got.detach().reshape(()), want, 1e-4):
-            found = _diagnose(got.detach().reshape(()),
-                              lambda **k: _ls_variant(logits, target, eps, ig, red, **k),
-                              _ls_mistakes(eps, ig, V))
-            if not found and red == "sum" and _close(
-                    got.detach().reshape(()), _ls_variant(logits, target, eps, ig), 1e-4):
+            found = _diagnose(
+                got.detach().reshape(()),
+                lambda **k: _ls_variant(logits, target, eps, ig, red, **k),
+                _ls_mistakes(eps, ig, V),
+            )
+            if (
+                not found
+                and red == "sum"
+                and _close(
+                    got.detach().reshape(()), _ls_variant(logits, target, eps, ig), 1e-4
+                )
+            ):
                 found = ['reduction="sum" is ignored: return the sum over the '
                          'non-padding tokens when asked for it.']
             raise Hint(f"{case}: " + _several(found or [
@@ -2930,23 +2964,50 @@ def _greedy_variant(model, src, src_mask, max_len, eos=Vocab.eos, bos=Vocab.bos,
     return ys if keep_bos else ys[:, 1:]
 
 _GREEDY_MISTAKES = [
-    ("causal", {"dropped": "the decoder runs without the causal mask: each position "
-                           "must see only the tokens before it, "
-                           "causal_mask(t + 1)."}),
-    ("source_mask", {"dropped": "the source padding mask is not used: pass src_mask to "
-                                "the encoder and to the decoder's cross-attention."}),
-    ("keep_bos", {True: "the ids start with <s>: return only the tokens written, "
-                        "ys[:, 1:]."}),
-    ("length", {"-1": "one token short: max_len counts the tokens written, not "
-                      "counting <s>.",
-                "+1": "one token too many: write at most max_len tokens (not counting "
-                      "<s>)."}),
-    ("stop", {"first": "you stop when the first row writes </s>; the other rows are not "
-                       "done yet: stop when every row has written it.",
-              "never": "you write max_len tokens even after every row has written </s>: "
-                       "stop as soon as all rows are done."}),
-    ("after", {"continue": "a row that has written </s> goes on writing tokens: after "
-                           "</s>, write <pad> (the row is done)."}),
+    (
+        "causal",
+        {
+            "dropped": "the decoder runs without the causal mask: each position "
+            "must see only the tokens before it, "
+            "causal_mask(t + 1)."
+        },
+    ),
+    (
+        "source_mask",
+        {
+            "dropped": "the source padding mask is not used: pass src_mask to "
+            "the encoder and to the decoder's cross-attention."
+        },
+    ),
+    (
+        "keep_bos",
+        {True: "the ids start with <s>: return only the tokens written, ys[:, 1:]."},
+    ),
+    (
+        "length",
+        {
+            "-1": "one token short: max_len counts the tokens written, not "
+            "counting <s>.",
+            "+1": "one token too many: write at most max_len tokens (not counting "
+            "<s>).",
+        },
+    ),
+    (
+        "stop",
+        {
+            "first": "you stop when the first row writes </s>; the other rows are not "
+            "done yet: stop when every row has written it.",
+            "never": "you write max_len tokens even after every row has written </s>: "
+            "stop as soon as all rows are done.",
+        },
+    ),
+    (
+        "after",
+        {
+            "continue": "a row that has written </s> goes on writing tokens: after "
+            "</s>, write <pad> (the row is done)."
+        },
+    ),
 ]
 
 # %% ../../nbs/91_grading.ipynb #x11b
@@ -3051,26 +3112,51 @@ def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
     return sorted(finished, key=lambda h: h.score, reverse=True)[:k]
 
 _BEAM_MISTAKES = [
-    ("stop", {"first": "you stop when the first hypothesis finishes; a longer one may "
-                       "still score better: keep going until beam_size have finished "
-                       "and no live hypothesis can beat the k-th of them.",
-              "k": "you stop as soon as beam_size hypotheses have finished; a live "
-                   "one may still beat them: stop only when the k-th best finished "
-                   "score is at least the best score a live hypothesis can reach, "
-                   "its log-probability / length_penalty(max_len)."}),
-    ("bound", {"current": "you compare the finished scores with the live hypotheses' "
-                          "scores now; their best reachable score is their "
-                          "log-probability divided by length_penalty(max_len) (the "
-                          "log-probability can only fall, the penalty only grow)."}),
-    ("penalty", {"none": "alpha is ignored: the score is logprob / length_penalty(length, "
-                         "alpha), with length counting </s>.",
-                 "no eos": "the length penalty counts the tokens without </s>; "
-                           "length_penalty takes the number written, </s> included."}),
-    ("keep", {"all": "a </s> among the 2k candidates finishes a hypothesis only if it "
-                     "is one of the k best; those below rank k are dropped, as any "
-                     "other candidate outside the beam."}),
-    ("unfinished", {"dropped": "when max_len is reached the live hypotheses are lost: "
-                               "return them too, unfinished (finished=False)."}),
+    (
+        "stop",
+        {
+            "first": "you stop when the first hypothesis finishes; a longer one may "
+            "still score better: keep going until beam_size have finished "
+            "and no live hypothesis can beat the k-th of them.",
+            "k": "you stop as soon as beam_size hypotheses have finished; a live "
+            "one may still beat them: stop only when the k-th best finished "
+            "score is at least the best score a live hypothesis can reach, "
+            "its log-probability / length_penalty(max_len).",
+        },
+    ),
+    (
+        "bound",
+        {
+            "current": "you compare the finished scores with the live hypotheses' "
+            "scores now; their best reachable score is their "
+            "log-probability divided by length_penalty(max_len) (the "
+            "log-probability can only fall, the penalty only grow)."
+        },
+    ),
+    (
+        "penalty",
+        {
+            "none": "alpha is ignored: the score is logprob / length_penalty(length, "
+            "alpha), with length counting </s>.",
+            "no eos": "the length penalty counts the tokens without </s>; "
+            "length_penalty takes the number written, </s> included.",
+        },
+    ),
+    (
+        "keep",
+        {
+            "all": "a </s> among the 2k candidates finishes a hypothesis only if it "
+            "is one of the k best; those below rank k are dropped, as any "
+            "other candidate outside the beam."
+        },
+    ),
+    (
+        "unfinished",
+        {
+            "dropped": "when max_len is reached the live hypotheses are lost: "
+            "return them too, unfinished (finished=False)."
+        },
+    ),
 ]
 
 def _beam_cases()->list:
@@ -3174,76 +3260,4 @@ _BOOK = {
     "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
     "grade_alignment_weight": alignment_weight,
     "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
-}
-
-# %% ../../nbs/91_grading.ipynb #xnbs
-# what an exercise notebook imports beyond torch and this package, from the
-# extra `pip install "transformer_nb[exercises]"` (settings.ini)
-EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
-
-def setup_source(
-    needs:dict=EXERCISE_NEEDS,  # {module: the distribution that provides it}
-)->str:  # the source of the first code cell of an exercise notebook
-    """The set-up cell: say and check what the notebook needs, before any import fails
-
-    Parameters
-    ----------
-    needs : dict
-        {module: the distribution that provides it}
-
-    Returns
-    -------
-    str
-        the source of the first code cell of an exercise notebook
-    """
-    mods = ", ".join(repr(m) for m in ("torch", "transformer_nb", *needs))
-    return (
-        "# Set-up: this notebook needs Python 3.11 or later, PyTorch and the package\n"
-        "# transformer_nb with its exercises extra (fastcore, matplotlib):\n"
-        "#     pip install \"transformer_nb[exercises]\"\n"
-        "import importlib.util, sys\n"
-        f"missing = [m for m in ({mods}) if importlib.util.find_spec(m) is None]\n"
-        "if sys.version_info < (3, 11) or missing:\n"
-        "    raise SystemExit(\n"
-        "        f\"this notebook needs Python 3.11+ (this is \"\n"
-        "        f\"{sys.version.split()[0]}) and {', '.join(missing) or 'no more'}:\"\n"
-        "        ' pip install \"transformer_nb[exercises]\"')\n"
-        "import transformer_nb\n"
-        "print(f\"ready: Python {sys.version.split()[0]}, \"\n"
-        "      f\"transformer_nb {transformer_nb.__version__}\")"
-    )
-
-def check_source(
-    checker:str,  # the checker's name, e.g. "grade_attention"
-    name:str,  # the learner's function or class, e.g. "scaled_dot_product_attention"
-)->str:  # the source of the check cell under the exercise
-    """The check cell: grade the answer; the cells below use it, or the book's while it is unfilled
-
-    Parameters
-    ----------
-    checker : str
-        the checker's name, e.g. "grade_attention"
-    name : str
-        the learner's function or class, e.g. "scaled_dot_product_attention"
-
-    Returns
-    -------
-    str
-        the source of the check cell under the exercise
-    """
-    return (
-        f"verdict = {checker}({name})\n"
-        f"{name} = verdict.answer  # yours; the book's while your TODO holds its `...`\n"
-        "verdict"
-    )
-
-# what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
-# names the file .py from it)
-NOTEBOOK_METADATA = {
-    "kernelspec": {"display_name": "Python 3", "language": "python",
-                   "name": "python3"},
-    "language_info": {"name": "python", "version": "3.11", "file_extension": ".py",
-                      "mimetype": "text/x-python", "pygments_lexer": "ipython3",
-                      "codemirror_mode": {"name": "ipython", "version": 3},
-                      "nbconvert_exporter": "python"},
 }
