@@ -1141,3 +1141,27 @@ def test_alignment_max(): fails_with(grade_alignment_weight(reading(average="max
 def test_alignment_dropout_on(): fails_with(grade_alignment_weight(reading(eval_mode=False)), "model.eval()")
 def test_alignment_dropout_on_and_swapped_named_in_order():
     fails_with(grade_alignment_weight(reading(eval_mode=False, swap=True)), "(1) queries and keys", "(2) dropout was on")
+
+
+# ---------------------------------------------------------------- how a new module starts (issue 35)
+
+def test_ffn_second_layer_starting_at_zero():
+    class M(PositionwiseFeedForward):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw); nn.init.zeros_(self.linear2.weight)
+    fails_with(grade_ffn(M), "your new PositionwiseFeedForward starts with `linear2.weight`", "spread")
+
+def test_multihead_output_projection_starting_at_zero():
+    class M(MultiHeadAttention):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw); nn.init.zeros_(self.W_o.weight)
+    fails_with(grade_multihead(M), "your new MultiHeadAttention starts with `W_o.weight`")
+
+def test_multihead_xavier_initialised_passes():
+    "Xavier-uniform is within the spread the checker allows (the whole model is Xavier-initialised in chapter 7)"
+    class M(MultiHeadAttention):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            for p in self.parameters():
+                if p.dim() > 1: nn.init.xavier_uniform_(p)
+    assert grade_multihead(M)

@@ -1453,8 +1453,11 @@ def grade_multihead(
             "before dropout (the "
             "chapter's attention returns them so), and drop only those that multiply v."
         )
+    init = _init_hint(build(cls, d, H), MultiHeadAttention(d, H),
+                      "your new MultiHeadAttention")
+    if init: raise Hint(init)
     return ("self- and cross-attention with masks, need_weights=False, bias=False and "
-            "dropout match the book's.")
+            "dropout match the book's; a new module starts as the book's does.")
 
 # %% ../../nbs/91_grading.ipynb #c031
 @checker
@@ -1539,8 +1542,11 @@ def grade_ffn(
             "the hidden units, "
             "between the activation and linear2, not on the output."
         )
+    init = _init_hint(build(cls, d, dff), PositionwiseFeedForward(d, dff),
+                      "your new PositionwiseFeedForward")
+    if init: raise Hint(init)
     return ("linear1 → activation (relu and gelu) → dropout on the hidden units in "
-            "training only → linear2.")
+            "training only → linear2; a new module starts as the book's does.")
 
 # %% ../../nbs/91_grading.ipynb #c033
 def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True, used=None):
