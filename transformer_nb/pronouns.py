@@ -7,13 +7,19 @@ from __future__ import annotations
 import random
 import torch
 from torch import Tensor
-from .data import Vocab, Task
+from .core import check_int
+from .data import Vocab, Task, make_batch, batch_stream
+from .transformer import Transformer, Attention, ablate_heads
+from .training import History, train
+from .decoding import greedy_search
 from .plotting import Figure, pyplot
 
 # %% auto #0
 __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES', 'PRONOUNS', 'IT', 'AGENT', 'PLACE',
-           'ADJECTIVE', 'PRONOUN', 'pronoun_pair', 'make_pronoun_task', 'refers_to_agent', 'genders_differ', 'words',
-           'referent_preference', 'show_referent_preference', 'show_links']
+           'ADJECTIVE', 'PRONOUN', 'PRONOUN_MODEL', 'PRONOUN_TRAINING', 'KINDS', 'DE_AGENT', 'DE_PLACE', 'pronoun_pair',
+           'make_pronoun_task', 'refers_to_agent', 'genders_differ', 'train_pronoun_model', 'words',
+           'referent_preference', 'referent_shares', 'show_referent_preference', 'show_links', 'pronoun_accuracy',
+           'pronoun_ablation', 'measure_pronoun_model', 'show_strips']
 
 # %% ../nbs/11a_pronouns.ipynb #p006
 AGENTS = {  # English noun: (German noun, grammatical gender)
@@ -126,6 +132,40 @@ def genders_differ(
     """
     return AGENTS[english[AGENT]][1] != PLACES[english[PLACE]][1]
 
+# %% ../nbs/11a_pronouns.ipynb #p014a
+# keyword arguments of Transformer, and of the training run
+PRONOUN_MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
+                     d_ff=128, dropout=0.1, max_len=32)
+PRONOUN_TRAINING = dict(steps=300, batch_size=64, warmup=100, factor=0.5)
+
+def train_pronoun_model(
+    seed:int=0,  # seeds the initial weights, dropout and the order of the batches
+    split:int=0,  # seed of `make_pronoun_task`: which pairs are held out
+)->tuple[Transformer, Task, History]:  # the model (in eval mode), its task, its record
+    """Train the chapter's recipe on one held-out split
+
+    Parameters
+    ----------
+    seed : int
+        seeds the initial weights, dropout and the order of the batches
+    split : int
+        seed of `make_pronoun_task`: which pairs are held out
+
+    Returns
+    -------
+    tuple[Transformer, Task, History]
+        the model (in eval mode), its task, its record
+    """
+    check_int(seed, "seed", 0); check_int(split, "split", 0)
+    task = make_pronoun_task(seed=split)
+    torch.manual_seed(seed)
+    model = Transformer(len(task.vocab), len(task.vocab), **PRONOUN_MODEL)
+    s = PRONOUN_TRAINING
+    history = train(model, batch_stream(task.train, task.vocab, s["batch_size"], seed=seed),
+                    steps=s["steps"], warmup=s["warmup"], factor=s["factor"],
+                    progress=False)
+    return model, task, history
+
 # %% ../nbs/11a_pronouns.ipynb #p017
 def words(
     ids:Tensor,  # (L,) token ids written by a decoder
@@ -148,17 +188,23 @@ def words(
 
 # %% ../nbs/11a_pronouns.ipynb #p022
 def referent_preference(
-    weights:Tensor,  # (L, B, H, S): one query's weights over the English words
+    weights:Tensor,  # (L, B, H, S): one query's weights over S keys
     sources:list[list[str]],  # the B English sentences
+    agent:int|tuple=AGENT,  # key position(s) of the animal; the weights of several add up
+    place:int|tuple=PLACE,  # key position(s) of the place
 )->Tensor:  # (L, H): share of sentences where the referent outweighs the other noun
     """How often each head prefers the noun that 'it' refers to over the other noun
 
     Parameters
     ----------
     weights : Tensor
-        (L, B, H, S): one query's weights over the English words
+        (L, B, H, S): one query's weights over S keys
     sources : list[list[str]]
         the B English sentences
+    agent : int | tuple
+        key position(s) of the animal; the weights of several add up
+    place : int | tuple
+        key position(s) of the place
 
     Returns
     -------
@@ -166,26 +212,66 @@ def referent_preference(
         (L, H): share of sentences where the referent outweighs the other noun
     """
     agent_first = torch.tensor([refers_to_agent(s) for s in sources])[None, :, None]
-    on_agent, on_place = weights[..., AGENT], weights[..., PLACE]        # (L, B, H)
+    on = lambda k: weights[..., list(k) if isinstance(k, tuple) else [k]].sum(-1)
+    on_agent, on_place = on(agent), on(place)                             # (L, B, H)
     prefers = torch.where(agent_first, on_agent > on_place, on_place > on_agent)
     return prefers.float().mean(dim=1)
 
+# %% ../nbs/11a_pronouns.ipynb #p022a
+KINDS = ("encoder", "decoder", "cross")  # the fields of `Attention`
+DE_AGENT, DE_PLACE = (1, 2), (4, 5)  # article and noun in the decoder's input <s> + German
+
+def referent_shares(
+    attn:Attention,  # every map of the task's held-out sentences, in their order
+    task:Task,  # the task
+)->dict:  # kind: (L, H) share of the sentences whose genders differ
+    """referent_preference of every head: encoder at 'it', decoder and cross writing the pronoun
+
+    Parameters
+    ----------
+    attn : Attention
+        every map of the task's held-out sentences, in their order
+    task : Task
+        the task
+
+    Returns
+    -------
+    dict
+        kind: (L, H) share of the sentences whose genders differ
+    """
+    telling = torch.tensor([genders_differ(en) for en, _ in task.valid])
+    if attn.cross.shape[1] != len(telling):
+        raise ValueError(f"attn holds {attn.cross.shape[1]} sentences, the task "
+                         f"{len(telling)} held-out ones")
+    sources = [en for (en, _), t in zip(task.valid, telling) if t]
+    return {
+        "encoder": referent_preference(attn.encoder[:, telling, :, IT], sources),
+        "decoder": referent_preference(attn.decoder[:, telling, :, PRONOUN], sources,
+                                       DE_AGENT, DE_PLACE),
+        "cross": referent_preference(attn.cross[:, telling, :, PRONOUN], sources)}
+
 # %% ../nbs/11a_pronouns.ipynb #p100
 def show_referent_preference(
-    shares:Tensor,  # (2, L, H): referent_preference of the encoder and of the decoder
-    titles:tuple=("encoder: the query \"it\"", "decoder: writing er / sie / es"),
+    shares:Tensor,  # (K, L, H): referent_preference of K kinds of attention
+    titles:tuple=("encoder: the query \"it\"", "decoder self: writing er / sie / es",
+                  "cross: writing er / sie / es"),  # a title per kind
 )->Figure:
     """Tables, layer by head, of how often each head prefers the referent (0.5: chance)
 
     Parameters
     ----------
     shares : Tensor
-        (2, L, H): referent_preference of the encoder and of the decoder
+        (K, L, H): referent_preference of K kinds of attention
+
+    Returns
+    -------
+    Figure
+        a title per kind
     """
     plt = pyplot()
-    _, L, H = shares.shape
-    fig, axs = plt.subplots(1, 2, figsize=(6.4, 0.75 * L + 1.3), sharey=True)
-    for ax, s, title in zip(axs, shares, titles):
+    K, L, H = shares.shape
+    fig, axs = plt.subplots(K, 1, figsize=(3.6, K * (0.5 * L + 0.75)), squeeze=False)
+    for ax, s, title in zip(axs[:, 0], shares, titles):
         ax.imshow(s, cmap="RdBu", vmin=0, vmax=1)
         for l in range(L):
             for h in range(H):
@@ -204,7 +290,7 @@ def show_links(
     keys:list[str],  # the S key words (drawn on the right)
     titles:list[str]|None=None,  # a title per panel
 )->Figure:
-    """Lines from one query word to every key word, darker for more weight
+    """Lines from one query word to every key word, darker for more weight; panels stacked
 
     Parameters
     ----------
@@ -219,19 +305,176 @@ def show_links(
     """
     plt = pyplot()
     n, S = weights.shape
-    fig, axs = plt.subplots(1, n, figsize=(3.2 * n, 0.3 * S + 0.9), squeeze=False)
-    for ax, w, t in zip(axs[0], weights, titles or [None] * n):
+    fig, axs = plt.subplots(n, 1, figsize=(3.6, n * (0.3 * S + 0.9)), squeeze=False)
+    for ax, w, t in zip(axs[:, 0], weights, titles or [None] * n):
         ys, qy, top = [S - 1 - s for s in range(S)], (S - 1) / 2, float(w.max())
         for y, k, wt in zip(ys, keys, w.tolist()):
             ax.plot([0.25, 0.6], [qy, y], color="#b2182b", alpha=wt / top,
                     lw=0.5 + 3 * wt / top)
             ax.text(0.62, y, k, ha="left", va="center", fontsize=10,
                     fontweight="bold" if wt == top else "normal")
-            ax.text(1.05, y, f"{wt:.2f}", ha="left", va="center", fontsize=9,
+            ax.text(1.12, y, f"{wt:.2f}", ha="left", va="center", fontsize=9,
                     color="#555555")
         ax.text(0.23, qy, query, ha="right", va="center", fontsize=11,
                 fontweight="bold")
-        ax.set_xlim(-0.15, 1.25); ax.set_ylim(-0.7, S - 0.3); ax.axis("off")
+        ax.set_xlim(-0.2, 1.3); ax.set_ylim(-0.7, S - 0.3); ax.axis("off")
         if t: ax.set_title(t, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+# %% ../nbs/11a_pronouns.ipynb #abl1
+@torch.no_grad()
+def pronoun_accuracy(
+    model:Transformer,  # a model trained on the task
+    task:Task,  # the task: its held-out sentences whose genders differ are scored
+)->float:  # share of those sentences whose pronoun the model gets right
+    """Is the model's most likely pronoun right, after the true German prefix?
+
+    Parameters
+    ----------
+    model : Transformer
+        a model trained on the task
+    task : Task
+        the task: its held-out sentences whose genders differ are scored
+
+    Returns
+    -------
+    float
+        share of those sentences whose pronoun the model gets right
+    """
+    telling = torch.tensor([genders_differ(en) for en, _ in task.valid])
+    b = make_batch([p for p, t in zip(task.valid, telling) if t], task.vocab)
+    logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask)  # (B, T, V)
+    return (logits[:, PRONOUN].argmax(-1) == b.tgt_out[:, PRONOUN]).float().mean().item()
+
+def pronoun_ablation(
+    model:Transformer,  # a model trained on the task
+    task:Task,  # the task
+    groups:dict|None=None,  # name: heads removed together; None: every head, every layer
+)->dict:  # name: pronoun_accuracy with those heads removed ("none": all heads kept)
+    """pronoun_accuracy with each head, or group of heads, removed by `ablate_heads`
+
+    Parameters
+    ----------
+    model : Transformer
+        a model trained on the task
+    task : Task
+        the task
+    groups : dict | None
+        name: heads removed together; None: every head, every layer
+
+    Returns
+    -------
+    dict
+        name: pronoun_accuracy with those heads removed ("none": all heads kept)
+    """
+    if groups is None:
+        H = model.num_heads
+        L = {"encoder": len(model.encoder.layers), "decoder": len(model.decoder.layers),
+             "cross": len(model.decoder.layers)}
+        groups = {f"{k} {l} {h}": [(k, l, h)] for k in KINDS for l in range(L[k])
+                  for h in range(H)}
+        groups |= {f"{k} {l} all": [(k, l, h) for h in range(H)] for k in KINDS
+                   for l in range(L[k])}
+    out = {"none": pronoun_accuracy(model, task)}
+    for name, heads in groups.items():
+        with ablate_heads(model, heads): out[name] = pronoun_accuracy(model, task)
+    return out
+
+# %% ../nbs/11a_pronouns.ipynb #meas
+@torch.no_grad()
+def measure_pronoun_model(
+    model:Transformer,  # a model trained by `train_pronoun_model`
+    task:Task,  # its task
+)->dict:  # the numbers of one model, as stored by benchmarks/seeds.py
+    """Accuracy, every head's referent share and other weights, and the ablations of one model
+
+    Parameters
+    ----------
+    model : Transformer
+        a model trained by `train_pronoun_model`
+    task : Task
+        its task
+
+    Returns
+    -------
+    dict
+        the numbers of one model, as stored by benchmarks/seeds.py
+    """
+    batch = make_batch(task.valid, task.vocab)
+    ids, _ = greedy_search(model, batch.src, batch.src_mask, max_len=16)
+    written = [words(row, task.vocab) for row in ids]
+    telling = torch.tensor([genders_differ(en) for en, _ in task.valid])
+    exact = torch.tensor([w == de for w, (_, de) in zip(written, task.valid)])
+    pron = torch.tensor([len(w) > PRONOUN and w[PRONOUN] == de[PRONOUN]
+                         for w, (_, de) in zip(written, task.valid)])
+    _, attn = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask,
+                    batch.src_mask, return_attention=True)
+    shares = referent_shares(attn, task)
+    sources = [en for (en, _), t in zip(task.valid, telling) if t]
+    animal = torch.tensor([refers_to_agent(en) for en in sources])
+    it_place = attn.encoder[:, telling, :, IT, PLACE]                       # (L, B', H)
+    ref = lambda a, p: torch.where(animal[None, :, None], a, p)
+    w = attn.decoder[:, telling, :, PRONOUN]                               # (L, B', H, T)
+    on_de = torch.stack([ref(w[..., DE_AGENT[0]], w[..., DE_PLACE[0]]),  # its article
+                         ref(w[..., DE_AGENT[1]], w[..., DE_PLACE[1]]),  # its noun
+                         ref(w[..., DE_PLACE[0]], w[..., DE_AGENT[0]]),  # the other's
+                         ref(w[..., DE_PLACE[1]], w[..., DE_AGENT[1]])], -1).mean(1)
+    best = {k: divmod(int(s.argmax()), s.shape[1]) for k, s in shares.items()}
+    pointing = [(k, *best[k]) for k in ("decoder", "cross")]
+    ablation = pronoun_ablation(model, task)
+    with ablate_heads(model, pointing): ablation["pointing"] = pronoun_accuracy(model, task)
+    r = lambda t: torch.as_tensor(t, dtype=torch.float64).mul(1e4).round().div(1e4).tolist()
+    return dict(
+        held_out=len(task.valid), telling=int(telling.sum()),
+        exact=r(exact.float().mean()), pronoun=r(pron[telling].float().mean()),
+        shares={k: r(v) for k, v in shares.items()}, best=best, pointing=pointing,
+        cross_on_adjective=r(attn.cross[:, telling, :, PRONOUN, ADJECTIVE].mean(1)),
+        encoder_it_on_place={"it = animal": r(it_place[:, animal].mean(1)),
+                             "it = place": r(it_place[:, ~animal].mean(1))},
+        # (L, H, 4): the referent's article and noun, the other noun's article and noun
+        decoder_on_nouns=r(on_de),
+        ablation={k: r(v) for k, v in ablation.items()})
+
+# %% ../nbs/11a_pronouns.ipynb #strips
+def show_strips(
+    values:dict,  # row label: its values, one dot each (rows drawn top to bottom)
+    xlabel:str,  # what the values are
+    hue:list|None=None,  # a legend label per position in each row (e.g. the split)
+    marks:dict|None=None,  # x: label of a dashed vertical line, e.g. {0.5: "chance"}
+    title:str|None=None,  # the figure's title
+)->Figure:
+    """One row of dots per label: a distribution over trained models, narrow enough for a phone
+
+    Parameters
+    ----------
+    values : dict
+        row label: its values, one dot each (rows drawn top to bottom)
+    xlabel : str
+        what the values are
+    hue : list | None
+        a legend label per position in each row (e.g. the split)
+    marks : dict | None
+        x: label of a dashed vertical line, e.g. {0.5: "chance"}
+    title : str | None
+        the figure's title
+    """
+    plt = pyplot()
+    n = len(values)
+    fig, ax = plt.subplots(figsize=(3.6, 0.32 * n + 1.3))
+    names = sorted(set(hue)) if hue else [None]
+    for c, name in enumerate(names):
+        for i, v in enumerate(values.values()):
+            xs = [x for j, x in enumerate(v) if hue is None or hue[j] == name]
+            ax.scatter(xs, [n - 1 - i + 0.12 * (c - (len(names) - 1) / 2)] * len(xs),
+                       s=22, alpha=0.75, color=f"C{c}", label=name if i == 0 else None)
+    for x, label in (marks or {}).items():
+        ax.axvline(x, color="#777777", lw=1, ls="--")
+        ax.text(x, n - 0.45, f" {label}", fontsize=9, color="#555555", va="bottom")
+    ax.set_yticks(range(n), list(values)[::-1], fontsize=9)
+    ax.set_ylim(-0.6, n - 0.1)
+    ax.set_xlabel(xlabel, fontsize=9); ax.tick_params(axis="x", labelsize=9)
+    if title: ax.set_title(title, fontsize=10)
+    if hue: ax.legend(fontsize=8, loc="lower left", frameon=False)
     fig.tight_layout()
     return fig
