@@ -86,7 +86,7 @@ def measure_dates(t):
                           month_on_month=r4(span_weight(c2, [5, 6], [0, 1])),
                           day_on_day=r4(span_weight(c2, [8, 9], [3, 4])))
     # encoder self-attention over the same N_ALIGN dates: how local, and the year's digits on each other
-    enc_local, enc_year, uniform = 0, 0, 0
+    enc_local, enc_year, uniform, local_uniform = 0, 0, 0, 0
     dec = torch.zeros(4, *attn.decoder.shape[:1], attn.decoder.shape[2])  # self, previous, <s>, dash
     for s, tgt in valid[:N_ALIGN]:
         a, *_ = attention_maps(model, vocab, s, tgt)
@@ -94,6 +94,7 @@ def measure_dates(t):
         S = e.shape[-1]
         near = (torch.arange(S)[:, None] - torch.arange(S)[None, :]).abs() <= 1
         enc_local = enc_local + (e * near).sum(-1).mean(-1)
+        local_uniform += near.sum() / S ** 2                        # (what uniform weights put there)
         y = list(range(re.search(r"\d{4}", s).start(), re.search(r"\d{4}", s).start() + 4))
         enc_year = enc_year + span_weight(e, y, y)
         uniform += 4 / S
@@ -105,9 +106,11 @@ def measure_dates(t):
         # the month's queries (6, 7) and the day's (9, 10) on the dash that opened their field
         dec[3] += d[:, :, [6, 7, 9, 10], [5, 5, 8, 8]].mean(-1)
     n = len(valid[:N_ALIGN])
-    out["encoder"] = dict(within_one=r4(enc_local / n), year_on_year=r4(enc_year / n),
-                          year_uniform=r4(uniform / n))
-    out["decoder"] = dict(zip(("self", "previous", "start", "last_dash"), r4(dec / n)))
+    out["encoder"] = dict(within_one=r4(enc_local / n), within_one_uniform=r4(local_uniform / n),
+                          year_on_year=r4(enc_year / n), year_uniform=r4(uniform / n))
+    # queries 1-10 of "<s>YYYY-MM-DD": uniform weights put 1 / (q + 1) on any one key
+    out["decoder"] = dict(zip(("self", "previous", "start", "last_dash"), r4(dec / n)),
+                          uniform=r4(sum(1 / (q + 1) for q in range(1, 11)) / 10))
     return out
 
 

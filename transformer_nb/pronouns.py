@@ -424,7 +424,8 @@ def measure_pronoun_model(
     pointing = [(k, *best[k]) for k in ("decoder", "cross")]
     ablation = pronoun_ablation(model, task)
     with ablate_heads(model, pointing): ablation["pointing"] = pronoun_accuracy(model, task)
-    r = lambda t: torch.as_tensor(t, dtype=torch.float64).mul(1e4).round().div(1e4).tolist()
+    def r(t):  # 4 decimals, as (nested) lists: JSON
+        return torch.as_tensor(t, dtype=torch.float64).mul(1e4).round().div(1e4).tolist()
     return dict(
         held_out=len(task.valid), telling=int(telling.sum()),
         exact=r(exact.float().mean()), pronoun=r(pron[telling].float().mean()),
