@@ -3,7 +3,7 @@
     source tools/kernels.sh
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py pronouns [--seeds 0 1 2 3 4] [--splits 0 1]
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py training [--seeds 0 1 2 3 4]
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py reverse --seeds 0 --check
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py reverse --seeds 0 --steps 40 --check
 
 A chapter trains one model and draws its attention; whether what it sees is a property of the recipe or of that
 one seed is a question for many models. This script trains each chapter's recipe, unchanged, once per seed (and,
@@ -16,7 +16,10 @@ set (10 pronoun models, 5 date and 5 reversal models) takes about 10 minutes.
 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 seeds again and compares every number with the stored rows (the training times excepted), exiting with status 1
-on any difference; tests/test_seeds.py does so for one reversal model.
+on any difference. --steps N (dates and reverse only) trains N steps instead of the recipe's and keeps those rows
+apart ("quick"; the chapters do not read them): tests/test_seeds.py checks such a row, a reversal model of 40
+steps, in a few seconds, so that a change to the training or the measures that the stored results do not reflect
+fails a test.
 """
 import argparse, json, os, re, sys, time
 from pathlib import Path
@@ -122,8 +125,8 @@ def measure_reverse(t):
                 mirror_weight=r4(alignment_weight(t.model, t.task.vocab, t.task.valid[:N_ALIGN], mirror)))
 
 
-def run_one(kind, seed, split=0):
-    "Train one model of the recipe and measure it: a row of the results"
+def run_one(kind, seed, split=0, steps=None):
+    "Train one model of the recipe (or of `steps` steps) and measure it: a row of the results"
     t0 = time.perf_counter()
     if kind == "pronouns":
         model, task, history = train_pronoun_model(seed=seed, split=split)
@@ -131,9 +134,9 @@ def run_one(kind, seed, split=0):
         row = dict(seed=seed, split=split, final_loss=r4(history.loss[-1]),
                    **measure_pronoun_model(model, task))
     else:
-        t = train_task(kind, seed=seed, progress=False)
+        t = train_task(kind, seed=seed, steps=steps, progress=False)
         seconds = time.perf_counter() - t0
-        row = dict(seed=seed, final_loss=r4(t.history.loss[-1]),
+        row = dict(seed=seed, **({"steps": steps} if steps else {}), final_loss=r4(t.history.loss[-1]),
                    **(measure_dates(t) if kind == "dates" else measure_reverse(t)))
     return dict(row, seconds=round(seconds, 1))
 
@@ -161,12 +164,17 @@ def main():
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--splits", type=int, nargs="+", default=[0, 1],
                    help="held-out splits of the pronoun task (default 0 1)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="dates and reverse: train this many steps, rows kept apart as 'quick' (default: the recipe's)")
     p.add_argument("--check", action="store_true",
                    help="train again and compare with the stored rows instead of writing")
     p.add_argument("--out", type=Path, default=None, help="directory of the results (default benchmarks/results)")
     a = p.parse_args()
     if any(s < 0 for s in a.seeds + a.splits):
         p.exit(2, f"seeds.py: error: --seeds and --splits must be >= 0, got {a.seeds} and {a.splits}\n")
+    if a.steps is not None and (a.steps < 1 or a.what == "pronouns"):
+        p.exit(2, f"seeds.py: error: --steps must be >= 1 and is for dates, reverse or training; got {a.steps} "
+                  f"for {a.what}\n")
     torch.set_num_threads(1)
     folder = a.out or RESULTS
     kinds = ["dates", "reverse"] if a.what == "training" else [a.what]
@@ -174,11 +182,12 @@ def main():
     for kind in kinds:
         path = folder / FILES[kind]
         stored = json.loads(path.read_text()) if path.exists() else {}
-        rows = stored.get(kind, {}).get("runs", [])
+        part = "quick" if a.steps else "runs"
+        rows = stored.get(kind, {}).get(part, [])
         splits = a.splits if kind == "pronouns" else [0]
         for seed in a.seeds:
             for split in splits:
-                row = run_one(kind, seed, split)
+                row = run_one(kind, seed, split, a.steps)
                 print(f"{kind} seed {seed}" + (f" split {split}" if kind == "pronouns" else "")
                       + f": {row['seconds']:.1f} s", flush=True)
                 if a.check:
@@ -191,7 +200,7 @@ def main():
                 else:
                     rows = sorted([r for r in rows if key(r) != key(row)] + [row], key=key)
         if not a.check:
-            stored[kind] = dict(recipe=recipe(kind), runs=rows)
+            stored[kind] = dict(stored.get(kind, {}), recipe=recipe(kind), **{part: rows})
             stored["environment"] = dict(torch=torch.__version__, threads=1,
                                          kernels=os.environ.get("ATEN_CPU_CAPABILITY", "default"))
             path.parent.mkdir(parents=True, exist_ok=True)

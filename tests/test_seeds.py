@@ -52,16 +52,20 @@ def test_differences_names_what_changed(seeds):
     assert seeds.differences(row, changed) == ["shares.cross: stored [[0.5, 0.25]], now [[0.5, 0.75]]"]
 
 
-def test_bad_seeds_get_one_line_and_status_2():
-    out = subprocess.run([sys.executable, str(SCRIPT), "reverse", "--seeds", "-1"], capture_output=True,
-                         text=True, cwd=ROOT)
+@pytest.mark.parametrize("args, says", [
+    (["reverse", "--seeds", "-1"], "--seeds and --splits must be >= 0, got [-1]"),
+    (["pronouns", "--steps", "40"], "--steps must be >= 1 and is for dates, reverse or training; got 40 for pronouns"),
+])
+def test_bad_arguments_get_one_line_and_status_2(args, says):
+    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "--seeds and --splits must be >= 0, got [-1]" in out.stderr
+    assert says in out.stderr
 
 
 def test_training_one_model_again_reproduces_its_stored_row():
-    "One thread, the AVX2 kernels of tools/kernels.sh: the numbers are the same to the last stored digit"
-    cmd = f"source tools/kernels.sh && exec {sys.executable} {SCRIPT} reverse --seeds 0 --check"
+    "One thread, the AVX2 kernels of tools/kernels.sh: a reversal model of 40 steps, the same to the last digit"
+    assert any(r["seed"] == 0 and r["steps"] == 40 for r in load("seeds_training.json")["reverse"]["quick"])
+    cmd = f"source tools/kernels.sh && exec {sys.executable} {SCRIPT} reverse --seeds 0 --steps 40 --check"
     out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT,
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stdout + out.stderr
