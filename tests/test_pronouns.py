@@ -71,7 +71,7 @@ def test_referent_shares_has_every_kind_and_refuses_other_sentences():
     task = make_pronoun_task()
     model, b = small_model(task), make_batch(task.valid, task.vocab)
     with torch.no_grad():
-        _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True)
+        _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True)
     shares = referent_shares(attn, task)
     assert {k: tuple(v.shape) for k, v in shares.items()} == {"encoder": (1, 2), "decoder": (2, 2), "cross": (2, 2)}
     assert all(((0 <= v) & (v <= 1)).all() for v in shares.values())

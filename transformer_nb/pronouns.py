@@ -426,7 +426,7 @@ def measure_pronoun_model(
     pron = torch.tensor([len(w) > PRONOUN and w[PRONOUN] == de[PRONOUN]
                          for w, (_, de) in zip(written, task.valid)])
     _, attn = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask,
-                    batch.src_mask, return_attention=True)
+                    batch.src_mask, need_weights=True)
     shares = referent_shares(attn, task)
     sources = [en for (en, _), t in zip(task.valid, telling) if t]
     animal = torch.tensor([refers_to_agent(en) for en in sources])
