@@ -1170,3 +1170,44 @@ def test_multihead_xavier_initialised_passes():
             for p in self.parameters():
                 if p.dim() > 1: nn.init.xavier_uniform_(p)
     assert grade_multihead(M)
+
+
+# ---------------------------------------------------------------- chapter 6: the key/value cache
+from transformer_nb.layers import LayerCache
+
+def kv(dim=2, new_first=False, store="all", returns="all", length="positions", swap=False, cross=True):
+    "A key/value cache as learners write it, with one configurable mistake"
+    class C:
+        def __init__(self):
+            self.k = self.v = None; self.calls = 0
+            if cross: self.cross = None
+        def append(self, k, v):
+            self.calls += 1
+            if self.k is None: K, V = k, v
+            else:
+                K = torch.cat([k, self.k] if new_first else [self.k, k], dim)
+                V = torch.cat([v, self.v] if new_first else [self.v, v], dim)
+            if store == "all" or self.k is None: self.k, self.v = (V, K) if swap else (K, V)
+            return (k, v) if returns == "new" else (K, V)
+        def __len__(self): return self.calls if length == "calls" else (0 if self.k is None else self.k.shape[2])
+    return C
+
+def test_cache_book_and_alternative():
+    assert grade_layer_cache(LayerCache) and grade_layer_cache(kv())
+    class Lists:                                                    # lists of steps, concatenated when asked
+        def __init__(self): self.ks, self.vs, self.cross = [], [], None
+        def append(self, k, v):
+            self.ks.append(k); self.vs.append(v); return torch.cat(self.ks, 2), torch.cat(self.vs, 2)
+        def __len__(self): return sum(k.shape[2] for k in self.ks)
+    assert grade_layer_cache(Lists)
+
+def test_cache_along_heads(): fails_with(grade_layer_cache(kv(dim=1)), "RuntimeError", "Positions are dim 2")
+def test_cache_along_d_k(): fails_with(grade_layer_cache(kv(dim=-1)), "RuntimeError", "Positions are dim 2")
+def test_cache_new_first(): fails_with(grade_layer_cache(kv(new_first=True)), "new positions go before")
+def test_cache_not_stored(): fails_with(grade_layer_cache(kv(store="first")), "keeps only what the first call stored")
+def test_cache_returns_only_new(): fails_with(grade_layer_cache(kv(returns="new")), "returns only the new positions")
+def test_cache_len_counts_calls(): fails_with(grade_layer_cache(kv(length="calls")), "len counts the calls")
+def test_cache_keys_values_swapped(): fails_with(grade_layer_cache(kv(swap=True)), "keys and values are swapped")
+def test_cache_without_cross(): fails_with(grade_layer_cache(kv(cross=False)), "`cross = None`")
+def test_cache_new_first_and_len_calls_named_in_order():
+    fails_with(grade_layer_cache(kv(new_first=True, length="calls")), "(1) the new positions", "(2) len counts")

@@ -748,6 +748,13 @@ EFFORT = {
         "i and each (query q, key k) of its alignment, read attn.cross[:, i, :, q, k], "
         "one number per layer and head; average them all.",
     ),
+    "grade_layer_cache": (
+        15,
+        1,
+        "append concatenates the cached keys and the new ones along the positions, "
+        "dim 2 of (B, H, T, d_k), cached first, stores the result and returns it; "
+        "len is the number of positions, self.k.shape[2]; `cross` starts as None.",
+    ),
 }
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing

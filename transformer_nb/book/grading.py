@@ -14,7 +14,8 @@ from ..attention import scaled_dot_product_attention
 from ..multihead import MultiHeadAttention
 from ..ffn import PositionwiseFeedForward
 from ..norms import LayerNorm, SublayerConnection
-from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder
+from ..layers import (
+    EncoderLayer, DecoderLayer, Encoder, Decoder, LayerCache)
 from ..norms import residual
 from ..transformer import Transformer
 from ..data import Vocab
@@ -27,9 +28,9 @@ from ..decoding import greedy_search, beam_search
 __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grade_token_embedding', 'grade_positional_encoding',
            'grade_embeddings', 'grade_attention', 'grade_split_heads', 'grade_merge_heads', 'grade_multihead',
            'grade_ffn', 'grade_layer_norm', 'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer',
-           'grade_encoder', 'grade_decoder', 'grade_transformer', 'grade_causal_mask', 'grade_padding_mask',
-           'grade_target_mask', 'grade_label_smoothing', 'grade_noam_lr', 'grade_alignment_weight',
-           'grade_greedy_search', 'grade_beam_search']
+           'grade_encoder', 'grade_decoder', 'grade_layer_cache', 'grade_transformer', 'grade_causal_mask',
+           'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing', 'grade_noam_lr',
+           'grade_alignment_weight', 'grade_greedy_search', 'grade_beam_search']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -2262,6 +2263,105 @@ def grade_decoder(
     """
     return _check_stack(cls, Decoder, decoder=True)
 
+# %% ../../nbs/91_grading.ipynb #x06a
+def _cache_variant(steps:list, dim=2, order=None, store=None, length=None,
+                   swap=None)->list:
+    ("What a key/value cache returns for a sequence of appends, with classic "
+     "deviations: the axis, the order, not storing, len, keys and values swapped")
+    K = V = None
+    out, calls = [], 0
+    for k, v in steps:
+        calls += 1
+        if K is not None:
+            a, b = (K, k) if order is None else (k, K)
+            c, e = (V, v) if order is None else (v, V)
+            nk, nv = torch.cat([a, b], dim), torch.cat([c, e], dim)
+        else: nk, nv = k, v
+        if store in (None, "new only"): K, V = (nv, nk) if swap else (nk, nv)
+        elif store == "first" and K is None: K, V = nk, nv
+        n = calls if length == "calls" else (0 if K is None else K.shape[2])
+        out.append((nk, nv, n) if store != "new only" else (k, v, n))
+    return out
+
+_CACHE_MISTAKES = [
+    ("store", {"first": "the cache keeps only what the first call stored: store the "
+                        "concatenation (self.k, self.v = k, v) at every call.",
+               "new only": "append returns only the new positions' keys and values; "
+                           "it must return those of every position so far, the cached "
+                           "ones first."}),
+    ("dim", {1: "the keys are concatenated along the heads (dim 1); positions are "
+                "dim 2 of (B, H, T, d_k): torch.cat([self.k, k], 2).",
+             -1: "the keys are concatenated along d_k (the last dim); positions are "
+                 "dim 2 of (B, H, T, d_k).",
+             0: "the keys are concatenated along the batch (dim 0); positions are "
+                "dim 2 of (B, H, T, d_k)."}),
+    ("order", {"new first": "the new positions go before the cached ones; they come "
+                            "after: torch.cat([self.k, k], 2)."}),
+    ("swap", {True: "keys and values are swapped when stored."}),
+    ("length", {"calls": "len counts the calls to append, not the positions cached "
+                         "(an append may bring several): self.k.shape[2]."}),
+]
+
+def _same_cache(a:list, b:list)->bool:
+    return len(a) == len(b) and all(
+        _close(x[0], y[0]) and _close(x[1], y[1]) and x[2] == y[2]
+        for x, y in zip(a, b))
+
+# %% ../../nbs/91_grading.ipynb #x06b
+@checker
+def grade_layer_cache(
+    cls,  # your LayerCache class: append(k, v) -> (k, v) of every position so far
+)->Verdict:
+    """Check a key/value cache against `LayerCache`: what append returns and stores, len, `cross`, and a decoder layer run one position at a time with it
+
+    Parameters
+    ----------
+    cls
+        your LayerCache class: append(k, v) -> (k, v) of every position so far
+    """
+    B, H, d_k = 2, 3, 4
+    steps = [(torch.randn(B, H, T, d_k), torch.randn(B, H, T, d_k)) for T in (1, 2, 1)]
+    c = run("`LayerCache()`", cls)
+    if not hasattr(c, "cross") or c.cross is not None:
+        raise Hint("a new cache must have `cross = None`: DecoderLayer stores the "
+                   "memory's keys and values there on its first call (the scaffold's "
+                   "name, read by the layer).")
+    n0 = run("`len(cache)`", len, c) if hasattr(type(c), "__len__") else None
+    if n0 != 0:
+        raise Hint(f"a new cache must have len 0 (got {n0!r}): define __len__, the "
+                   "number of positions cached.")
+    got = []
+    for k, v in steps:
+        res = _tuple(run("your append", c.append, k, v,
+                         advice="Positions are dim 2 of (B, H, T, d_k): "
+                                "concatenate along it, torch.cat([self.k, k], 2)."),
+                     2, "append",
+                     "the keys and the values of every position so far")
+        got.append((res[0], res[1], len(c)))
+    want = _cache_variant(steps)
+    if not _same_cache(got, want):
+        found = _explain([got], [lambda **kw: _cache_variant(steps, **kw)],
+                         _CACHE_MISTAKES, same=_same_cache)
+        raise Hint(_several(found or [
+            "after appends of 1, 2 and 1 positions the keys and values returned "
+            f"differ from the chapter's: {_far(got[-1][0], want[-1][0])}."]))
+    # a decoder layer fed one position at a time with the cache: the whole target
+    layer = _nontrivial(DecoderLayer(12, 3, 20, dropout=0.0).eval())
+    y, mem = torch.randn(B, 5, 12), torch.randn(B, 6, 12)
+    with torch.no_grad():
+        full = layer(y, mem, torch.ones(5, 5, dtype=torch.bool).tril())[0]
+        cache = run("`LayerCache()`", cls)
+        steps = torch.cat([run("the book's DecoderLayer with your cache", layer,
+                               y[:, t:t + 1], mem, None, None, cache=cache)[0]
+                           for t in range(5)], 1)
+    if not _close(steps, full, 1e-5):
+        raise Hint("the book's DecoderLayer, fed one position at a time with your "
+                   f"cache, does not give its output on the whole target: "
+                   f"{_far(steps, full, 1e-5)}.")
+    return ("append returns and stores every position so far, cached ones first; "
+            "len counts positions; a decoder layer with it gives the whole target's "
+            "output.")
+
 # %% ../../nbs/91_grading.ipynb #c044
 @checker
 def grade_transformer(
@@ -3260,7 +3360,7 @@ _BOOK = {
     "grade_multihead": MultiHeadAttention, "grade_ffn": PositionwiseFeedForward,
     "grade_layer_norm": LayerNorm, "grade_sublayer": SublayerConnection,
     "grade_encoder_layer": EncoderLayer, "grade_decoder_layer": DecoderLayer,
-    "grade_encoder": Encoder, "grade_decoder": Decoder,
+    "grade_encoder": Encoder, "grade_layer_cache": LayerCache, "grade_decoder": Decoder,
     "grade_transformer": Transformer, "grade_causal_mask": causal_mask,
     "grade_padding_mask": padding_mask, "grade_target_mask": target_mask,
     "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
