@@ -28,13 +28,13 @@ def main():
     text = pydoc_text()
     res = {"model": CHAR_LM, "training": LM_TRAINING, "small_config": SMALL,
            "small": lm_report(text, 0, **SMALL), "seeds": []}
-    for seed in range(a.seeds):
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    for seed in range(a.seeds):  # written after each seed: a stopped run keeps what it did
         res["seeds"].append(lm_report(text, seed))
         r = res["seeds"][-1]
         print(f"seed {seed}: {r['bits_per_char']:.3f} bits/char, {r['train_s']:.0f} s, "
               f"loss {r['loss_first']:.2f} -> {r['loss_second']:.2f}", flush=True)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=1) + "\n")
+        a.out.write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {a.out}")
 
 

@@ -23,7 +23,7 @@ def _draws(logits, seed=0, **kw):
 
 def _intended(probs, keep):
     "probs restricted to the kept tokens, renormalised: what a correct filter samples from"
-    p = torch.where(torch.tensor(keep), probs, torch.zeros_like(probs))
+    p = torch.where(torch.tensor(keep, dtype=torch.bool), probs, torch.zeros_like(probs))
     return p / p.sum()
 
 

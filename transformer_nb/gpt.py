@@ -311,7 +311,7 @@ class GPT(nn.Module):
     activation : str
         "gelu" (GPT) or "relu" (the paper)
     positions : str
-        "learned" (GPT) or "sinusoidal" (the paper)
+        "sinusoidal" (the paper) or "learned" (GPT)
     """
     def __init__(self,
         vocab_size:int,  # V, the number of tokens
@@ -322,7 +322,7 @@ class GPT(nn.Module):
         max_len:int=128,  # longest sequence (the learned position table's length)
         dropout:float=0.0,  # P_drop on embeddings, sublayer outputs, attention, FFN
         activation:str="gelu",  # "gelu" (GPT) or "relu" (the paper)
-        positions:str="learned",  # "learned" (GPT) or "sinusoidal" (the paper)
+        positions:str="sinusoidal",  # "sinusoidal" (the paper) or "learned" (GPT)
     ):
         """Build a `GPT`: `help(GPT)` describes the parameters."""
         super().__init__()
@@ -371,8 +371,8 @@ class GPT(nn.Module):
         return (logits, attn) if return_attention else logits
 
 # %% ../nbs/11c_gpt.ipynb #g030
-CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=128)
-LM_TRAINING = dict(steps=500, batch_size=16, context=128, lr=3e-3, warmup=50)
+CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)
+LM_TRAINING = dict(steps=450, batch_size=24, context=64, lr=4e-3, warmup=30)
 
 def lm_batch(
     ids:Tensor,  # (N,) a text's token ids
@@ -406,11 +406,11 @@ def lm_batch(
 def train_lm(
     model:GPT,  # the model, trained in place
     ids:Tensor,  # (N,) the training text
-    steps:int=500,  # optimiser steps
-    batch_size:int=16,  # windows per step
-    context:int=128,  # characters per window, <= model.max_len
-    lr:float=3e-3,  # peak learning rate
-    warmup:int=50,  # steps of linear warm-up; then cosine decay to lr / 10
+    steps:int=450,  # optimiser steps
+    batch_size:int=24,  # windows per step
+    context:int=64,  # characters per window, <= model.max_len
+    lr:float=4e-3,  # peak learning rate
+    warmup:int=30,  # steps of linear warm-up; then cosine decay to lr / 10
     seed:int=0,  # the windows' random stream
 )->list[float]:  # the loss of every step, in nats per character
     """Next-token training: AdamW, warm-up and cosine decay, gradients clipped at 1
@@ -467,7 +467,7 @@ def train_lm(
 def bits_per_char(
     model:GPT,  # a trained model
     ids:Tensor,  # (N,) held-out ids
-    context:int=128,  # characters per window
+    context:int=64,  # characters per window
 )->float:  # mean -log2 p(next character) over ids[1:]
     """Held-out cross-entropy in bits per character, over windows of `context` characters
 

@@ -1190,8 +1190,9 @@ from ..layers import layer_to_torch
 from ..gpt import GPT, generate, _extend
 
 # %% ../../nbs/13_benchmark.ipynb #g102
+# the chapter's model, with GPT-2's learned positions (an nn.Embedding in all three)
 GPT_BENCH = dict(vocab_size=103, d_model=128, num_heads=4, d_ff=512, num_layers=2,
-                 max_len=160)
+                 max_len=160, positions="learned")
 GPT_BATCH = dict(batch_size=16, seq_len=128, prompt=16, new_tokens=64)
 GPT_IMPLS = ("ours", "torch", "gpt2")
 
