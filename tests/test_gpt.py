@@ -247,3 +247,30 @@ def test_head_script_reproduces_its_small_configuration():
         assert abs(again[k] - stored["small"][k]) < 1e-3, k
     for k in ("previous_token", "induction"):
         torch.testing.assert_close(torch.tensor(again[k]), torch.tensor(stored["small"][k]), atol=1e-3, rtol=0)
+
+
+def test_command_line_train_lm_and_generate(tmp_path, capsys, monkeypatch):
+    "train-lm saves a model; generate reads the prompt from an argument or stdin; mistakes get one line, no traceback"
+    import io
+    from transformer_nb.cli import main
+    assert main(["train-lm", "--steps", "3", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    assert "held-out bits per character" in out.out and "unigram" in out.out
+    lm = str(tmp_path / "pydoc_lm.pt")
+    assert main(["generate", "--checkpoint", lm, "def ", "--seed", "3", "--max-new-tokens", "10"]) == 0
+    a = capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.StringIO("def "))
+    assert main(["generate", "--checkpoint", lm, "--seed", "3", "--max-new-tokens", "10"]) == 0
+    assert capsys.readouterr().out == a and a.startswith("def ") and len(a) == 4 + 10 + 1
+    for argv, status, words in (
+            (["--top-p", "0"], 2, "--top-p: must be in (0, 1]"), (["--temperature", "-1"], 2, "must be a number > 0"),
+            (["--top-k", "0"], 2, "must be at least 1"), (["--max-new-tokens", "64"], 1, "leaves no room"),
+            (["--temperature", "x"], 2, "expected a number")):
+        try: got = main(["generate", "--checkpoint", lm, "x", *argv])
+        except SystemExit as e: got = e.code
+        err = capsys.readouterr().err
+        assert got == status and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert main(["generate", "--checkpoint", lm, "\u2603"]) == 1
+    assert "does not know" in capsys.readouterr().err
+    assert main(["generate", "--checkpoint", str(tmp_path / "nope.pt"), "x"]) == 1
+    assert "no such checkpoint" in capsys.readouterr().err

@@ -851,7 +851,8 @@ def lm_report(
     context = (train_kw or LM_TRAINING)["context"]
     n = len(text.valid) // context
     held = text.valid[:min(n, 64) * context].view(-1, context)
-    ind = induction_scores(model, frequent_chars(text), seed=seed)
+    ind = induction_scores(model, frequent_chars(text), min(24, model.max_len // 2),
+                           seed=seed)
     r = lambda t: [[round(v, 5) for v in row] for row in t.tolist()]
     return {"seed": seed, "bits_per_char": round(bits_per_char(model, text.valid, context), 5),
             "final_loss": round(losses[-1], 5), "train_s": round(seconds, 1),
