@@ -6,9 +6,8 @@ from pathlib import Path
 import pytest, torch
 from torch import nn
 from transformer_nb.gpt import (filter_logits, sample_next, sampling_test, chi2_quantile, GPT, generate, sample,
-                                pydoc_text, ngram_bits, lm_report, save_lm, load_lm, train_lm)
-from transformer_nb.layers import layer_to_torch, LAYER_NAMES
-from transformer_nb.multihead import to_torch_state
+                                pydoc_text, ngram_bits, lm_report, save_lm, load_lm, torch_state)
+from transformer_nb.multihead import load_weights
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import padding_mask
 
@@ -147,14 +146,14 @@ def test_gpt_equals_a_causal_torch_encoder_outputs_and_gradients():
     ref = nn.TransformerEncoder(nn.TransformerEncoderLayer(24, 4, 40, dropout=0.0, activation="gelu",
                                                            batch_first=True, norm_first=True),
                                 num_layers=2, norm=nn.LayerNorm(24), enable_nested_tensor=False)
-    layer_to_torch(m.stack, ref)
+    load_weights(ref, torch_state(m.stack))
     ids = torch.randint(0, 11, (3, 9))
     ours = m(ids)
     theirs = m.output(ref(m.embed(ids), mask=nn.Transformer.generate_square_subsequent_mask(9, dtype=torch.bool),
                           is_causal=True))
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     (ours.sin().sum()).backward(); (theirs.sin().sum()).backward()
-    g_ours = to_torch_state({n: p.grad for n, p in m.stack.named_parameters()}, LAYER_NAMES)
+    g_ours = torch_state(m.stack, {n: p.grad for n, p in m.stack.named_parameters()})
     for n, p in ref.named_parameters(): torch.testing.assert_close(g_ours[n], p.grad, rtol=1e-5, atol=1e-5)
 
 

@@ -12,16 +12,17 @@ from torch import nn, Tensor
 from .core import check_int, check_tensor, check_dropout
 from .masking import causal_mask
 from .embeddings import Embeddings
-from .layers import Encoder
+from .multihead import to_torch_state, load_weights
+from .layers import Decoder, LayerCache, LAYER_NAMES
 from .data import Vocab
-from .decoding import KVCache, decode_step, _check_model, _check_source
-from .decoding import _check_tokens
+from .decoding import KVCache, decode_step, _Room
+from .decoding import _check_model, _check_source, _check_tokens
 
 # %% auto #0
 __all__ = ['CHAR_LM', 'LM_TRAINING', 'filter_logits', 'sample_next', 'chi2_quantile', 'SamplingTest', 'sampling_test', 'CharText',
-           'pydoc_text', 'ngram_bits', 'GPT', 'lm_batch', 'train_lm', 'bits_per_char', 'char_lm', 'generate', 'sample',
-           'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores', 'frequent_chars',
-           'lm_report']
+           'pydoc_text', 'ngram_bits', 'GPT', 'torch_state', 'lm_batch', 'train_lm', 'bits_per_char', 'char_lm',
+           'generate', 'sample', 'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores',
+           'frequent_chars', 'lm_report']
 
 # %% ../nbs/11c_gpt.ipynb #g005
 def _check_sampling(temperature, top_k, top_p):
@@ -337,26 +338,30 @@ class GPT(nn.Module):
                            d_ff=d_ff, num_layers=num_layers, max_len=max_len,
                            activation=activation, positions=positions)
         self.embed = Embeddings(vocab_size, d_model, max_len, dropout, positions)
-        # the encoder layers of chapter 6 under a causal mask, pre-LN, final LayerNorm
-        self.stack = Encoder(d_model, num_heads, d_ff, num_layers, dropout,
-                             norm_first=True, activation=activation)
+        # chapter 6's decoder layers without cross-attention: pre-LN, final LayerNorm
+        self.stack = Decoder(d_model, num_heads, d_ff, num_layers, dropout,
+                             norm_first=True, activation=activation,
+                             cross_attention=False)
         self.output = nn.Linear(d_model, vocab_size, bias=False)  # (B, T, V) logits
         for p in self.parameters():
             if p.dim() > 1: nn.init.xavier_uniform_(p)
         self.output.weight = self.embed.tokens.embed.weight     # tied: one (V, d_model)
 
     def forward(self,
-        ids:Tensor,  # (B, T) token ids, T <= max_len
-        return_attention:bool=False,  # also return each layer's weights (B, H, T, T)
+        ids:Tensor,  # (B, T) token ids; with a cache, the T new ones after the cached
+        need_weights:bool=False,  # also return each layer's weights (B, H, T, t)
+        cache:list[LayerCache]|None=None,  # one per layer, extended in place
     )->Tensor|tuple[Tensor, list[Tensor]]:  # (B, T, V) logits for the next token
         """Logits for the token after each position, each seeing only itself and the past
 
         Parameters
         ----------
         ids : Tensor
-            (B, T) token ids, T <= max_len
-        return_attention : bool
-            also return each layer's weights (B, H, T, T)
+            (B, T) token ids; with a cache, the T new ones after the cached
+        need_weights : bool
+            also return each layer's weights (B, H, T, t)
+        cache : list[LayerCache] | None
+            one per layer, extended in place
 
         Returns
         -------
@@ -364,11 +369,37 @@ class GPT(nn.Module):
             (B, T, V) logits for the next token
         """
         check_tensor(ids, "ids", ndim=2, floating=False)
-        x = self.embed(ids)                                         # (B, T, d_model)
-        mask = causal_mask(ids.shape[1], ids.device)                # (1, 1, T, T)
-        x, attn = self.stack(x, mask, return_attention=True)        # (B, T, d_model)
-        logits = self.output(x)                                     # (B, T, V)
-        return (logits, attn) if return_attention else logits
+        T, past = ids.shape[1], 0 if cache is None else len(cache[0])
+        x = self.embed(ids, offset=past)                            # (B, T, d_model)
+        # new query i sees keys 0 ... past + i: (1, 1, T, past + T); none for one
+        mask = None if T == 1 else causal_mask(past + T, ids.device)[..., past:, :]
+        out = self.stack(x, tgt_mask=mask, need_weights=need_weights, cache=cache)
+        if not need_weights: return self.output(out)               # (B, T, V)
+        x, attn, _ = out                                            # no cross weights
+        return self.output(x), attn
+
+# %% ../nbs/11c_gpt.ipynb #g027b
+def torch_state(
+    stack:Decoder,  # a GPT's stack: decoder layers without cross-attention
+    tensors:dict|None=None,  # tensors by the stack's parameter names; its state_dict
+)->dict:  # the same tensors under a causal nn.TransformerEncoder's keys
+    """A decoder-only stack's state (or gradients) under nn.TransformerEncoder's names
+
+    Parameters
+    ----------
+    stack : Decoder
+        a GPT's stack: decoder layers without cross-attention
+    tensors : dict | None
+        tensors by the stack's parameter names; its state_dict
+
+    Returns
+    -------
+    dict
+        the same tensors under a causal nn.TransformerEncoder's keys
+    """
+    tensors = stack.state_dict() if tensors is None else tensors
+    return to_torch_state({k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()},
+                          LAYER_NAMES)
 
 # %% ../nbs/11c_gpt.ipynb #g030
 CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)
@@ -557,9 +588,17 @@ def _picker(greedy, temperature, top_k, top_p, seed)->Callable[[Tensor], Tensor]
     return pick
 
 # %% ../nbs/11c_gpt.ipynb #g035b
-def _gpt_step(model, B, capacity):
-    "TEMPORARY: uncached"
-    return lambda ys: model(ys)[:, -1]
+def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
+    ("A step of cached generation: the prompt at once, then one new position a call, "
+     "with chapter 11's cache (a room per layer that DecoderLayer fills)")
+    p = next(model.parameters())
+    H = model.num_heads
+    cache = [_Room(p.new_empty(B, 2, H, capacity, model.d_model // H))
+             for _ in model.stack.layers]
+    def step(ys):
+        new = ys if len(cache[0]) == 0 else ys[:, len(cache[0]):]   # (B, new)
+        return model(new, cache=cache)[:, -1]                       # (B, V)
+    return step
 
 # %% ../nbs/11c_gpt.ipynb #g036
 @torch.no_grad()
@@ -746,7 +785,7 @@ def previous_token_scores(
         (L, H) mean attention from each position t >= 1 to t - 1
     """
     model.eval()
-    _, attn = model(ids, return_attention=True)
+    _, attn = model(ids, need_weights=True)
     w = torch.stack(attn)                                       # (L, B, H, T, T)
     return w.diagonal(offset=-1, dim1=-2, dim2=-1).mean((1, 3))  # (L, H)
 
@@ -793,7 +832,7 @@ def induction_scores(
     r = pool[torch.randint(0, len(pool), (batch, length), generator=g)]   # (B, n)
     seq = torch.cat([r, r], dim=1)                                        # (B, 2n)
     model.eval()
-    logits, attn = model(seq, return_attention=True)
+    logits, attn = model(seq, need_weights=True)
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), seq[:, 1:],
                           reduction="none")            # (B, 2n - 1): nll[t] of seq[t+1]
     first, second = nll[:, :length - 1], nll[:, length:]   # targets 1..n-1, n+1..2n-1

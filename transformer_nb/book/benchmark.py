@@ -1186,8 +1186,8 @@ def show_profiles(
 import math
 import torch.nn.functional as F
 from torch import nn
-from ..layers import layer_to_torch
-from ..gpt import GPT, generate, _extend
+from ..multihead import load_weights
+from ..gpt import GPT, generate, torch_state, _extend
 
 # %% ../../nbs/13_benchmark.ipynb #g102
 # the chapter's model, with GPT-2's learned positions (an nn.Embedding in all three)
@@ -1213,7 +1213,7 @@ class TorchGPT(nn.Module):
         with torch.no_grad():
             self.tok.weight.copy_(ours.embed.tokens.embed.weight)
             self.pos.weight.copy_(ours.embed.positions.pos.weight)
-        layer_to_torch(ours.stack, self.stack)
+        load_weights(self.stack, torch_state(ours.stack))
 
     def forward(self, ids:Tensor)->Tensor:
         """Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied output"""
