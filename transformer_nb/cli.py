@@ -265,7 +265,9 @@ def _add_lm_parsers(sub):
                    "(default: 0)")
     t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
                    "current folder)")
-    t.add_argument("--threads", type=_count, default=1, help="torch threads (default: 1)")
+    t.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
     g = sub.add_parser("generate", help="continue a prompt with a saved language model")
     g.add_argument("--checkpoint", required=True,
                    help="a file written by `transformer-nb train-lm`")
@@ -283,7 +285,9 @@ def _add_lm_parsers(sub):
                    help="the most probable character every time, no sampling")
     g.add_argument("--seed", type=int, default=None,
                    help="seed of the draws (default: a different text each time)")
-    g.add_argument("--threads", type=_count, default=1, help="torch threads (default: 1)")
+    g.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
 
 def cmd_train_lm(
     args:argparse.Namespace,  # the parsed command line of `train-lm`
@@ -341,7 +345,8 @@ def cmd_generate(
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
     prompt = sys.stdin.read() if args.prompt is None else args.prompt
-    if not prompt: raise ValueError("the prompt is empty: give one as an argument or on "
+    if not prompt:
+        raise ValueError("the prompt is empty: give one as an argument or on "
                                     "standard input")
     import torch
     from transformer_nb.gpt import load_lm, generate
@@ -353,8 +358,10 @@ def cmd_generate(
                          f"{''.join(unknown)!r}")
     room = model.max_len - args.max_new_tokens
     if room < 1:
-        raise ValueError(f"--max-new-tokens {args.max_new_tokens} leaves no room for the "
-                         f"prompt: the model reads at most {model.max_len} characters")
+        raise ValueError(
+            f"--max-new-tokens {args.max_new_tokens} leaves no room for the "
+            f"prompt: the model reads at most {model.max_len} characters"
+        )
     index = {c: i for i, c in enumerate(chars)}
     ids = torch.tensor([index[c] for c in prompt[-room:]])
     out = generate(model, ids, args.max_new_tokens, args.temperature, args.top_k,

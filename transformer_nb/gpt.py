@@ -53,7 +53,8 @@ def _check_logits(logits)->Tensor:
 def filter_logits(
     logits:Tensor,  # (..., V) next-token logits
     temperature:float=1.0,  # T > 0: divides the logits; T -> 0 is greedy
-    top_k:int|None=None,  # keep the k largest logits (ties with the k-th too); None: all
+    # keep the k largest logits (ties with the k-th too); None: all
+    top_k:int|None=None,
     top_p:float|None=None,  # keep the smallest most-probable set of mass >= p; None: 1
 )->Tensor:  # (..., V) float32, max 0, -inf where a token is left out
     """Temperature, then top-k, then top-p: the logits of the tokens left out set to -inf
@@ -144,8 +145,12 @@ def chi2_quantile(
     """
     check_int(df, "df")
     if not 0 < q < 1: raise ValueError(f"q must be in (0, 1), got {q!r}")
-    cdf = lambda x: float(torch.special.gammainc(torch.tensor(df / 2, dtype=torch.float64),
-                                                 torch.tensor(x / 2, dtype=torch.float64)))
+    cdf = lambda x: float(
+        torch.special.gammainc(
+            torch.tensor(df / 2, dtype=torch.float64),
+            torch.tensor(x / 2, dtype=torch.float64),
+        )
+    )
     lo, hi = 0.0, max(1.0, 2.0 * df)
     while cdf(hi) < q: hi *= 2
     for _ in range(100):
@@ -172,8 +177,10 @@ class SamplingTest(NamedTuple):
     """
     passed: bool  # χ² below the threshold and no excluded token drawn
     chi2: float  # Pearson's statistic over the tokens of nonzero intended probability
-    threshold: float  # the (1 - alpha) quantile of χ² with (kept - 1) degrees of freedom
-    tv: float  # total variation distance between the empirical and intended distributions
+    # the (1 - alpha) quantile of χ² with (kept - 1) degrees of freedom
+    threshold: float
+    # total variation distance between the empirical and intended distributions
+    tv: float
     leaked: int  # draws of tokens whose intended probability is 0
 
 def sampling_test(
@@ -228,7 +235,9 @@ class CharText(NamedTuple):
         index = {c: i for i, c in enumerate(self.chars)}
         missing = sorted(set(text) - set(index))
         if missing:
-            raise ValueError(f"text has characters outside the vocabulary: {missing[:5]}")
+            raise ValueError(
+                f"text has characters outside the vocabulary: {missing[:5]}"
+            )
         return torch.tensor([index[c] for c in text], dtype=torch.long)
 
     def decode(self, ids)->str:
@@ -282,7 +291,8 @@ def ngram_bits(
         {"unigram": bits per character, "bigram": bits per character}
     """
     V = vocab_size
-    uni = (torch.bincount(train, minlength=V).double() + 1) / (len(train) + V)  # add-one
+    # add-one
+    uni = (torch.bincount(train, minlength=V).double() + 1) / (len(train) + V)
     pairs = torch.bincount(train[:-1] * V + train[1:], minlength=V * V).double()
     pairs = pairs.view(V, V)                                   # (previous, next)
     bi = (pairs + V * uni) / (pairs.sum(1, keepdim=True) + V)  # towards the unigram
@@ -398,8 +408,9 @@ def torch_state(
         the same tensors under a causal nn.TransformerEncoder's keys
     """
     tensors = stack.state_dict() if tensors is None else tensors
-    return to_torch_state({k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()},
-                          LAYER_NAMES)
+    return to_torch_state(
+        {k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()}, LAYER_NAMES
+    )
 
 # %% ../nbs/11c_gpt.ipynb #g030
 CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)
@@ -472,7 +483,9 @@ def train_lm(
     """
     check_int(steps, "steps"); check_int(context, "context")
     if context > model.max_len:
-        raise ValueError(f"context {context} exceeds the model's max_len {model.max_len}")
+        raise ValueError(
+            f"context {context} exceeds the model's max_len {model.max_len}"
+        )
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
@@ -558,7 +571,8 @@ def char_lm(
 
 # %% ../nbs/11c_gpt.ipynb #g035
 def _extend(
-    step:Callable[[Tensor], Tensor],  # prefix (B, t) -> logits for the next token (B, V)
+    # prefix (B, t) -> logits for the next token (B, V)
+    step:Callable[[Tensor], Tensor],
     ys:Tensor,  # (B, t0) the prefix so far
     steps:int,  # tokens to append, at most
     pick:Callable[[Tensor], Tensor],  # logits (B, V) -> ids (B,)
@@ -650,8 +664,10 @@ def generate(
     ys = prompt[None] if one else prompt                     # (B, T0)
     if ys.shape[1] == 0: raise ValueError("prompt must hold at least one token, got 0")
     if ys.shape[1] + max_new_tokens > model.max_len:
-        raise ValueError(f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
-                         f"exceeds the model's max_len {model.max_len}")
+        raise ValueError(
+            f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
+            f"exceeds the model's max_len {model.max_len}"
+        )
     pick = _picker(greedy, temperature, top_k, top_p, seed)
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
@@ -739,8 +755,16 @@ def save_lm(
     **meta
         anything else to keep (steps, seed, bits per character)
     """
-    torch.save({"format": "transformer_nb.gpt/1", "config": model.config, "chars": chars,
-                "state_dict": model.state_dict(), "meta": meta}, path)
+    torch.save(
+        {
+            "format": "transformer_nb.gpt/1",
+            "config": model.config,
+            "chars": chars,
+            "state_dict": model.state_dict(),
+            "meta": meta,
+        },
+        path,
+    )
 
 def load_lm(
     path,  # a file written by save_lm
@@ -858,7 +882,9 @@ def frequent_chars(
     Tensor
         (n,) ids, most frequent first
     """
-    return torch.bincount(text.train, minlength=len(text.chars)).argsort(descending=True)[:n]
+    return torch.bincount(text.train, minlength=len(text.chars)).argsort(
+        descending=True
+    )[:n]
 
 # %% ../nbs/11c_gpt.ipynb #g042
 def lm_report(
@@ -893,8 +919,13 @@ def lm_report(
     ind = induction_scores(model, frequent_chars(text), min(24, model.max_len // 2),
                            seed=seed)
     r = lambda t: [[round(v, 5) for v in row] for row in t.tolist()]
-    return {"seed": seed, "bits_per_char": round(bits_per_char(model, text.valid, context), 5),
-            "final_loss": round(losses[-1], 5), "train_s": round(seconds, 1),
-            "previous_token": r(previous_token_scores(model, held)),
-            "induction": r(ind.scores), "loss_first": round(ind.loss_first, 5),
-            "loss_second": round(ind.loss_second, 5)}
+    return {
+        "seed": seed,
+        "bits_per_char": round(bits_per_char(model, text.valid, context), 5),
+        "final_loss": round(losses[-1], 5),
+        "train_s": round(seconds, 1),
+        "previous_token": r(previous_token_scores(model, held)),
+        "induction": r(ind.scores),
+        "loss_first": round(ind.loss_first, 5),
+        "loss_second": round(ind.loss_second, 5),
+    }

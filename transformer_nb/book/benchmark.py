@@ -1197,7 +1197,8 @@ GPT_BATCH = dict(batch_size=16, seq_len=128, prompt=16, new_tokens=64)
 GPT_IMPLS = ("ours", "torch", "gpt2")
 
 class TorchGPT(nn.Module):
-    "Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied output"
+    ("Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied "
+     "output")
     def __init__(self, ours:GPT):
         """Build a `TorchGPT`: `help(TorchGPT)` describes the parameters."""
         super().__init__()
@@ -1224,14 +1225,26 @@ class TorchGPT(nn.Module):
         return F.linear(self.stack(x, mask=blocked, is_causal=True), self.tok.weight)
 
 def gpt2_model(ours:GPT)->nn.Module:
-    "Hugging Face's GPT2LMHeadModel at our GPT's sizes, random weights (needs transformers)"
+    ("Hugging Face's GPT2LMHeadModel at our GPT's sizes, random weights (needs "
+     "transformers)")
     from transformers import GPT2Config, GPT2LMHeadModel
     c = ours.config
-    cfg = GPT2Config(vocab_size=c["vocab_size"], n_positions=c["max_len"],
-                     n_embd=c["d_model"], n_layer=c["num_layers"], n_head=c["num_heads"],
-                     n_inner=c["d_ff"], activation_function="gelu", resid_pdrop=0.0,
-                     embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
-                     bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=c["vocab_size"],
+        n_positions=c["max_len"],
+        n_embd=c["d_model"],
+        n_layer=c["num_layers"],
+        n_head=c["num_heads"],
+        n_inner=c["d_ff"],
+        activation_function="gelu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     cfg._attn_implementation = "sdpa"
     return GPT2LMHeadModel(cfg)
 
@@ -1245,7 +1258,8 @@ def gpt_models(seed:int=0)->dict:
             "gpt2": (hf, lambda ids: hf(input_ids=ids).logits)}
 
 def gpt_training_step(impl:str, seed:int=0, batch:dict|None=None):
-    "One training step (forward, loss, backward, fused AdamW) of `impl` on a fixed batch"
+    ("One training step (forward, loss, backward, fused AdamW) of `impl` on a fixed "
+     "batch")
     b = batch or GPT_BATCH
     module, forward = gpt_models(seed)[impl]
     g = torch.Generator().manual_seed(seed)
@@ -1262,7 +1276,8 @@ def gpt_training_step(impl:str, seed:int=0, batch:dict|None=None):
     return step
 
 def gpt_generation(impl:str, batch_size:int, seed:int=0, batch:dict|None=None):
-    "Greedy generation of new_tokens after a random prompt: ours and gpt2 cached, torch not"
+    ("Greedy generation of new_tokens after a random prompt: ours and gpt2 cached, "
+     "torch not")
     b = batch or GPT_BATCH
     module, forward = gpt_models(seed)[impl]
     module.eval()
@@ -1338,13 +1353,24 @@ def bench_gpt(
         log(f"decoder-only generation, batch {B} ...")
         gens = {k: gpt_generation(k, B, batch=batch) for k in GPT_IMPLS}
         t = interleaved(gens, max(3, reps - 2), warmup=1)
-        res[f"generate B={B}"] = {k: dict(t[k], tokens_per_s=gens[k].tokens / t[k]["median"])
-                                  for k in gens}
+        res[f"generate B={B}"] = {
+            k: dict(t[k], tokens_per_s=gens[k].tokens / t[k]["median"]) for k in gens
+        }
     log("decoder-only memory ...")
-    code = ("import json, sys; from transformer_nb.book.benchmark import _gpt_memory_child;"
-            " print(json.dumps(_gpt_memory_child(json.loads(sys.argv[1]))))")
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(
-        dict(batch=batch, batch_sizes=list(batch_sizes)))], capture_output=True, text=True)
+    code = (
+        "import json, sys; from transformer_nb.book.benchmark import _gpt_memory_child;"
+        " print(json.dumps(_gpt_memory_child(json.loads(sys.argv[1]))))"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            json.dumps(dict(batch=batch, batch_sizes=list(batch_sizes))),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         raise RuntimeError(f"the memory measurement failed:\n{done.stderr[-2000:]}")
     res["memory_mb"] = json.loads(done.stdout.splitlines()[-1])
@@ -1352,7 +1378,8 @@ def bench_gpt(
 
 def gpt_summary(
     res:dict,  # from bench_gpt
-)->dict[str, float]:  # name -> ratio; above 1 means ours is faster (or uses more memory)
+# name -> ratio; above 1 means ours is faster (or uses more memory)
+)->dict[str, float]:
     """The ratios of the decoder-only benchmark: ours over torch's and over GPT-2's
 
     Parameters
@@ -1370,7 +1397,9 @@ def gpt_summary(
         for other in ("torch", "gpt2"):
             name = f"{what} tokens/s: ours / {other}"
             if what.startswith("generate"): name += " (uncached)" * (other == "torch")
-            out[name] = res[what]["ours"]["tokens_per_s"] / res[what][other]["tokens_per_s"]
+            out[name] = (
+                res[what]["ours"]["tokens_per_s"] / res[what][other]["tokens_per_s"]
+            )
     mem = res.get("memory_mb", {})
     for what in ["train"] + [k for k in res if k.startswith("generate")]:
         for other in ("torch", "gpt2"):
