@@ -15,6 +15,8 @@ from transformer_nb.transformer import Transformer
 from transformer_nb.masking import padding_mask, causal_mask, target_mask
 from transformer_nb.training import LabelSmoothingLoss, noam_lr, alignment_weight
 from transformer_nb.decoding import greedy_search, beam_search
+from transformer_nb.layers import LayerCache
+from transformer_nb.gpt import filter_logits
 
 BOOK = [(grade_token_embedding, TokenEmbedding), (grade_positional_encoding, sinusoidal_encoding),
         (grade_embeddings, Embeddings), (grade_attention, scaled_dot_product_attention),
@@ -24,7 +26,8 @@ BOOK = [(grade_token_embedding, TokenEmbedding), (grade_positional_encoding, sin
         (grade_decoder, Decoder), (grade_transformer, Transformer),
         (grade_causal_mask, causal_mask), (grade_padding_mask, padding_mask), (grade_target_mask, target_mask),
         (grade_label_smoothing, LabelSmoothingLoss), (grade_noam_lr, noam_lr), (grade_alignment_weight, alignment_weight),
-        (grade_greedy_search, greedy_search), (grade_beam_search, beam_search)]
+        (grade_greedy_search, greedy_search), (grade_beam_search, beam_search), (grade_layer_cache, LayerCache),
+        (grade_filter_logits, filter_logits)]
 
 
 @pytest.mark.parametrize("check,answer", BOOK, ids=[c.__name__ for c, _ in BOOK])
@@ -59,7 +62,7 @@ def test_unfilled_function_or_class_is_told_to_fill_in(check):
     fails_with(check(StubModule if "Module" in check.__doc__ or check.__name__ not in (
         "grade_positional_encoding", "grade_attention", "grade_split_heads", "grade_merge_heads", "grade_causal_mask",
         "grade_padding_mask", "grade_target_mask", "grade_noam_lr", "grade_alignment_weight", "grade_greedy_search",
-        "grade_beam_search")
+        "grade_beam_search", "grade_filter_logits")
         else stub_fn), "fill in the TODO")
 
 
@@ -1211,3 +1214,43 @@ def test_cache_keys_values_swapped(): fails_with(grade_layer_cache(kv(swap=True)
 def test_cache_without_cross(): fails_with(grade_layer_cache(kv(cross=False)), "`cross = None`")
 def test_cache_new_first_and_len_calls_named_in_order():
     fails_with(grade_layer_cache(kv(new_first=True, length="calls")), "(1) the new positions", "(2) len counts")
+
+
+# ---------------------------------------------------------------- chapter 11c: sampling's filter, top-p's boundary
+from transformer_nb.gpt import filter_logits
+
+def filt(crossing="kept", ties="kept", temp="first", kties="kept", order="after top-k"):
+    "filter_logits as learners write it (no max subtraction), with one configurable mistake"
+    def f(logits, temperature=1.0, top_k=None, top_p=None):
+        x = logits.float()
+        if temp == "first": x = x / temperature
+        if temp == "times": x = x * temperature
+        before = x
+        if top_k is not None and top_k < x.shape[-1]:
+            if kties == "kept": x = torch.where(x >= x.topk(top_k, -1).values[..., -1:], x, -math.inf)
+            else: x = torch.full_like(x, -math.inf).scatter(-1, x.topk(top_k, -1).indices, x.topk(top_k, -1).values)
+        if top_p is not None and top_p < 1:
+            p = (x if order == "after top-k" else before).softmax(-1)
+            sp, si = p.sort(-1, descending=True)
+            cum = sp.cumsum(-1)
+            keep = (cum - sp < top_p) if crossing == "kept" else (cum < top_p)
+            if ties == "kept":
+                x = torch.where(p >= sp.masked_fill(~keep, 2.0).amin(-1, keepdim=True), x, -math.inf)
+            else:
+                x = x.masked_fill(~torch.zeros_like(keep).scatter(-1, si, keep), -math.inf)
+        if temp == "last": x = x / temperature
+        return x
+    return f
+
+def test_filter_book_and_alternative():
+    assert grade_filter_logits(filter_logits)
+    v = grade_filter_logits(filt()); assert v, v
+
+def test_top_p_drops_the_crossing_token(): fails_with(grade_filter_logits(filt(crossing="dropped")), "carries the mass past p", "that token is kept")
+def test_top_p_splits_ties(): fails_with(grade_filter_logits(filt(ties="split")), "top-p splits tied tokens")
+def test_top_k_splits_ties(): fails_with(grade_filter_logits(filt(kties="split")), "top-k splits ties")
+def test_temperature_after_filtering(): fails_with(grade_filter_logits(filt(temp="last")), "applied after the filtering")
+def test_temperature_multiplied(): fails_with(grade_filter_logits(filt(temp="times")), "multiplied by the temperature")
+def test_top_p_before_top_k(): fails_with(grade_filter_logits(filt(order="before top-k")), "before top-k")
+def test_top_p_crossing_dropped_and_ties_split_named_in_order():
+    fails_with(grade_filter_logits(filt(crossing="dropped", ties="split")), "(1) top-p drops", "(2) top-p splits")

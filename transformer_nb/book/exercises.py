@@ -212,6 +212,8 @@ def make_exercise_source(
     lines = src.split("\n")
     edits, names = [], []
     for node in tree.body:
+        # a private helper beside the exercise (an argument check) stays as it is
+        if getattr(node, "name", "").startswith("_"): continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)): names.append(node.name)
         if isinstance(node, ast.FunctionDef):
             edits.append(
@@ -755,6 +757,14 @@ EFFORT = {
         "dim 2 of (B, H, T, d_k), cached first, stores the result and returns it; "
         "len is the number of positions, self.k.shape[2]; `cross` starts as None.",
     ),
+    "grade_filter_logits": (
+        30,
+        2,
+        "Divide by the temperature first; top-k keeps every logit >= the k-th "
+        "largest; top-p sorts the probabilities and keeps a token while the mass "
+        "ranked above it is below p (the token that crosses p stays), then every "
+        "token as probable as the least kept. Left-out tokens get -inf.",
+    ),
 }
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing
@@ -830,7 +840,9 @@ def list_exercises(
                 )
             tree = ast.parse(split_directives(_src(cell))[1])
             defs = [
-                n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                n for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                and not n.name.startswith("_")
             ]
             summary = (ast.get_docstring(defs[0]) or "").split("\n")[0] if defs else ""
             out.append(

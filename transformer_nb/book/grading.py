@@ -23,6 +23,7 @@ from ..masking import causal_mask
 from ..training import noam_lr, alignment_weight
 from ..data import make_batch
 from ..decoding import greedy_search, beam_search
+from ..gpt import filter_logits
 
 # %% auto #0
 __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grade_token_embedding', 'grade_positional_encoding',
@@ -30,7 +31,7 @@ __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grad
            'grade_ffn', 'grade_layer_norm', 'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer',
            'grade_encoder', 'grade_decoder', 'grade_layer_cache', 'grade_transformer', 'grade_causal_mask',
            'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing', 'grade_noam_lr',
-           'grade_alignment_weight', 'grade_greedy_search', 'grade_beam_search']
+           'grade_alignment_weight', 'grade_greedy_search', 'grade_beam_search', 'grade_filter_logits']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -3346,6 +3347,112 @@ def grade_beam_search(
             "aside from the k best only, and the stopping rule: no live hypothesis can "
             "still beat the k-th finished.")
 
+# %% ../../nbs/91_grading.ipynb #x11ca
+def _filter_variant(logits, temperature=1.0, top_k=None, top_p=None, crossing=None,
+                    ties=None, temp=None, order=None, kties=None):
+    ("Temperature, top-k and top-p with classic deviations: the token that crosses p, "
+     "ties, temperature applied after or multiplied, top-p on the unfiltered "
+     "distribution")
+    x = logits.float()
+    x = x - x.amax(-1, keepdim=True)
+    t = 1 / temperature if temp == "multiplied" else temperature
+    if temp != "after": x = x / t
+    base = x
+    if top_k is not None and top_k < x.shape[-1]:
+        if kties == "split":
+            idx = x.topk(top_k, dim=-1).indices
+            keepk = torch.zeros_like(x, dtype=torch.bool).scatter(-1, idx, True)
+            x = x.masked_fill(~keepk, -math.inf)
+        else:
+            x = x.masked_fill(x < x.topk(top_k, dim=-1).values[..., -1:], -math.inf)
+    if top_p is not None and top_p < 1:
+        p = (base if order == "unfiltered" else x).softmax(-1)
+        sp, si = p.sort(-1, descending=True)
+        keep = (sp.cumsum(-1) < top_p) if crossing == "dropped" else (
+            sp.cumsum(-1) - sp < top_p)
+        if ties == "split":
+            mask = torch.zeros_like(keep).scatter(-1, si, keep)
+            x = x.masked_fill(~mask, -math.inf)
+        else:
+            least = sp.masked_fill(~keep, math.inf).amin(-1, keepdim=True)
+            x = x.masked_fill(p < least, -math.inf)
+    if temp == "after": x = x / t
+    return x
+
+_FILTER_MISTAKES = [
+    ("temp", {"after": "the temperature is applied after the filtering; it comes "
+                       "first, so that top-k and top-p see the tempered distribution.",
+              "multiplied": "the logits are multiplied by the temperature; they are "
+                            "divided by it (T < 1 sharpens, T > 1 flattens)."}),
+    ("crossing", {"dropped": "top-p drops the token whose probability carries the "
+                             "mass past p; the nucleus is the smallest set of mass "
+                             ">= p, so that token is kept: keep a token while the "
+                             "mass ranked above it is below p (cumsum - p_i < p)."}),
+    ("ties", {"split": "top-p splits tied tokens (which one is kept depends on the "
+                       "sort): keep every token as probable as the least probable one "
+                       "kept."}),
+    ("kties", {"split": "top-k splits ties at the k-th largest logit: keep every "
+                        "token whose logit equals the k-th (x < kth is dropped, not "
+                        "the indices after k)."}),
+    ("order", {"unfiltered": "top-p is computed on the distribution before top-k; "
+                             "it applies to what top-k kept, renormalised."}),
+]
+
+def _same_filter(a, b)->bool:
+    ("The same tokens left out and the same distribution over the others (a constant "
+     "added to every logit changes nothing)")
+    if not isinstance(a, Tensor) or a.shape != b.shape: return False
+    out_a, out_b = torch.isneginf(a), torch.isneginf(b)
+    # a row with every token left out has no distribution (NaN): compare it as zeros
+    sm = lambda t: t.float().softmax(-1).nan_to_num(0.0)
+    return bool(torch.equal(out_a, out_b)) and _close(sm(a), sm(b), 1e-5)
+
+# %% ../../nbs/91_grading.ipynb #x11cb
+@checker
+def grade_filter_logits(
+    # your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) -> logits
+    # with -inf where a token is left out
+    fn,
+)->Verdict:
+    """Check sampling's filter against `filter_logits`: temperature, top-k with ties, top-p's boundary and ties, in that order
+
+    Parameters
+    ----------
+    fn
+        your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) ->
+        logits with -inf where a token is left out
+    """
+    g = torch.Generator().manual_seed(0)
+    probs = torch.tensor([[0.4, 0.3, 0.15, 0.15], [0.5, 0.2, 0.2, 0.1]])
+    logits = torch.cat([probs.log(), 2 * torch.randn(3, 4, generator=g)])
+    cases = [dict(temperature=0.5), dict(top_k=2), dict(top_k=3),
+             dict(top_p=0.65), dict(top_p=0.8), dict(top_p=0.45),
+             dict(temperature=2.0, top_p=0.6), dict(top_k=3, top_p=0.6),
+             dict(temperature=0.7, top_k=3, top_p=0.9)]
+    for kw in cases:
+        case = (
+            "filter_logits(logits, "
+            + ", ".join(f"{k}={v}" for k, v in kw.items())
+            + ")"
+        )
+        got = _tensor(run("your function", fn, logits.clone(), **kw), case,
+                      tuple(logits.shape), "(..., V)")
+        want = filter_logits(logits, **kw)
+        if _same_filter(got, want): continue
+        gots, computes = [], []
+        for kw2 in cases:
+            try: gots.append(run("your function", fn, logits.clone(), **kw2))
+            except Hint: continue
+            computes.append(lambda kw2=kw2, **d: _filter_variant(logits, **kw2, **d))
+        found = _explain(gots, computes, _FILTER_MISTAKES, same=_same_filter)
+        kept = lambda t: (~torch.isneginf(t[0])).int().tolist()
+        raise Hint(f"{case}: " + _several(found or [
+            f"the tokens kept or their probabilities differ from the chapter's "
+            f"(row 0 with probabilities 0.4, 0.3, 0.15, 0.15: yours keeps "
+            f"{kept(got)}, expected {kept(want)})."]))
+    return ("temperature first, top-k keeping ties, top-p keeping the token that "
+            "crosses p and every tie of the least kept.")
+
 # %% ../../nbs/91_grading.ipynb #xbook
 # each checker's book answer: what the cells of an exercise notebook use while the
 # exercise is unfilled (the checker says so)
@@ -3366,4 +3473,5 @@ _BOOK = {
     "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
     "grade_alignment_weight": alignment_weight,
     "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
+    "grade_filter_logits": filter_logits,
 }
