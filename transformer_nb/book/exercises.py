@@ -276,7 +276,9 @@ def setup_source(
 
 def check_source(
     checker:str,  # the checker's name, e.g. "grade_attention"
-    name:str,  # the learner's function or class, e.g. "scaled_dot_product_attention"
+    # the learner's functions or classes, the graded one first, e.g.
+    # "scaled_dot_product_attention"
+    names:str|list,
 )->str:  # the source of the check cell under the exercise
     """The check cell: grade the answer; the cells below use it, or the book's while it is unfilled
 
@@ -284,19 +286,23 @@ def check_source(
     ----------
     checker : str
         the checker's name, e.g. "grade_attention"
-    name : str
-        the learner's function or class, e.g. "scaled_dot_product_attention"
+    names : str | list
+        the learner's functions or classes, the graded one first, e.g.
+        "scaled_dot_product_attention"
 
     Returns
     -------
     str
         the source of the check cell under the exercise
     """
+    names = [names] if isinstance(names, str) else list(names)
+    first, rest = names[0], names[1:]
     return (
-        f"verdict = {checker}({name})\n"
-        f"{name} = verdict.answer  # yours; the book's while your TODO holds its "
+        f"verdict = {checker}({first})\n"
+        f"{first} = verdict.answer  # yours; the book's while your TODO holds its "
         "`...`\n"
-        "verdict"
+        + "".join(f"{n} = verdict.book_if_unfilled({n})\n" for n in rest)
+        + "verdict"
     )
 
 # what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
@@ -501,7 +507,7 @@ def make_exercise_notebook(
                 )
             flush()
             cells.append(_cell("code", stub, len(cells)))
-            pending.append(check_source(checker, names[0]))
+            pending.append(check_source(checker, names))
             continue
         if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]):
             flush()

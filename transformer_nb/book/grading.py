@@ -62,6 +62,20 @@ class Verdict:
     def __bool__(self): return self.passed
     def __repr__(self):
         return f"{'✓' if self.passed else '✗'} {self.name}: {self.message}"
+    def book_if_unfilled(self,
+        obj,  # another function or class of the exercise's cell
+    ):  # `obj`, or the book's of the same name while `obj` still holds its `...`
+        """For the other names of an exercise's cell: the book's while unfilled, and say so
+
+        Parameters
+        ----------
+        obj
+            another function or class of the exercise's cell
+        """
+        book = _BOOK_BY_NAME.get(getattr(obj, "__name__", None))
+        if book is None or not _unfilled(obj): return obj
+        self.message += f" The cells below use the book's `{_name(book)}` too."
+        return book
 
 # %% ../../nbs/91_grading.ipynb #c008
 class Hint(Exception):
@@ -3475,3 +3489,8 @@ _BOOK = {
     "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
     "grade_filter_logits": filter_logits,
 }
+from transformer_nb.norms import residual as _residual
+from transformer_nb.gpt import sample_next
+# the other public names of an exercise's cell, by name (Verdict.book_if_unfilled)
+_BOOK_BY_NAME = {getattr(b, "__name__", k): b for k, b in _BOOK.items()} | {
+    "residual": _residual, "sample_next": sample_next}
