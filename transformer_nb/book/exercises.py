@@ -888,7 +888,8 @@ def exercise_table(
     rows = []
     names = lambda e: ", ".join(f"<code>{escape(x)}</code>" for x in e.names)
     for i, e in enumerate(exercises, 1):
-        n = int(e.chapter.split("_")[0])
+        # the chapter's number as the file names it: 2, 10a, 11c
+        n = e.chapter.split("_")[0].lstrip("0") or "0"
         rows.append(
             f"<tr><td>{i}</td><td>{names(e)}<br>"
             f"<small>{code(e.summary)}; checked by "
