@@ -28,7 +28,8 @@ __all__ = ['LANGUAGES', 'LOW', 'HIGH', 'NUMBER_TASKS', 'H', 'C', 'T', 'U', 'E', 
 # %% ../nbs/11b_numbers.ipynb #n007
 LANGUAGES = ("de", "fr")  # the target languages; the source is English
 LOW, HIGH = 1, 999  # the numbers the tasks cover
-NUMBER_TASKS = tuple(f"numbers-{lang}" for lang in LANGUAGES)  # the command line's names
+# the command line's names
+NUMBER_TASKS = tuple(f"numbers-{lang}" for lang in LANGUAGES)
 
 def check_lang(
     lang,  # a target language
@@ -142,7 +143,9 @@ def _german_parts(n:int)->list[tuple[str, set]]:
     return parts + units + [(_DE_TENS[t], {T})]
 
 _FR_UNIT = "un deux trois quatre cinq six sept huit neuf".split()
-_FR_TEEN = dict(zip(range(10, 17), "dix onze douze treize quatorze quinze seize".split()))
+_FR_TEEN = dict(
+    zip(range(10, 17), "dix onze douze treize quatorze quinze seize".split())
+)
 _FR_TENS = dict(zip(range(2, 7), "vingt trente quarante cinquante soixante".split()))
 _DASH, _AND = ("-", set()), (" et ", set())
 
@@ -386,7 +389,9 @@ def gold_alignment(
     roles = english_roles(n)
     chars = [r for part, rs in number_parts(n, lang) for r in [rs] * len(part)]
     if len(chars) != sum(len(p) for p in pieces):
-        raise ValueError(f"pieces {list(pieces)} do not spell {number_words(n, lang)!r}")
+        raise ValueError(
+            f"pieces {list(pieces)} do not spell {number_words(n, lang)!r}"
+        )
     gold, i = [], 0
     for p in pieces:
         said = set().union(*chars[i:i + len(p)]); i += len(p)
@@ -448,7 +453,9 @@ def train_numbers(
     batches = batch_stream(task.train, task.vocab, s["batch_size"], seed=seed)
     hist = train(model, batches, steps=steps, warmup=min(s["warmup"], steps),
                  factor=s["factor"], average=1, progress=progress)
-    hist = hist._replace(state=dict(hist.state, settings=dict(task=task.name, seed=seed)))
+    hist = hist._replace(
+        state=dict(hist.state, settings=dict(task=task.name, seed=seed))
+    )
     return Trained(model.eval(), config, task, hist)
 
 # %% ../nbs/11b_numbers.ipynb #n031
@@ -704,7 +711,9 @@ def held_out_shares(
         a model trained by train_numbers
     """
     t = run.task
-    golds = [gold_alignment(n, t.lang, p) for n, (_, p) in zip(t.valid_numbers, t.valid)]
+    golds = [
+        gold_alignment(n, t.lang, p) for n, (_, p) in zip(t.valid_numbers, t.valid)
+    ]
     return alignment_shares(cross_attention(run.model, t.vocab, t.valid), golds,
                             [len(s) for s, _ in t.valid])
 
@@ -738,17 +747,29 @@ def show_alignment(
                             height_ratios=[r + 1.5 for r in rows], squeeze=False)
     for k, ax in enumerate(axs[:, 0]):
         w, P, W = weights[k], pieces[k], words[k]
-        ys = lambda m: [rows[k] - 1 - i * (rows[k] - 1) / max(m - 1, 1) for i in range(m)]
+        ys = lambda m: [
+            rows[k] - 1 - i * (rows[k] - 1) / max(m - 1, 1) for i in range(m)
+        ]
         yp, yw, top = ys(len(P)), ys(len(W)), float(w.max())
         for i in range(len(P)):
             for j in range(len(W)):
                 if golds is not None and j in golds[k][i]:
-                    ax.plot([0.3, 0.7], [yp[i], yw[j]], color="#555555", lw=1, ls=(0, (2, 2)))
+                    ax.plot(
+                        [0.3, 0.7],
+                        [yp[i], yw[j]],
+                        color="#555555",
+                        lw=1,
+                        ls=(0, (2, 2)),
+                    )
                 a = float(w[i, j]) / top
                 if a > 0.05:
-                    ax.plot([0.3, 0.7], [yp[i], yw[j]], color="#b2182b", alpha=a, lw=3 * a)
-        for i, p in enumerate(P): ax.text(0.28, yp[i], p, ha="right", va="center", fontsize=10)
-        for j, t in enumerate(W): ax.text(0.72, yw[j], t, ha="left", va="center", fontsize=10)
+                    ax.plot(
+                        [0.3, 0.7], [yp[i], yw[j]], color="#b2182b", alpha=a, lw=3 * a
+                    )
+        for i, p in enumerate(P):
+            ax.text(0.28, yp[i], p, ha="right", va="center", fontsize=10)
+        for j, t in enumerate(W):
+            ax.text(0.72, yw[j], t, ha="left", va="center", fontsize=10)
         ax.set_xlim(-0.05, 1.05); ax.set_ylim(-0.6, rows[k] - 0.4); ax.axis("off")
         if titles: ax.set_title(titles[k], fontsize=10)
     fig.tight_layout()
@@ -794,7 +815,8 @@ def said_in_order(
     return sums[rows] / counts[rows, None], [shape[j] for j in rows]
 
 # %% ../nbs/11b_numbers.ipynb #n050
-KINDS = ("encoder", "decoder", "cross")  # the fields of Attention, as ablate_heads names them
+# the fields of Attention, as ablate_heads names them
+KINDS = ("encoder", "decoder", "cross")
 
 def ablation_table(
     model:Transformer,  # a trained model
@@ -912,11 +934,30 @@ def summarise_numbers(
             best_alignment=stat([max(max(row) for row in r["alignment"]) for r in rs]),
             best_crossing=(stat(best_cross) if None not in best_cross else None),
             diagonal=stat([r["diagonal"] for r in rs]),
+            diagonal_crossing=(
+                stat([r["diagonal_crossing"] for r in rs])
+                if None not in best_cross
+                else None
+            ),
             best_head_layer=[r["best_head"][0] for r in rs],
-            worst_single_ablation=stat([min(v for k, v in r["ablation"].items()
-                                            if ":" not in k and k != "none") for r in rs]),
-            best_vs_worst=[(r["ablation"]["cross: 2 best aligned"],
-                            r["ablation"]["cross: 2 worst aligned"]) for r in rs])
+            worst_single_ablation=stat(
+                [
+                    min(
+                        v
+                        for k, v in r["ablation"].items()
+                        if ":" not in k and k != "none"
+                    )
+                    for r in rs
+                ]
+            ),
+            best_vs_worst=[
+                (
+                    r["ablation"]["cross: 2 best aligned"],
+                    r["ablation"]["cross: 2 worst aligned"],
+                )
+                for r in rs
+            ],
+        )
     return out
 
 # %% ../nbs/11b_numbers.ipynb #n058
@@ -949,7 +990,8 @@ def save_number_plots(
     j = next(j for j, n in enumerate(t.valid_numbers) if n > 100 and n % 10 > 1
              and t.kinds[n] == "tens/units")
     (src, pieces), n = t.valid[j], t.valid_numbers[j]
-    cross = cross_attention(run.model, t.vocab, [t.valid[j]])[:, 0]        # (L, H, T, S)
+    # (L, H, T, S)
+    cross = cross_attention(run.model, t.vocab, [t.valid[j]])[:, 0]
     l, h = divmod(int(held_out_shares(run).alignment.argmax()), cross.shape[1])
     figs = {"cross_attention": show_attention_grid(
                 cross, queries=["<s>"] + pieces, keys=src,
