@@ -228,7 +228,7 @@ def cmd_decode(
     from transformer_nb.decoding import translate, beam_translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
-    if meta.get("task") in _NUMBER_TASKS: return _decode_numbers(args, model, vocab)
+    if meta.get("task") in _NUMBER_TASKS: return _decode_numbers(args, model, meta)
     for text in args.texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
@@ -242,13 +242,14 @@ def cmd_decode(
 
 # %% ../nbs/14_cli.ipynb #c008n
 def _train_numbers(args, task:str, seed:int, out:Path)->int:
-    "`train` for the numbers tasks of chapter 11b: one process, no resume, plots of 97"
+    "`train` for the numbers tasks of chapter 11b: one process, no resume"
     for flag, given in (("--resume", args.resume), ("--n-train", args.n_train),
                         ("--nproc", int(os.environ.get("WORLD_SIZE", 1)) > 1)):
         if given: raise ValueError(f"{flag} does not apply to --task {task}")
     import torch
     from transformer_nb.numbers import train_numbers, held_out_exact, save_number_plots
     from transformer_nb.training import save_model
+    from transformer_nb.data import Vocab
     torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,
@@ -257,18 +258,24 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
     print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out numbers, "
           f"trained in {t.history.seconds:.1f} s")
     path = out / f"{task}.pt"
+    # the checkpoint's vocab keeps characters only: the word and piece tokens go in meta
     save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
-               task=task, steps=len(t.history.loss), seed=seed, accuracy=acc)
+               task=task, steps=len(t.history.loss), seed=seed, accuracy=acc,
+               tokens=t.task.vocab.itos[len(Vocab.specials):])
     print(f"saved {path}")
     if not args.no_plots:
         for p in save_number_plots(t, out): print(f"saved {p}")
     return 0
 
-def _decode_numbers(args, model, vocab)->int:
+def _decode_numbers(args, model, meta:dict)->int:
     "`decode` with a numbers checkpoint: English words or digits in, words out"
-    if args.beam != 1:
-        raise ValueError(f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)")
     from transformer_nb.numbers import translate_numbers
+    from transformer_nb.data import Vocab
+    if args.beam != 1:
+        raise ValueError(
+            f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
+        )
+    vocab = Vocab(meta["tokens"])
     for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
         print(f"{text}\t{o}")
     return 0
