@@ -4,7 +4,7 @@ import configparser, json, os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
-from transformer_nb.numbers import (LANGUAGES, LOW, HIGH, H, C, T, U, E, number_words, english_words,
+from transformer_nb.numbers import (LANGUAGES, LOW, HIGH, H, C, T, E, number_words, english_words,
                                     english_roles, number_parts, learn_bpe, bpe_encode, held_out_numbers,
                                     make_number_task, gold_alignment, crossing, alignment_shares, diagonal,
                                     source_words, translate_numbers, ablation_groups, train_numbers,

@@ -14,7 +14,7 @@ from .masking import pad_batch, padding_mask
 from .transformer import Transformer, ablate_heads
 from .training import task_config, train, Trained
 from .decoding import greedy_search
-from .plotting import Figure, pyplot, show_heatmaps
+from .plotting import Figure, pyplot
 
 # %% auto #0
 __all__ = ['LANGUAGES', 'LOW', 'HIGH', 'NUMBER_TASKS', 'H', 'C', 'T', 'U', 'E', 'ROLE_NAMES', 'NUMBER_MODEL', 'NUMBER_SETTINGS',
