@@ -665,7 +665,7 @@ def cross_attention(
     """
     b = make_batch(pairs, vocab)
     _, attn = model.eval()(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
-                           return_attention=True)
+                           need_weights=True)
     return attn.cross
 
 def alignment_shares(
