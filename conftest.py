@@ -58,7 +58,8 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     if not _NOTEBOOK_S: return
     tr = terminalreporter
-    tr.section("notebook execution times (budget: 10_training 60 s, 11c_gpt 80 s, others 30 s)")
+    tr.section("notebook execution times (budget: 10_training 60 s, 11b_numbers and 11c_gpt 80 s, "
+               "others 30 s)")
     for nb, s in sorted(_NOTEBOOK_S.items(), key=lambda kv: -kv[1]):
         budget = BUDGET_S.get(nb, 30.0)
         tr.write_line(f"{s:7.1f} s  {nb}{'  OVER BUDGET' if s > budget else ''}")
