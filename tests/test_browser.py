@@ -277,7 +277,7 @@ def test_figures_are_legible_on_a_phone(phone):
     assert not bad, "\n".join(bad)
 
 
-EXPLORERS = {"plotting.html": 2, "pronouns.html": 1, "training.html": 1, "decoding.html": 1}
+EXPLORERS = {"plotting.html": 2, "pronouns.html": 1, "numbers.html": 1, "training.html": 1, "decoding.html": 1}
 
 
 def check_explorers(pg) -> None:
