@@ -397,6 +397,14 @@ def _explorer_asset(name:str)->str:
     lines = (l.strip() for l in text.splitlines())
     return "\n".join(l for l in lines if l and not l.startswith("//"))
 
+def _explorer_script()->str:
+    ("The <script> of every view: defines the explorer once per page, then draws its view"
+     " (the site's builder puts the package's current one in pages stored before)")
+    js, css = _explorer_asset("explorer.js"), _explorer_asset("explorer.css")
+    return ("<script>(function(){if(!window.__tnbExplorer1){"
+            f"var css={_json_for_html(css)};\n"
+            f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();</script>")
+
 def _json_for_html(obj)->str:
     "JSON that cannot close the <script> element it sits in"
     s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -477,10 +485,6 @@ class AttentionExplorer:
     @property
     def html(self)->str:
         "The view: title, static fallback, data as JSON, and the script that draws it"
-        js, css = _explorer_asset("explorer.js"), _explorer_asset("explorer.css")
-        boot = ("(function(){if(!window.__tnbExplorer1){"
-                f"var css={_json_for_html(css)};\n"
-                f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();")
         label = html.escape(self.title or "attention explorer", quote=True)
         title = html.escape(self.title) if self.title else ""
         title = f'<div class="tnb-title">{title}</div>' if title else ""
@@ -488,7 +492,7 @@ class AttentionExplorer:
         data = _json_for_html(self.data)
         return (f'<div class="tnb-explorer" role="group" aria-label="{label}">'
                 f'{title}{fallback}<script type="application/json" class="tnb-data">'
-                f"{data}</script><script>{boot}</script></div>")
+                f"{data}</script>{_explorer_script()}</div>")
 
     def _repr_html_(self): return self.html
 
