@@ -129,6 +129,8 @@ def test_the_html_is_deterministic_and_the_fallback_optional():
      "layer must be in [-2, 2), got 2"),
     (lambda m: attention_explorer(m, SRC, TGT, head=4), ValueError,
      'head must be "all" or in [-4, 4), got 4'),
+    (lambda m: attention_explorer(m, SRC, TGT, scale="all"), ValueError,
+     'scale must be "head" or "row", got \'all\''),
 ])
 def test_bad_input_names_the_argument(call, exc, words):
     with pytest.raises(exc) as e:
@@ -474,3 +476,25 @@ def test_browser_a_tapped_row_is_read_where_the_reader_looks(browser, site, maps
     assert shown(one, ".tnb-table tr[data-h='0'] .tnb-num") == rounded(maps["encoder self"][0, 0, 1])
     assert not pg.errors, pg.errors
     pg.context.close()
+
+
+def test_a_view_can_open_on_colours_per_row(browser, tmp_path):
+    "scale='row' is embedded (per head, the default, is not) and the view opens on it"
+    w = torch.softmax(torch.randn(1, 2, 4, 4, generator=torch.Generator().manual_seed(3)), -1)
+    toks = list("abcd")
+    assert "scale" not in attention_explorer(w, toks).data
+    view = attention_explorer(w, toks, scale="row")
+    assert view.data["scale"] == "row"
+    (tmp_path / "r.html").write_text(f"<!doctype html><meta charset='utf-8'>{view.html}",
+                                     encoding="utf-8")
+    httpd, url = serve(tmp_path)
+    try:
+        pg = open_page(browser, f"{url}/r.html", 800)
+        root = pg.locator(".tnb-explorer")
+        assert root.locator(".tnb-app").get_attribute("data-scale") == "row"
+        assert root.locator("select").nth(3).input_value() == "row"
+        assert brightest(root, "row") == [TOP] * 4
+        assert not pg.errors, pg.errors
+        pg.context.close()
+    finally:
+        httpd.shutdown()

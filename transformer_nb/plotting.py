@@ -436,6 +436,8 @@ class AttentionExplorer:
         weights are rounded to this many decimals
     fallback : bool
         embed a static picture for where scripts do not run
+    scale : str
+        colours scaled per "head" or per "row" at first
     """
     def __init__(self,
         maps:dict,  # {name: (weights (L, H, T, S), queries, keys, what each are)}
@@ -443,10 +445,11 @@ class AttentionExplorer:
         title:str|None=None,  # a title over the view
         decimals:int=3,  # weights are rounded to this many decimals
         fallback:bool=True,  # embed a static picture for where scripts do not run
+        scale:str="head",  # colours scaled per "head" or per "row" at first
     ):
         """Build a `AttentionExplorer`: `help(AttentionExplorer)` describes the parameters."""
         self.maps, self.start, self.title = maps, start, title
-        self.decimals, self.fallback = decimals, fallback
+        self.decimals, self.fallback, self.scale = decimals, fallback, scale
 
     @property
     def data(self)->dict:
@@ -458,7 +461,9 @@ class AttentionExplorer:
                               colsAre=cols_are, max=int(q.max()), w=q.tolist()))
         kind, layer, head = self.start
         start = dict(kind=list(self.maps).index(kind), layer=layer, head=head)
-        return dict(decimals=self.decimals, kinds=kinds, start=start)
+        out = dict(decimals=self.decimals, kinds=kinds, start=start)
+        if self.scale != "head": out["scale"] = self.scale  # per head: the default
+        return out
 
     def _fallback_html(self)->str:
         "A static picture of the first layer shown (all heads), by `show_attention`"
@@ -511,6 +516,7 @@ def attention_explorer(
     head:int|str=0,  # the head shown first, or "all" for every head at once
     decimals:int=3,  # weights are rounded to this many decimals
     fallback:bool=True,  # embed a static picture for where scripts do not run
+    scale:str="head",  # colours scaled per "head" (to its largest weight) or per "row"
 )->AttentionExplorer:
     """An interactive view of attention maps: pick kind, layer and head; point at tokens
 
@@ -534,6 +540,8 @@ def attention_explorer(
         weights are rounded to this many decimals
     fallback : bool
         embed a static picture for where scripts do not run
+    scale : str
+        colours scaled per "head" (to its largest weight) or per "row\"
     """
     if isinstance(maps, Tensor): maps = {"self-attention": maps}
     if not isinstance(maps, dict) or not maps:
@@ -570,5 +578,7 @@ def attention_explorer(
         raise ValueError(f"layer must be in [{-L}, {L}), got {layer!r}")
     if not (head == "all" or isinstance(head, int) and -H <= head < H):
         raise ValueError(f'head must be "all" or in [{-H}, {H}), got {head!r}')
+    if scale not in ("head", "row"):
+        raise ValueError(f'scale must be "head" or "row", got {scale!r}')
     start = (kind, layer % L, head if head == "all" else head % H)
-    return AttentionExplorer(checked, start, title, decimals, fallback)
+    return AttentionExplorer(checked, start, title, decimals, fallback, scale)
