@@ -398,12 +398,14 @@ def _explorer_asset(name:str)->str:
     return "\n".join(l for l in lines if l and not l.startswith("//"))
 
 def _explorer_script()->str:
-    ("The <script> of every view: defines the explorer once per page, then draws its view"
-     " (the site's builder puts the package's current one in pages stored before)")
+    ("The <script> of every view: defines the explorer once per page, then draws its "
+     "view (the site's builder puts the package's current one in pages stored before)")
     js, css = _explorer_asset("explorer.js"), _explorer_asset("explorer.css")
-    return ("<script>(function(){if(!window.__tnbExplorer1){"
-            f"var css={_json_for_html(css)};\n"
-            f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();</script>")
+    return (
+        "<script>(function(){if(!window.__tnbExplorer1){"
+        f"var css={_json_for_html(css)};\n"
+        f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();</script>"
+    )
 
 def _json_for_html(obj)->str:
     "JSON that cannot close the <script> element it sits in"
