@@ -663,13 +663,14 @@ def figure_html(m: re.Match) -> str:
     alt = html.escape(leg.get("title") or "a figure", quote=True)
     data = "".join(f' data-min-{k}="{leg[k]}"' for k in ("cell", "label") if leg.get(k) is not None)
     panels = figure_panels(base64.b64decode(m.group(1)), leg["width"])
-    if sum(p[4] == "p" for p in panels) >= 2:
+    if panels:
         data += ' data-panels="' + ";".join(",".join(map(str, p)) for p in panels) + '"'
     return (f'<div class="figure-scroll"><img src="data:image/png;base64,{m.group(1)}" class="tnb-figure" '
             f'alt="{alt}" width="{leg["width"]}" height="{leg["height"]}"{data}></div>')
 
 
-def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48) -> list[tuple]:
+def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliver: float = 30,
+                  panel: float = 80) -> list[tuple]:
     """The panels of a figure, found in its pixels, for the page to show one by one where the whole is wider than
     the column (tools/site.js): (x, y, w, h, kind) in CSS px at the natural `width`, kind "p" for a panel, "t" for a
     line of text that belongs to no one panel (a title over all of them), in reading order.
@@ -677,7 +678,9 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48) -> l
     A recursive XY cut: the figure splits into bands at rows without ink at least `gap` px high, each band into
     parts at columns without ink at least `gap` px wide. A band lower than `text` px (a line of titles, legends or
     axis labels) joins the band next to it when each of its parts lies over exactly one part there; a band of text
-    that joins none stays whole, a title."""
+    that joins none stays whole, a title. A part narrower than `sliver` px (an axis label on its side) joins the part
+    beside it. A figure without two parts side by side at least `panel` px wide has no panels to show one by one:
+    []."""
     import io
     import numpy as np
     from PIL import Image
@@ -694,19 +697,28 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48) -> l
         ends = np.r_[idx[cut], idx[-1]] + 1
         return list(zip(starts.tolist(), ends.tolist()))
 
+    def union(a, b): return [min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])]
+
     bands = []  # each: list of [x0, y0, x1, y1] in pixels
     for y0, y1 in runs(ink.any(axis=1)):
         parts = []
         for x0, x1 in runs(ink[y0:y1].any(axis=0)):
             ys = np.flatnonzero(ink[y0:y1, x0:x1].any(axis=1))
             parts.append([x0, y0 + int(ys[0]), x1, y0 + int(ys[-1]) + 1])
+        # a sliver (an axis's label set on its side) belongs to the part beside it
+        while len(parts) > 1 and min(p[2] - p[0] for p in parts) < sliver * k:
+            i = min(range(len(parts)), key=lambda n: parts[n][2] - parts[n][0])
+            j = i + 1 if i + 1 < len(parts) and (i == 0 or parts[i + 1][0] - parts[i][2]
+                                                  <= parts[i][0] - parts[i - 1][2]) else i - 1
+            parts[min(i, j)] = union(parts[i], parts[j])
+            del parts[max(i, j)]
         bands.append(parts)
 
     def short(b): return max(p[3] for p in b) - min(p[1] for p in b) < text * k
     def over(a, b): return a[0] < b[2] and b[0] < a[2]
-    def fits(small, big):  # each part of `small` over exactly one of `big`, and every part of `big` covered
+    def fits(small, big):  # each part of `small` over exactly one of `big`
         hits = [[j for j, q in enumerate(big) if over(p, q)] for p in small]
-        return len(big) >= 2 and all(len(h) == 1 for h in hits) and {h[0] for h in hits} == set(range(len(big)))
+        return all(len(h) == 1 for h in hits)
 
     def join(small, big):
         out = [list(q) for q in big]
@@ -724,12 +736,15 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48) -> l
                 bands[i:i + 2] = [join(a, b)]
             elif short(b) and not short(a) and fits(b, a):
                 bands[i:i + 2] = [join(b, a)]
-            elif short(a) and short(b) and len(a) == len(b) >= 2 and fits(a, b):
+            elif short(a) and short(b) and len(a) == len(b) >= 2 and fits(a, b) and fits(b, a):
                 bands[i:i + 2] = [join(a, b)]
             else:
                 continue
             changed = True
             break
+    # panels side by side, or there is nothing to re-flow: a band with two parts at least `panel` px wide
+    if not any(not short(b) and sum(p[2] - p[0] >= panel * k for p in b) >= 2 for b in bands):
+        return []
     out = []
     for b in bands:
         if short(b) and not (len(b) >= 2 and any(not short([p]) for p in b)):

@@ -6,13 +6,14 @@
       styles.css fades that edge, so a reader sees that the line goes on.
    2. Figures whose panels the builder found (data-panels on img.tnb-figure: x,y,w,h,kind in CSS px, kind t for a
       title, p for a panel) are re-flowed panel by panel when the figure is wider than its column: the panels wrap
-      (on a phone one under the other), each shown whole, instead of the figure scrolling past the screen's edge.
+      (on a phone one under the other), each shown whole, instead of the figure scrolling past the screen's edge
+      (a panel alone wider than the column scrolls in a box of its own).
    3. Diagrams shown smaller than their natural size are links to the full-size picture (the builder writes the
       links; nothing to do here). */
 (() => {
   "use strict";
   const SCROLLERS = "main .katex-display, main pre, main .table-scroll, main .figure-scroll, main .tnb-scroll, " +
-                    "main .tnb-twrap";
+                    "main .tnb-twrap, main .figure-crop-box";
 
   // ---- 1. scroll cues
   const cue = (e) => {
@@ -21,10 +22,19 @@
     e.classList.toggle("tnb-more-left", more > 1 && e.scrollLeft > 1);
     e.classList.toggle("tnb-more-right", more > 1 && e.scrollLeft < more - 1);
   };
-  const cueAll = () => document.querySelectorAll(SCROLLERS).forEach(cue);
+  // the boxes the page's styles let scroll sideways: those of SCROLLERS (the explorer draws new ones), and any other
+  // found once the page has loaded
+  const found = new Set();
+  const scan = () => document.querySelectorAll("main *").forEach((e) => {
+    if (["auto", "scroll"].includes(getComputedStyle(e).overflowX)) found.add(e);
+  });
+  const cueAll = () => {
+    document.querySelectorAll(SCROLLERS).forEach(cue);
+    found.forEach((e) => { if (e.isConnected) cue(e); else found.delete(e); });
+  };
   document.addEventListener("scroll", (ev) => {
     const t = ev.target;
-    if (t && t.matches && t.matches(SCROLLERS)) cue(t);
+    if (t && t.matches && (found.has(t) || t.matches(SCROLLERS))) cue(t);
   }, true);
 
   // ---- 2. panels that re-flow
@@ -54,26 +64,30 @@
       part.style.marginLeft = -p.x + "px";
       part.style.marginTop = -p.y + "px";
       crop.appendChild(part);
-      flow.appendChild(crop);
+      const holder = document.createElement("div");  // scrolls where one panel alone is wider than the column
+      holder.className = "figure-crop-box";
+      holder.appendChild(crop);
+      flow.appendChild(holder);
       if (p.kind === "t") flow.appendChild(Object.assign(document.createElement("div"), {className: "figure-break"}));
     });
     box.after(flow);
-    flows.push({img, box, flow, widest: Math.max(...panels.map((p) => p.w))});
+    flows.push({img, box, flow});
   };
-  const layOut = () => flows.forEach(({img, box, flow, widest}) => {
+  const layOut = () => flows.forEach(({img, box, flow}) => {
     const col = box.parentElement.clientWidth;
-    const reflow = +img.getAttribute("width") > col + 1 && widest <= col + 1;
+    const reflow = +img.getAttribute("width") > col + 1;
     box.classList.toggle("figure-reflowed", reflow);
     flow.classList.toggle("figure-flow-on", reflow);
   });
 
   const init = () => {
     document.querySelectorAll("main img.tnb-figure[data-panels]").forEach(buildFlow);
+    scan();
     layOut();
     cueAll();
   };
   init();
-  window.addEventListener("load", () => { layOut(); cueAll(); });
+  window.addEventListener("load", () => { scan(); layOut(); cueAll(); });
   let queued = false;
   const refresh = () => {
     if (queued) return;
