@@ -410,14 +410,20 @@ REFLOWED = {("training.html", 1280): 1, ("benchmark.html", 1280): 1, ("training.
 
 FIGURES = """() => {
     const col = document.querySelector('main').clientWidth;
-    return Array.from(document.querySelectorAll('main .cell-output img')).filter(i => i.offsetParent).map(i => {
-        const r = i.getBoundingClientRect(), box = i.closest('.figure-scroll');
+    // the figures themselves; one shown panel by panel is measured on its panels, crops of the same picture drawn
+    // at the picture's size (and the panels' own check is PANELS)
+    return Array.from(document.querySelectorAll('main .cell-output img'))
+        .filter(i => !i.closest('.figure-flow') && (i.offsetParent || i.closest('.figure-reflowed'))).map(i => {
+        const flowed = i.closest('.figure-reflowed');
+        const s = flowed ? flowed.nextElementSibling.querySelector('.figure-crop img') : i;
+        const r = s.getBoundingClientRect(), box = i.closest('.figure-scroll');
         const natural = +i.getAttribute('width') || 0, scale = natural ? r.width / natural : 0;
         return {alt: i.getAttribute('alt') || i.getAttribute('src').slice(0, 40), sized: i.classList.contains('tnb-figure'),
                 width: r.width, natural: natural,
                 cell: i.dataset.minCell ? +i.dataset.minCell * scale : null,
                 label: i.dataset.minLabel ? +i.dataset.minLabel * scale : null,
-                cut: r.width > col + 1 && !(box && getComputedStyle(box).overflowX === 'auto' && box.clientWidth <= col + 1)};
+                cut: !flowed && r.width > col + 1 &&
+                     !(box && getComputedStyle(box).overflowX === 'auto' && box.clientWidth <= col + 1)};
     });
 }"""
 
@@ -583,8 +589,10 @@ def test_search_ranks_chapters_first_with_plain_text_snippets(page, server, quer
     assert pages[0] == first, f"{query!r}: {pages}"
     if "api.html" in pages:
         assert pages.index("api.html") > max(i for i, p in enumerate(pages) if p == first)
-    box.fill("sqrt d_k softmax")
-    page.wait_for_timeout(400)
+    box.fill("brings the variance back")  # a sentence of chapter 2 around \\(\\sqrt{d_k}\\)
+    page.wait_for_function("Array.from(document.querySelectorAll('.search-result-text'))"
+                           ".some(e => e.textContent.includes('variance'))", timeout=5_000)
     texts = page.eval_on_selector_all(".search-result-text", "els => els.map(e => e.textContent)")
     raw = [t for t in texts if re.search(r"\\[a-zA-Z]+|\\\(|\$", t)]
-    assert texts and not raw, f"TeX in search snippets: {raw[:3]}"
+    assert not raw, f"TeX in search snippets: {raw[:3]}"
+    assert any("√(d_k)" in t for t in texts), texts[:3]
