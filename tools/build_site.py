@@ -15,12 +15,18 @@ The steps are those of `nbdev_docs`, with smalldocs in Quarto's place:
    touched, so nbval and nbdev still read every directive): `# NBVAL_...` and stray `#|` comment lines leave the code
    shown; links to the doc host become relative; each API card's signature is rebuilt from the object (classes with
    their constructor's parameters, NamedTuples with their fields, annotations and defaults as written) and the
-   "Exported source" under it is folded; chapters get their number (the file's) in the title, and every chapter
-   a download of its notebook near the top.
+   "Exported source" under it is folded, and its "source" link follows `__wrapped__` into the package's own file (or
+   is dropped); chapters get their number (the file's) in the title, every chapter a download of its notebook near
+   the top, and every page its whole summary as description (nbdev keeps the first line of a `>` paragraph).
 6. After smalldocs, the pages are fixed (`postprocess_pages`): tables scroll in a box of their own, and so do figures:
    a plot drawn by the package's helpers carries its natural size and legibility in a PNG text chunk
    (`transformer_nb.plotting.figure_png`), and is shown at that size, never smaller (`figure_html`); an automatic
-   link to an anchor that does not exist (nbdev links private names too) becomes plain code.
+   link to an anchor that does not exist (nbdev links private names too) becomes plain code. A figure whose panels
+   stand side by side carries them (`figure_panels`, found in its pixels) for tools/site.js, which shows the figure
+   panel by panel where it is wider than its column; diagrams link their full-size picture; attention explorers get
+   the package's current script.
+7. The search index is made plain text (no TeX) and ranked, chapters first (`postprocess_search`), and every page
+   loads tools/site.js (scroll cues, panels). Dark mode is smalldocs' own: `theme: {light, dark}` in _quarto.yml.
 
 Deployment publishes `_docs/` as built here (.github/workflows/deploy.yaml runs `make site`).
 
@@ -439,8 +445,6 @@ def page_modules(nb_path: Path) -> list[str]:
 def fix_card(md: str, modules: list[str]) -> tuple[str, bool]:
     """Rewrite one show_doc card (nbdev's Markdown): its code block from `card_signature`, and its source link pointing
     at the module the page documents (nbdev looks names up globally, so two `main`s share one link)."""
-    import inspect
-    from nbdev.config import get_config
     head = re.search(r"^#{2,4} (\S+)\s*$", md, re.M)
     block = re.search(r"```python\n.*?\n```", md, re.S)
     if not head or not block:
