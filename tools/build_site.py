@@ -731,21 +731,25 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
             q[:] = [min(p[0], q[0]), min(p[1], q[1]), max(p[2], q[2]), max(p[3], q[3])]
         return out
 
-    changed = True
-    while changed:
-        changed = False
-        for i in range(len(bands) - 1):
-            a, b = bands[i], bands[i + 1]
-            if short(a) and not short(b) and fits(a, b):
-                bands[i:i + 2] = [join(a, b)]
-            elif short(b) and not short(a) and fits(b, a):
-                bands[i:i + 2] = [join(b, a)]
-            elif short(a) and short(b) and len(a) == len(b) >= 2 and fits(a, b) and fits(b, a):
-                bands[i:i + 2] = [join(a, b)]
-            else:
-                continue
-            changed = True
-            break
+    def merge(down: bool) -> None:
+        "Join text bands to the panels below them (titles, legends), or else (down=False) to those above"
+        changed = True
+        while changed:
+            changed = False
+            for i in range(len(bands) - 1):
+                a, b = bands[i], bands[i + 1]
+                if down and short(a) and not short(b) and fits(a, b):
+                    bands[i:i + 2] = [join(a, b)]
+                elif down and short(a) and short(b) and len(a) == len(b) >= 2 and fits(a, b) and fits(b, a):
+                    bands[i:i + 2] = [join(a, b)]
+                elif not down and short(b) and not short(a) and fits(b, a):
+                    bands[i:i + 2] = [join(b, a)]
+                else:
+                    continue
+                changed = True
+                break
+    merge(down=True)
+    merge(down=False)
     # panels side by side, or there is nothing to re-flow: a band with two parts at least `panel` px wide
     if not any(not short(b) and sum(p[2] - p[0] >= panel * k for p in b) >= 2 for b in bands):
         return []
