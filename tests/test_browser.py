@@ -517,6 +517,16 @@ def check_explorers(pg) -> None:
     pg.keyboard.press("ArrowRight")
     after = pg.evaluate("[document.activeElement.dataset.i, document.activeElement.dataset.j]")
     assert after != before and view.locator(".tnb-panels [tabindex='0']").count() == 1
+    # every head at once: a tap on a row of the first head shows its numbers on the screen (the readout stays at the
+    # bottom of the screen while the view is on it)
+    view.locator("select").nth(2).select_option("all" if view.locator(".tnb-panels").count() and
+                                                view.locator("select").nth(2).locator("option[value='all']").count()
+                                                else "0")
+    row = view.locator(".tnb-panel .tnb-row[data-i='1']").first
+    row.scroll_into_view_if_needed()
+    row.click()
+    box, vh = view.locator(".tnb-readout").bounding_box(), pg.viewport_size["height"]
+    assert box["y"] < vh and box["y"] + min(box["height"], 40) <= vh, f"{pg.name}: the readout is off the screen: {box}"
     width = pg.viewport_size["width"]
     assert pg.evaluate("document.documentElement.scrollWidth") <= width
     assert not pg.errors, pg.errors
