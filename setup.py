@@ -41,6 +41,7 @@ setuptools.setup(
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'plot': shlex.split(cfg.get('plot_requirements', '')),
                     'exercises': shlex.split(cfg.get('exercises_requirements', '')),
+                    'numbers': shlex.split(cfg.get('numbers_requirements', '')),
                     'bench': shlex.split(cfg.get('bench_requirements', ''))},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],

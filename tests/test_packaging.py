@@ -121,6 +121,9 @@ def test_wheel_metadata(built):
     assert "Provides-Extra: exercises\n" in meta                  # pip install "transformer_nb[exercises]"
     for req in CFG["exercises_requirements"].split():
         assert f"Requires-Dist: {req}; extra == \"exercises\"\n" in meta, meta
+    assert "Provides-Extra: numbers\n" in meta                    # pip install "transformer_nb[numbers]"
+    for req in CFG["numbers_requirements"].split():
+        assert f"Requires-Dist: {req}; extra == \"numbers\"\n" in meta, meta
     pys = [l.rsplit(" ", 1)[1] for l in meta.splitlines()
            if l.startswith("Classifier: Programming Language :: Python :: 3.")]
     assert pys and pys[0] == CFG["min_python"], f"Python classifiers {pys}"

@@ -14,6 +14,8 @@ __all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'cmd_train_lm', 'cmd_gener
 # %% ../nbs/14_cli.ipynb #c006
 # data.TASKS, spelled out so that --help needs no torch
 _TASKS = ("copy", "reverse", "dates")
+_NUMBER_TASKS = ("numbers-de", "numbers-fr")  # numbers.NUMBER_TASKS (chapter 11b)
+_TASKS += _NUMBER_TASKS
 
 def _count(text:str)->int:
     "argparse type: an integer >= 1"
@@ -173,6 +175,7 @@ def cmd_train(
     from transformer_nb.training import TASK_SETTINGS, train_task, save_model
     from transformer_nb.decoding import exact_match
     task, seed, n_train = _run_settings(args)
+    if task in _NUMBER_TASKS: return _train_numbers(args, task, seed, out)
     batch = TASK_SETTINGS[task]["batch_size"]
     if n_train < batch:
         raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
@@ -226,6 +229,7 @@ def cmd_decode(
     from transformer_nb.decoding import translate, beam_translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
+    if meta.get("task") in _NUMBER_TASKS: return _decode_numbers(args, model, meta)
     for text in args.texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
@@ -235,6 +239,46 @@ def cmd_decode(
     else:
         outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
     for text, o in zip(args.texts, outs): print(f"{text}\t{o}")
+    return 0
+
+# %% ../nbs/14_cli.ipynb #c008n
+def _train_numbers(args, task:str, seed:int, out:Path)->int:
+    "`train` for the numbers tasks of chapter 11b: one process, no resume"
+    for flag, given in (("--resume", args.resume), ("--n-train", args.n_train),
+                        ("--nproc", int(os.environ.get("WORLD_SIZE", 1)) > 1)):
+        if given: raise ValueError(f"{flag} does not apply to --task {task}")
+    import torch
+    from transformer_nb.numbers import train_numbers, held_out_exact, save_number_plots
+    from transformer_nb.training import save_model
+    from transformer_nb.data import Vocab
+    torch.set_num_threads(args.threads)
+    out.mkdir(parents=True, exist_ok=True)
+    t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,
+                      progress=not args.quiet)
+    acc = held_out_exact(t)["all"]
+    print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out numbers, "
+          f"trained in {t.history.seconds:.1f} s")
+    path = out / f"{task}.pt"
+    # the checkpoint's vocab keeps characters only: the word and piece tokens go in meta
+    save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
+               task=task, steps=len(t.history.loss), seed=seed, accuracy=acc,
+               tokens=t.task.vocab.itos[len(Vocab.specials):])
+    print(f"saved {path}")
+    if not args.no_plots:
+        for p in save_number_plots(t, out): print(f"saved {p}")
+    return 0
+
+def _decode_numbers(args, model, meta:dict)->int:
+    "`decode` with a numbers checkpoint: English words or digits in, words out"
+    from transformer_nb.numbers import translate_numbers
+    from transformer_nb.data import Vocab
+    if args.beam != 1:
+        raise ValueError(
+            f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
+        )
+    vocab = Vocab(meta["tokens"])
+    for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
+        print(f"{text}\t{o}")
     return 0
 
 # %% ../nbs/14_cli.ipynb #g200
@@ -412,7 +456,7 @@ def main(
     try: return {"train": cmd_train, "decode": cmd_decode,
                  **_LM_COMMANDS}[args.command](args)
     # the user's files and inputs: one line, from the first process only, no traceback
-    except (ValueError, TypeError, OSError) as e:
+    except (ValueError, TypeError, OSError, ImportError) as e:
         if _rank() == 0: print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
