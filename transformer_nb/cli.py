@@ -290,8 +290,10 @@ def _fail(prog:str, message:str)->None:
     if int(os.environ.get("LOCAL_RANK", 0)) == 0: print(line, file=sys.stderr)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if error_file:
-        try: Path(error_file).write_text(json.dumps(dict(message=line,
-                                                          timestamp=int(time.time()))))
+        # the layout of torch.distributed.elastic's error files; no traceback but ours
+        info = dict(py_callstack=line, timestamp=str(int(time.time())))
+        try: Path(error_file).write_text(json.dumps(dict(message=dict(
+            message=line, extraInfo=info))))
         except OSError: pass
 
 def _warn(prog:str):
