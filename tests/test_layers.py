@@ -194,3 +194,14 @@ def test_errors():
     with pytest.raises(ValueError, match="x must have 3 dimensions"): EncoderLayer(D, H, F)(mem[0])
     with pytest.raises(ValueError, match="x must hold at least one position"): Encoder(D, H, F, 1)(mem[:, :0])
     with pytest.raises(TypeError, match="dtype torch.bool"): EncoderLayer(D, H, F)(mem, src_mask=torch.ones(B, 1, 1, S))
+
+
+def test_input_of_another_dtype_names_the_argument():
+    "float64 into float32 layers: our error naming the argument, not torch's 'mixed dtype' from inside LayerNorm"
+    import pytest, torch
+    from transformer_nb.layers import Encoder, Decoder, EncoderLayer
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+    for f, name in ((lambda: Encoder(8, 2, 16, 1)(x), "x"), (lambda: EncoderLayer(8, 2, 16)(x), "x"),
+                    (lambda: Decoder(8, 2, 16, 1)(x.float(), x), "memory")):
+        with pytest.raises(TypeError, match=f"{name} has dtype torch.float64, but the weights have torch.float32"):
+            f()

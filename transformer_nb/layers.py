@@ -19,11 +19,15 @@ __all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer',
            'layer_from_torch']
 
 # %% ../nbs/06_layers.ipynb #c006
-def _check_seq(x, name:str, d_model:int)->Tensor:
-    "x must be a float (B, T, d_model) tensor with T >= 1"
+def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
+    "x must be a float (B, T, d_model) tensor with T >= 1, of the module's dtype"
     check_tensor(x, name, ndim=3, floating=True)
     check_last_dim(x, d_model, name)
     check_nonempty(x, name, dim=1)
+    w = next(module.parameters(), None) if module is not None else None
+    if w is not None and x.dtype != w.dtype:
+        raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {w.dtype}: "
+                        f"convert one to the other, e.g. module.to({x.dtype})")
     return x
 
 # %% ../nbs/06_layers.ipynb #r001
@@ -117,7 +121,7 @@ class EncoderLayer(nn.Module):
             None
         """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
-        _check_seq(x, "x", self.d_model)
+        _check_seq(x, "x", self.d_model, self)
         weights = {}
         # h: x, or norm(x) in pre-LN
         def attend(h):
@@ -221,7 +225,8 @@ class DecoderLayer(nn.Module):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
+        _check_seq(y, "y", self.d_model, self)
+        _check_seq(memory, "memory", self.d_model, self)
         if y.shape[0] != memory.shape[0]:
             raise ValueError(
                 f"y and memory must have the same batch size B, got {y.shape[0]} and "
@@ -338,7 +343,7 @@ class Encoder(nn.Module):
             tensors (B, H, S, S)
         """
         log_shapes("Encoder", x=x, src_mask=src_mask)
-        _check_seq(x, "x", self.d_model)
+        _check_seq(x, "x", self.d_model, self)
         weights = []
         for layer in self.layers:
             # (B, S, d_model), (B, H, S, S)
@@ -427,7 +432,8 @@ class Decoder(nn.Module):
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
-        _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
+        _check_seq(y, "y", self.d_model, self)
+        _check_seq(memory, "memory", self.d_model, self)
         if y.shape[0] != memory.shape[0]:
             raise ValueError(
                 f"y and memory must have the same batch size B, got {y.shape[0]} and "
