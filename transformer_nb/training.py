@@ -261,7 +261,7 @@ class CheckpointAverage:
                 if v.is_floating_point()}
     @torch.no_grad()
     def add(self, model:nn.Module)->None:
-        "Keep the current weights as one more checkpoint; beyond `keep`, drop the oldest"
+        "Keep the current weights as a checkpoint; beyond `keep`, drop the oldest"
         self.checkpoints.append(self._weights(model))
         if self.keep is not None: del self.checkpoints[:-self.keep]
     @torch.no_grad()
@@ -269,7 +269,7 @@ class CheckpointAverage:
         model:nn.Module,  # the model whose checkpoints were added
         current:bool=False,  # its weights now count as one more, the newest
     )->nn.Module:
-        """Load the mean of the checkpoints into the model (summed in float64, oldest first)
+        """Load the mean of the checkpoints into the model (a float64 sum, oldest first)
 
         Parameters
         ----------
@@ -489,7 +489,8 @@ def _epochs(
 def _checksum(weights:dict)->tuple[float, float]:
     "Two sums that tell two sets of weights apart: to compare processes' checkpoints"
     flat = torch.cat([v.detach().flatten().double() for v in weights.values()])
-    return flat.sum().item(), (flat * torch.arange(len(flat), dtype=flat.dtype)).sum().item()
+    where = torch.arange(len(flat), dtype=flat.dtype)
+    return flat.sum().item(), (flat * where).sum().item()
 
 def _check_state(state, steps:int, schedule:dict, averaging:dict):
     "Reject a state that cannot continue into this run, naming what differs"
