@@ -342,6 +342,7 @@ def train_replica(
     steps:int,  # optimiser steps
     seed:int|Sequence[int]=0,  # the seed; a list: one per rank, to see them disagree
     overrides:dict|None=None,  # fields of task_config to change
+    resume:str|Sequence[str]|None=None,  # a checkpoint to continue; a list: one per rank
 )->dict:  # {"loss": losses of every step, "state": the model's weights}
     """What each process runs: `train_task` on its shard, with `DataParallel`'s hooks
 
@@ -355,6 +356,8 @@ def train_replica(
         the seed; a list: one per rank, to see them disagree
     overrides : dict | None
         fields of task_config to change
+    resume : str | Sequence[str] | None
+        a checkpoint to continue; a list: one per rank
 
     Returns
     -------
@@ -362,6 +365,8 @@ def train_replica(
         {"loss": losses of every step, "state": the model's weights}
     """
     if not isinstance(seed, int): seed = seed[dist.get_rank()]
+    if isinstance(resume, (list, tuple)): resume = resume[dist.get_rank()]
     t = train_task(name, steps=steps, seed=seed, progress=False, n_train=2000,
-                   n_valid=10, average=1, processes=DataParallel(), **(overrides or {}))
+                   n_valid=10, average=1, processes=DataParallel(), resume=resume,
+                   **(overrides or {}))
     return dict(loss=t.history.loss, state=t.model.state_dict())
