@@ -516,15 +516,16 @@ def _resume(model, opt, sched, avg, state:dict, procs)->int:
     rng = state.get("rng")
     # one state per process; a single tensor: saved by an older version, one process
     if isinstance(rng, Tensor): rng = [rng]
-    if rng:
-        torch.set_rng_state(rng[procs.rank % len(rng)])
+    if rng: torch.set_rng_state(rng[procs.rank % len(rng)])
+    if rng and len(rng) != procs.world_size and procs.is_main:
+        # other shards: sums in another order, and dropout on other rows
         dropout = getattr(getattr(model, "config", None), "dropout", 0)
-        if len(rng) != procs.world_size and dropout > 0 and procs.is_main:
-            warnings.warn(
-                f"the run was saved by {len(rng)} process(es) and resumes on "
-                f"{procs.world_size}: dropout draws other random numbers, so the run "
-                "goes on correctly but not as it would have without stopping",
-                stacklevel=3)
+        warnings.warn(
+            f"the run was saved by {len(rng)} process(es) and resumes on "
+            f"{procs.world_size}: it goes on as a run on {procs.world_size} would, "
+            "equal to rounding at each step but not bit for bit"
+            + (", and dropout draws other random numbers" if dropout > 0 else ""),
+            stacklevel=3)
     return state["step"]
 
 # %% ../nbs/10_training.ipynb #c029
