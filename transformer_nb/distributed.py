@@ -342,7 +342,7 @@ def train_replica(
     steps:int,  # optimiser steps
     seed:int|Sequence[int]=0,  # the seed; a list: one per rank, to see them disagree
     overrides:dict|None=None,  # fields of task_config to change
-    resume:str|Sequence[str]|None=None,  # a checkpoint to continue; a list: one per rank
+    resume:str|Sequence[str]|None=None,  # checkpoint to continue; a list: one per rank
 )->dict:  # {"loss": losses of every step, "state": the model's weights}
     """What each process runs: `train_task` on its shard, with `DataParallel`'s hooks
 
@@ -357,7 +357,7 @@ def train_replica(
     overrides : dict | None
         fields of task_config to change
     resume : str | Sequence[str] | None
-        a checkpoint to continue; a list: one per rank
+        checkpoint to continue; a list: one per rank
 
     Returns
     -------
