@@ -255,3 +255,14 @@ def test_cross_attention_switch_errors():
     with pytest.raises(TypeError, match="cross_attention must be a bool, got 1"): DecoderLayer(D, H, F, cross_attention=1)
     assert "norm2" not in dict(gpt.named_children()) or gpt.norm2 is None
     assert not any(k.startswith(("cross_attn", "norm2")) for k in gpt.state_dict())
+
+
+def test_input_of_another_dtype_names_the_argument():
+    "float64 into float32 layers: our error naming the argument, not torch's 'mixed dtype' from inside LayerNorm"
+    from transformer_nb.layers import Encoder, Decoder, EncoderLayer, DecoderLayer
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+    cases = ((lambda: Encoder(8, 2, 16, 1)(x), "x"), (lambda: EncoderLayer(8, 2, 16)(x), "x"),
+             (lambda: Decoder(8, 2, 16, 1)(x.float(), x), "memory"), (lambda: DecoderLayer(8, 2, 16)(x, x.float()), "y"))
+    for f, name in cases:
+        with pytest.raises(TypeError, match=f"{name} has dtype torch.float64, but the weights have torch.float32"):
+            f()

@@ -170,3 +170,57 @@ def test_trained_config_is_a_transformer_config_and_resume_is_exact(tmp_path):
         train_task("copy", steps=6, resume=tmp_path / "a.pt", seed=1, **small)
     with pytest.raises(ValueError, match="already done 3 steps"):
         train_task("copy", steps=3, resume=tmp_path / "a.pt", **small)
+
+
+TINY = dict(n_train=200, n_valid=4, progress=False, average=3, average_every=2, d_model=16,
+            num_heads=2, d_ff=32, num_encoder_layers=1, num_decoder_layers=1, dropout=0.1)
+
+
+@pytest.mark.parametrize("warmup, stop", [(None, 3), (4, 7)])
+def test_resume_is_bit_exact_with_dropout_and_averaging(warmup, stop, tmp_path):
+    """8 steps in one go, or `stop` steps saved and resumed to 8: the same losses, last and averaged weights.
+    (None, 3): the task's warm-up of 100 steps, the first part far shorter; (4, 7): after the warm-up, inside the
+    averaging window (checkpoints at steps 4, 6, 8: the first part kept 2, 4 and 6)"""
+    from transformer_nb.training import load_checkpoint
+    straight = train_task("copy", steps=8, warmup=warmup, **TINY)
+    first = train_task("copy", steps=stop, warmup=warmup, **TINY)
+    save_model(tmp_path / "a.pt", first.model, first.config, first.task.vocab, training=first.history.state)
+    torch.manual_seed(123)                  # whatever the random state: the checkpoint's is restored
+    resumed = train_task("copy", steps=8, resume=tmp_path / "a.pt", **TINY)
+    assert resumed.history.loss == straight.history.loss[stop:]
+    after = resumed.model.state_dict()
+    assert all(torch.equal(v, after[k]) for k, v in straight.model.state_dict().items())
+    last = resumed.history.state["model"]
+    assert all(torch.equal(v, last[k]) for k, v in straight.history.state["model"].items())
+    assert any(not torch.equal(v, last[k]) for k, v in after.items())      # the average is not the last weights
+    assert load_checkpoint(tmp_path / "a.pt")["training"]["schedule"]["warmup"] == (warmup or 100)
+
+
+def test_resume_keeps_the_schedule_and_averaging_of_the_run(tmp_path):
+    first = train_task("copy", steps=3, warmup=4, **TINY)
+    save_model(tmp_path / "a.pt", first.model, first.config, first.task.vocab, training=first.history.state)
+    with pytest.raises(ValueError, match="warmup 5: the run to resume has warmup 4; a resumed run keeps its schedule"):
+        train_task("copy", steps=8, warmup=5, resume=tmp_path / "a.pt", **TINY)
+    with pytest.raises(ValueError, match="average 1: the run to resume has average 3"):
+        train_task("copy", steps=8, resume=tmp_path / "a.pt", **{**TINY, "average": 1})
+
+
+def test_checkpoint_average_keeps_the_last_and_resumes():
+    from transformer_nb.training import CheckpointAverage
+    lin, avg = nn.Linear(2, 1), CheckpointAverage(keep=2)
+    for i in range(4):
+        with torch.no_grad(): lin.weight.fill_(float(i))
+        avg.add(lin)
+    again = CheckpointAverage(); again.load_state_dict(avg.state_dict())
+    with torch.no_grad(): lin.weight.fill_(10.0)
+    assert again.apply(lin).weight.flatten().tolist() == [2.5, 2.5]          # steps 2 and 3 of 0..3
+    with torch.no_grad(): lin.weight.fill_(10.0)
+    assert avg.apply(lin, current=True).weight.flatten().tolist() == [6.5, 6.5]   # 3 and the current 10
+
+
+def test_train_leaves_the_model_in_eval_mode():
+    task = make_task("copy", n_train=64, n_valid=4)
+    m = Transformer(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=32).train()
+    train(m, batch_stream(task.train, task.vocab, 16), steps=2, warmup=2, average=1, progress=False)
+    assert not m.training

@@ -4,7 +4,7 @@
 
 # %% ../nbs/14_cli.ipynb #c002
 from __future__ import annotations
-import argparse, os, socket, subprocess, sys, time
+import argparse, json, os, sys, time, warnings
 from pathlib import Path
 from . import __version__
 
@@ -93,7 +93,9 @@ def build_parser()->argparse.ArgumentParser:
     d.add_argument(
         "--threads", type=_count, default=1, help="torch threads (default: 1)"
     )
-    d.add_argument("texts", nargs="+", help="the strings to decode")
+    d.add_argument("texts", nargs="+",
+                   help="the strings to decode; - reads them from standard input, "
+                   "one a line")
     _add_lm_parsers(sub)  # train-lm, generate: the language model of chapter 11c
     return p
 
@@ -136,10 +138,6 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
     return paths
 
 # %% ../nbs/14_cli.ipynb #c008
-def _rank()->int:
-    "This process's rank under torchrun or --nproc; 0 when alone"
-    return int(os.environ.get("RANK", 0))
-
 def _run_settings(args)->tuple[str, int, int]:
     "Task, seed and training pairs: as given, else the resumed run's, else the defaults"
     had = {}
@@ -150,6 +148,25 @@ def _run_settings(args)->tuple[str, int, int]:
     pick = lambda given, key, default: had.get(key, default) if given is None else given
     return (pick(args.task, "task", "dates"), pick(args.seed, "seed", 0),
             pick(args.n_train, "n_train", 20_000))
+
+def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
+    "What this process can check of the command: files, checkpoint, settings"
+    from transformer_nb.training import TASK_SETTINGS
+    if args.resume and not Path(args.resume).exists():
+        raise FileNotFoundError(f"no such checkpoint: --resume {args.resume}")
+    task, seed, n_train = _run_settings(args)
+    batch = TASK_SETTINGS[task]["batch_size"]
+    if n_train < batch:
+        raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
+    out = Path(args.out)
+    # only the first process writes: its folder must take the files
+    if main_process:
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(f"--out {out} is a file, not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK):
+            raise PermissionError(f"--out {out}: no permission to write there")
+    return task, seed, n_train
 
 def cmd_train(
     args:argparse.Namespace,  # the parsed command line of `train`
@@ -166,28 +183,26 @@ def cmd_train(
     int
         the exit status
     """
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file, not a folder")
-    if args.resume and not Path(args.resume).exists():
-        raise FileNotFoundError(f"no such checkpoint: --resume {args.resume}")
     import torch
-    from transformer_nb.training import TASK_SETTINGS, train_task, save_model
+    from transformer_nb.training import (
+        TASK_SETTINGS, SingleProcess, train_task, save_model)
     from transformer_nb.decoding import exact_match
-    task, seed, n_train = _run_settings(args)
-    if task in _NUMBER_TASKS: return _train_numbers(args, task, seed, out)
-    batch = TASK_SETTINGS[task]["batch_size"]
-    if n_train < batch:
-        raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
+    if args.task in _NUMBER_TASKS:                      # chapter 11b: one process
+        seed = 0 if args.seed is None else args.seed
+        return _train_numbers(args, args.task, seed, Path(args.out))
     world = int(os.environ.get("WORLD_SIZE", 1))
-    processes = None
     torch.set_num_threads(args.threads)
+    processes = SingleProcess()
     if world > 1:
         from transformer_nb.distributed import init_processes, DataParallel
+        # join the group first, so that every check below is agreed by all processes
         init_processes(threads=args.threads)
         processes = DataParallel()
-    main_process = _rank() == 0
-    if main_process: out.mkdir(parents=True, exist_ok=True)
+    main_process, problem = processes.is_main, None
+    try: task, seed, n_train = _check_inputs(args, main_process)
+    except (ValueError, TypeError, OSError) as e: problem = e
+    # whichever process found a problem, all stop with it here, before any trains
+    processes.agree(problem)
     steps = args.steps or TASK_SETTINGS[task]["steps"]
     where = f"{args.threads} thread(s)" + (f" in each of {world} processes" if world > 1
                                           else "")
@@ -196,6 +211,7 @@ def cmd_train(
     t = train_task(task, steps=steps, seed=seed, n_train=n_train, resume=args.resume,
                    progress=not args.quiet, processes=processes)
     if not main_process: return 0
+    out = Path(args.out)
     acc = exact_match(t.model, t.task.vocab, t.task.valid)
     print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
           f"trained in {t.history.seconds:.1f} s")
@@ -206,6 +222,16 @@ def cmd_train(
     if args.no_plots: return 0
     for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
     return 0
+
+def _texts(given:list[str])->list[str]:
+    "The texts to decode: each argument, `-` standing for the lines of standard input"
+    texts = []
+    for text in given:
+        if text != "-": texts.append(text); continue
+        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        if not lines: raise ValueError("standard input (-) holds no text to decode")
+        texts += lines
+    return texts
 
 def cmd_decode(
     args:argparse.Namespace,  # the parsed command line of `decode`
@@ -224,21 +250,23 @@ def cmd_decode(
     """
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
+    texts = _texts(args.texts)
     import torch
     from transformer_nb.training import load_model
     from transformer_nb.decoding import translate, beam_translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
-    if meta.get("task") in _NUMBER_TASKS: return _decode_numbers(args, model, meta)
-    for text in args.texts:
+    if meta.get("task") in _NUMBER_TASKS:
+        args.texts = texts
+        return _decode_numbers(args, model, meta)
+    for text in texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
             print(f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} "
                   "not in the model's vocabulary, read as <unk>", file=sys.stderr)
-    if args.beam == 1: outs = translate(model, vocab, args.texts, max_len=args.max_len)
-    else:
-        outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
-    for text, o in zip(args.texts, outs): print(f"{text}\t{o}")
+    if args.beam == 1: outs = translate(model, vocab, texts, max_len=args.max_len)
+    else: outs = beam_translate(model, vocab, texts, args.beam, max_len=args.max_len)
+    for text, o in zip(texts, outs): print(f"{text}\t{o}")
     return 0
 
 # %% ../nbs/14_cli.ipynb #c008n
@@ -417,25 +445,45 @@ _LM_COMMANDS = {"train-lm": cmd_train_lm, "generate": cmd_generate}
 
 # %% ../nbs/14_cli.ipynb #c009
 def _launch(argv:list[str], nproc:int)->int:
-    ("Run `transformer-nb` with `argv` on `nproc` local processes, as torchrun would; "
-     "stop all if one fails")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
-    env = dict(os.environ, WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    procs = [subprocess.Popen([sys.executable, "-m", "transformer_nb", *argv],
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
-             for r in range(nproc)]
-    try:
-        while any(p.poll() is None for p in procs):
-            if any(p.poll() for p in procs): break
-            time.sleep(0.05)
-    except KeyboardInterrupt: pass
-    for p in procs:
-        if p.poll() is None: p.terminate()
-    codes = [p.wait() for p in procs]
-    # the first process's own failure; a process stopped by a signal counts as 1
-    return next((c if c > 0 else 1 for c in codes if c), 0)
+    ("Run `transformer-nb` with `argv` on `nproc` processes of this machine with "
+     "torchrun's own machinery; stop all if one fails")
+    import logging, uuid
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    # each process prints its own error line: not torch's report of the failure too
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    # torchrun --standalone: a rendezvous on a port that the system picks (port 0)
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc,
+                          run_id=str(uuid.uuid4()), rdzv_backend="c10d",
+                          rdzv_endpoint="localhost:0", max_restarts=0,
+                          monitor_interval=0.1)
+    try: elastic_launch(config, sys.executable)("-m", "transformer_nb", *argv)
+    except ChildFailedError as e:
+        codes = [f.exitcode for _, f in sorted(e.failures.items())]
+        # the first process's own status; one stopped by a signal counts as 1
+        return next((c for c in codes if c > 0), 1)
+    except (KeyboardInterrupt, SignalException): return 130
+    return 0
+
+def _fail(prog:str, message:str)->None:
+    ("One line on stderr, from the first process of each machine; under torchrun, "
+     "also in the error file from which torchrun reports the cause")
+    line = f"{prog}: {message}"
+    if int(os.environ.get("LOCAL_RANK", 0)) == 0: print(line, file=sys.stderr)
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file:
+        # the layout of torch.distributed.elastic's error files; no traceback but ours
+        info = dict(py_callstack=line, timestamp=str(int(time.time())))
+        try: Path(error_file).write_text(json.dumps(dict(message=dict(
+            message=line, extraInfo=info))))
+        except OSError: pass
+
+def _warn(prog:str):
+    "Python warnings as one line each: `transformer-nb train: warning: ...`"
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+    return show
 
 def main(
     argv:list[str]|None=None,  # the arguments; None: the command line's
@@ -451,18 +499,26 @@ def main(
     # usage errors exit here with status 2
     args = build_parser().parse_args(argv)
     prog = f"transformer-nb {args.command}"
-    if args.command == "train" and args.nproc > 1 and "WORLD_SIZE" not in os.environ:
-        return _launch(argv, args.nproc)
-    try: return {"train": cmd_train, "decode": cmd_decode,
-                 **_LM_COMMANDS}[args.command](args)
-    # the user's files and inputs: one line, from the first process only, no traceback
-    except (ValueError, TypeError, OSError, ImportError) as e:
-        if _rank() == 0: print(f"{prog}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        if _rank() == 0: print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        if "WORLD_SIZE" in os.environ:
-            import torch.distributed as dist
-            if dist.is_initialized(): dist.destroy_process_group()
+    with warnings.catch_warnings():
+        # torch without NumPy (the torch-only install) says so at import: not our
+        # concern, as nothing here needs NumPy
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        warnings.showwarning = _warn(prog)
+        if (args.command == "train" and args.nproc > 1
+                and "WORLD_SIZE" not in os.environ):
+            return _launch(argv, args.nproc)
+        try: return {"train": cmd_train, "decode": cmd_decode,
+                     **_LM_COMMANDS}[args.command](args)
+        # the user's files and inputs: one line, no traceback
+        # ImportError: an extra that is not installed (num2words for the numbers tasks)
+        except (ValueError, TypeError, OSError, ImportError) as e:
+            _fail(prog, f"error: {e}")
+            return 1
+        except KeyboardInterrupt:
+            _fail(prog, "interrupted")
+            return 130
+        finally:
+            if "WORLD_SIZE" in os.environ:
+                import torch.distributed as dist
+                if dist.is_initialized(): dist.destroy_process_group()
+

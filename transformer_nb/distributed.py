@@ -4,7 +4,7 @@
 
 # %% ../nbs/10a_distributed.ipynb #d002
 from __future__ import annotations
-import io, queue, socket, time
+import io, queue, time
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Callable, Iterator, Sequence
@@ -177,11 +177,54 @@ class DataParallel(SingleProcess):
                     for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
             raise ValueError(f"the processes disagree on {what}: " + "; ".join(diff))
 
+    def gather(self,
+        value,  # something of this process: its random state
+    )->list:  # the value of every process, by rank
+        """All-gather: every process's `value`, by rank, on every process
+
+        Parameters
+        ----------
+        value
+            something of this process: its random state
+
+        Returns
+        -------
+        list
+            the value of every process, by rank
+        """
+        values = [None] * self.world_size
+        dist.all_gather_object(values, value)
+        return values
+
+    def agree(self,
+        problem:BaseException|None,  # what this process found wrong, or None
+    )->None:
+        """Raise the same error on every process if any found a problem, naming the ranks
+
+        Parameters
+        ----------
+        problem : BaseException | None
+            what this process found wrong, or None
+        """
+        found = self.gather(None if problem is None else (type(problem), str(problem)))
+        ranks = [r for r, f in enumerate(found) if f is not None]
+        if not ranks: return
+        kind, message = found[ranks[0]]
+        alike = [r for r in ranks if found[r] == found[ranks[0]]]
+        if len(alike) < self.world_size:
+            message += (f" (on rank{'s' * (len(alike) > 1)} "
+                        f"{', '.join(map(str, alike))} of {self.world_size})")
+        try: error = kind(message)
+        except Exception: error = ValueError(message)
+        raise error from None
+
 # %% ../nbs/10a_distributed.ipynb #d015
 def init_processes(
     rank:int|None=None,  # this process; None: from the environment (torchrun)
     world_size:int|None=None,  # number of processes; None: from the environment
-    port:int|None=None,  # rendezvous port on 127.0.0.1; None: MASTER_ADDR/MASTER_PORT
+    # port of a TCPStore on 127.0.0.1 that another process keeps open (`spawn`'s);
+    # None: MASTER_ADDR/MASTER_PORT, as torchrun sets them
+    port:int|None=None,
     backend:str="gloo",  # "gloo" on CPUs, "nccl" on GPUs
     timeout:float=60,  # seconds a collective may wait for the others before failing
     threads:int=1,  # torch threads of this process
@@ -195,7 +238,8 @@ def init_processes(
     world_size : int | None
         number of processes; None: from the environment
     port : int | None
-        rendezvous port on 127.0.0.1; None: MASTER_ADDR/MASTER_PORT
+        port of a TCPStore on 127.0.0.1 that another process keeps open
+        (`spawn`'s); None: MASTER_ADDR/MASTER_PORT, as torchrun sets them
     backend : str
         "gloo" on CPUs, "nccl" on GPUs
     timeout : float
@@ -204,18 +248,14 @@ def init_processes(
         torch threads of this process
     """
     torch.set_num_threads(threads)
+    wait = timedelta(seconds=timeout)
     if port is None:
-        dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
+        dist.init_process_group(backend, timeout=wait)
     else:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}",
-                                rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=timeout))
-
-def _free_port()->int:
-    "A TCP port nobody listens on now"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False,
+                              timeout=wait)
+        dist.init_process_group(backend, store=store, rank=rank,
+                                world_size=world_size, timeout=wait)
 
 def _worker(rank, world_size, port, fn, args, results, timeout):
     "Run in a new process: join the group, run fn(*args), send back its result or error"
@@ -264,9 +304,13 @@ def spawn(
     """
     check_int(world_size, "world_size")
     ctx = _context()
-    results, port = ctx.Queue(), _free_port()
+    # the rendezvous: a store that torch binds to a free port (port 0) and this
+    # process keeps open, so that no other program can take the port in between
+    store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True,
+                          timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    results = ctx.Queue()
     procs = [ctx.Process(target=_worker, daemon=True,
-                         args=(r, world_size, port, fn, args, results, timeout))
+                         args=(r, world_size, store.port, fn, args, results, timeout))
              for r in range(world_size)]
     for p in procs: p.start()
     got, deadline = {}, time.monotonic() + timeout
@@ -287,6 +331,7 @@ def spawn(
         for p in procs:
             p.join(timeout=5)
             if p.is_alive(): p.kill()
+        del store
     failed = [r for r in sorted(got) if not got[r][0]]
     if failed: raise got[failed[0]][1]
     return [got[r][1] for r in range(world_size)]
@@ -297,6 +342,7 @@ def train_replica(
     steps:int,  # optimiser steps
     seed:int|Sequence[int]=0,  # the seed; a list: one per rank, to see them disagree
     overrides:dict|None=None,  # fields of task_config to change
+    resume:str|Sequence[str]|None=None,  # checkpoint to continue; a list: one per rank
 )->dict:  # {"loss": losses of every step, "state": the model's weights}
     """What each process runs: `train_task` on its shard, with `DataParallel`'s hooks
 
@@ -310,6 +356,8 @@ def train_replica(
         the seed; a list: one per rank, to see them disagree
     overrides : dict | None
         fields of task_config to change
+    resume : str | Sequence[str] | None
+        checkpoint to continue; a list: one per rank
 
     Returns
     -------
@@ -317,6 +365,8 @@ def train_replica(
         {"loss": losses of every step, "state": the model's weights}
     """
     if not isinstance(seed, int): seed = seed[dist.get_rank()]
+    if isinstance(resume, (list, tuple)): resume = resume[dist.get_rank()]
     t = train_task(name, steps=steps, seed=seed, progress=False, n_train=2000,
-                   n_valid=10, average=1, processes=DataParallel(), **(overrides or {}))
+                   n_valid=10, average=1, processes=DataParallel(), resume=resume,
+                   **(overrides or {}))
     return dict(loss=t.history.loss, state=t.model.state_dict())

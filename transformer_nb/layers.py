@@ -22,17 +22,21 @@ __all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer',
            'Decoder', 'layer_to_torch', 'layer_from_torch']
 
 # %% ../nbs/06_layers.ipynb #c006
-def _check_seq(x, name:str, d_model:int)->Tensor:
-    "x must be a float (B, T, d_model) tensor with T >= 1"
+def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
+    "x must be a float (B, T, d_model) tensor with T >= 1, of the module's dtype"
     check_tensor(x, name, ndim=3, floating=True)
     check_last_dim(x, d_model, name)
     check_nonempty(x, name, dim=1)
+    w = next(module.parameters(), None) if module is not None else None
+    if w is not None and x.dtype != w.dtype:
+        raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {w.dtype}: "
+                        f"convert one to the other, e.g. module.to({x.dtype})")
     return x
 
 # %% ../nbs/06_layers.ipynb #c006b
-def _check_target(y, memory, d_model:int, cross:bool):
+def _check_target(y, memory, d_model:int, cross:bool, module:nn.Module|None=None):
     "y (B, T, d_model); memory (B, S, d_model) exactly when there is cross-attention"
-    _check_seq(y, "y", d_model)
+    _check_seq(y, "y", d_model, module)
     if not cross:
         if memory is not None:
             raise ValueError(
@@ -43,7 +47,7 @@ def _check_target(y, memory, d_model:int, cross:bool):
     if memory is None:
         raise ValueError(
             "memory is required: pass the encoder's output (B, S, d_model)")
-    _check_seq(memory, "memory", d_model)
+    _check_seq(memory, "memory", d_model, module)
     if y.shape[0] != memory.shape[0]:
         raise ValueError(
             f"y and memory must have the same batch size B, got {y.shape[0]} and "
@@ -147,7 +151,7 @@ class EncoderLayer(_Sublayers):
             None
         """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
-        _check_seq(x, "x", self.d_model)
+        _check_seq(x, "x", self.d_model, self)
         if self.norm_first:                   # pre-LN (ours): x + Sublayer(LN(x))
             with self._normed(self.norm1, x) as h:
                 a, w = self._sa_block(h, src_mask, need_weights)
@@ -260,7 +264,7 @@ class DecoderLayer(_Sublayers):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        _check_target(y, memory, self.d_model, self.cross_attn is not None)
+        _check_target(y, memory, self.d_model, self.cross_attn is not None, self)
         w_cross = None
         if self.norm_first:                   # pre-LN (ours): y + Sublayer(LN(y))
             with self._normed(self.norm1, y) as h:
@@ -458,7 +462,7 @@ class Encoder(_Stack):
             tensors (B, H, S, S)
         """
         log_shapes("Encoder", x=x, src_mask=src_mask)
-        _check_seq(x, "x", self.d_model)
+        _check_seq(x, "x", self.d_model, self)
         x, (self_ws,) = self._run(x, src_mask=src_mask, need_weights=need_weights)
         return (x, self_ws) if need_weights else x
 
@@ -547,7 +551,8 @@ class Decoder(_Stack):
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
-        _check_target(y, memory, self.d_model, self.layers[0].cross_attn is not None)
+        cross = self.layers[0].cross_attn is not None
+        _check_target(y, memory, self.d_model, cross, self)
         if cache is not None and len(cache) != self.num_layers:
             raise ValueError(
                 f"cache must hold one LayerCache per layer, {self.num_layers}, got "

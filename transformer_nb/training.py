@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_training.ipynb #c002
 from __future__ import annotations
-import math, sys, time
+import math, sys, time, warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -238,28 +238,58 @@ class ProgressBar:
 
 # %% ../nbs/10_training.ipynb #c025
 class CheckpointAverage:
-    "The running mean of the parameters of several checkpoints of a model"
-    def __init__(self): self.sums, self.count = None, 0
+    """The mean of the parameters of the last few checkpoints of a model
+
+    Parameters
+    ----------
+    keep : int | None
+        how many of the latest checkpoints count; None: all
+    """
+    def __init__(self,
+        keep:int|None=None,  # how many of the latest checkpoints count; None: all
+    ):
+        """Build a `CheckpointAverage`: `help(CheckpointAverage)` describes the parameters."""
+        self.keep, self.checkpoints = keep, []
+    @property
+    def count(self)->int:
+        "How many checkpoints are kept"
+        return len(self.checkpoints)
+    @staticmethod
+    def _weights(model:nn.Module)->dict:
+        "A copy of the model's floating-point weights"
+        return {k: v.detach().clone() for k, v in model.state_dict().items()
+                if v.is_floating_point()}
     @torch.no_grad()
     def add(self, model:nn.Module)->None:
-        "Add the model's current weights as one more checkpoint"
-        state = {
-            k: v.detach().clone().double()
-            for k, v in model.state_dict().items()
-            if v.is_floating_point()
-        }
-        if self.sums is None: self.sums = state
-        else:
-            for k, v in state.items(): self.sums[k] += v
-        self.count += 1
+        "Keep the current weights as a checkpoint; beyond `keep`, drop the oldest"
+        self.checkpoints.append(self._weights(model))
+        if self.keep is not None: del self.checkpoints[:-self.keep]
     @torch.no_grad()
-    def apply(self, model:nn.Module)->nn.Module:
-        "Load the average of the checkpoints into the model"
-        if not self.count:
-            raise ValueError("no checkpoint to average: call add() first")
+    def apply(self,
+        model:nn.Module,  # the model whose checkpoints were added
+        current:bool=False,  # its weights now count as one more, the newest
+    )->nn.Module:
+        """Load the mean of the checkpoints into the model (a float64 sum, oldest first)
+
+        Parameters
+        ----------
+        model : nn.Module
+            the model whose checkpoints were added
+        current : bool
+            its weights now count as one more, the newest
+        """
+        kept = self.checkpoints + ([self._weights(model)] if current else [])
+        if self.keep is not None: kept = kept[-self.keep:]
+        if not kept: raise ValueError("no checkpoint to average: call add() first")
         for k, v in model.state_dict().items():
-            if k in self.sums: v.copy_(self.sums[k] / self.count)
+            if k in kept[0]: v.copy_(sum(c[k].double() for c in kept) / len(kept))
         return model
+    def state_dict(self)->dict:
+        "What a resumed run needs to average the same checkpoints"
+        return dict(keep=self.keep, checkpoints=self.checkpoints)
+    def load_state_dict(self, state:dict)->None:
+        "Continue from `state_dict()`"
+        self.keep, self.checkpoints = state["keep"], list(state["checkpoints"])
 
 # %% ../nbs/10_training.ipynb #c028
 class History(NamedTuple):
@@ -276,14 +306,16 @@ class History(NamedTuple):
     seconds : float
         wall time of the run
     state : dict | None
-        what `train(..., resume=state)` needs to continue: optimiser, schedule,
-        weights
+        what `train(..., resume=state)` needs to continue exactly: weights,
+        optimiser, schedule, the checkpoints to average, every process's random
+        state
     """
     loss: list  # training loss of every step
     lr: list  # learning rate of every step
     tokens: int  # target tokens seen
     seconds: float  # wall time of the run
-    # what `train(..., resume=state)` needs to continue: optimiser, schedule, weights
+    # what `train(..., resume=state)` needs to continue exactly: weights, optimiser,
+    # schedule, the checkpoints to average, every process's random state
     state: dict|None = None
 
 # %% ../nbs/10_training.ipynb #c028a
@@ -378,6 +410,35 @@ class SingleProcess:
             its name, for the error
         """
 
+    def gather(self,
+        value,  # something of this process: its random state
+    )->list:  # the value of every process, by rank
+        """Collect `value` from every process, on every process: here, `[value]`
+
+        Parameters
+        ----------
+        value
+            something of this process: its random state
+
+        Returns
+        -------
+        list
+            the value of every process, by rank
+        """
+        return [value]
+
+    def agree(self,
+        problem:BaseException|None,  # what this process found wrong, or None
+    )->None:
+        """Raise on every process if any process found a problem: here, this one's
+
+        Parameters
+        ----------
+        problem : BaseException | None
+            what this process found wrong, or None
+        """
+        if problem is not None: raise problem
+
 # %% ../nbs/10_training.ipynb #c028b
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
                       accumulate):
@@ -425,8 +486,14 @@ def _epochs(
                 "restarts at each epoch"
             )
 
-def _resume(model, opt, sched, state:dict, steps:int)->int:
-    "Load a run's state into the model, optimiser and schedule; the steps it had done"
+def _checksum(weights:dict)->tuple[float, float]:
+    "Two sums that tell two sets of weights apart: to compare processes' checkpoints"
+    flat = torch.cat([v.detach().flatten().double() for v in weights.values()])
+    where = torch.arange(len(flat), dtype=flat.dtype)
+    return flat.sum().item(), (flat * where).sum().item()
+
+def _check_state(state, steps:int, schedule:dict, averaging:dict):
+    "Reject a state that cannot continue into this run, naming what differs"
     needed = {"step", "optimizer", "scheduler", "model"}
     if not isinstance(state, dict) or not needed <= state.keys():
         raise TypeError("resume must be the state of a History (history.state), "
@@ -434,14 +501,36 @@ def _resume(model, opt, sched, state:dict, steps:int)->int:
     if state["step"] >= steps:
         raise ValueError(f"steps {steps}: the run to resume has already done "
                          f"{state['step']} steps")
+    for what, mine in (("schedule", schedule), ("averaging", averaging)):
+        had = state.get(what, mine)   # states of older versions: taken as they come
+        for k in mine:
+            if had[k] != mine[k]:
+                raise ValueError(f"{k} {mine[k]!r}: the run to resume has {k} "
+                                 f"{had[k]!r}; a resumed run keeps its {what}")
+
+def _resume(model, opt, sched, avg, state:dict, procs)->int:
+    "Load a run's state into the model, optimiser, schedule and average; its steps"
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"]); sched.load_state_dict(state["scheduler"])
-    if "rng" in state: torch.set_rng_state(state["rng"])
+    if "average" in state: avg.load_state_dict(state["average"])
+    rng = state.get("rng")
+    # one state per process; a single tensor: saved by an older version, one process
+    if isinstance(rng, Tensor): rng = [rng]
+    if rng: torch.set_rng_state(rng[procs.rank % len(rng)])
+    if rng and len(rng) != procs.world_size and procs.is_main:
+        # other shards: sums in another order, and dropout on other rows
+        dropout = getattr(getattr(model, "config", None), "dropout", 0)
+        warnings.warn(
+            f"the run was saved by {len(rng)} process(es) and resumes on "
+            f"{procs.world_size}: it goes on as a run on {procs.world_size} would, "
+            "equal to rounding at each step but not bit for bit"
+            + (", and dropout draws other random numbers" if dropout > 0 else ""),
+            stacklevel=3)
     return state["step"]
 
 # %% ../nbs/10_training.ipynb #c029
 def train(
-    model:Transformer,  # the model to train (in place)
+    model:Transformer,  # the model to train (in place); left in eval mode
     # an endless iterator (`batch_stream`), or a list or DataLoader of batches,
     # restarted each epoch
     batches:Iterable[Batch],
@@ -451,19 +540,20 @@ def train(
     smoothing:float=0.1,  # ε of label smoothing
     # at the end, load the average of this many checkpoints; 1: keep the last weights
     average:int=5,
-    average_every:int=50,  # steps between the averaged checkpoints
+    # checkpoints are taken at the steps that are multiples of this, and the last
+    average_every:int=50,
     progress:bool=True,  # show a progress bar (on stderr)
     accumulate:int=1,  # micro-batches (consecutive batches) per optimiser step
     processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
     resume:dict|None=None,  # `history.state` of an earlier run: continue it
     on_step:Callable|None=None,  # called as on_step(step, model) after every step
 )->History:
-    """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints
+    """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints; leave the model in eval mode
 
     Parameters
     ----------
     model : Transformer
-        the model to train (in place)
+        the model to train (in place); left in eval mode
     batches : Iterable[Batch]
         an endless iterator (`batch_stream`), or a list or DataLoader of
         batches, restarted each epoch
@@ -479,7 +569,8 @@ def train(
         at the end, load the average of this many checkpoints; 1: keep the last
         weights
     average_every : int
-        steps between the averaged checkpoints
+        checkpoints are taken at the steps that are multiples of this, and the
+        last
     progress : bool
         show a progress bar (on stderr)
     accumulate : int
@@ -491,14 +582,26 @@ def train(
     on_step : Callable | None
         called as on_step(step, model) after every step
     """
-    _check_train_args(model, batches, steps, warmup, factor, average, average_every,
-                      accumulate)
     procs = processes or SingleProcess()
+    schedule, averaging = dict(warmup=warmup, factor=factor), dict(
+        average=average, average_every=average_every)
+    problem = None
+    try:
+        _check_train_args(model, batches, steps, warmup, factor, average,
+                          average_every, accumulate)
+        if resume is not None: _check_state(resume, steps, schedule, averaging)
+    except (ValueError, TypeError) as e: problem = e
+    # every process checks its own arguments, then all agree before any acts
+    procs.agree(problem)
+    procs.check_same(dict(steps=steps, smoothing=smoothing, accumulate=accumulate,
+                          **schedule, **averaging,
+                          resume=None if resume is None else
+                          (resume["step"], _checksum(resume["model"]))), "train's run")
     opt, sched = make_optimizer(model, model.d_model, warmup, factor)
-    start = 0 if resume is None else _resume(model, opt, sched, resume, steps)
+    avg = CheckpointAverage(keep=average)
+    start = 0 if resume is None else _resume(model, opt, sched, avg, resume, procs)
     loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad, reduction="sum")
     net = procs.wrap(model)
-    avg = CheckpointAverage()
     bar = ProgressBar(steps, enabled=progress and procs.is_main)
     losses, lrs, tokens, t0 = [], [], 0, time.perf_counter()
     stream = _epochs(batches, steps * accumulate)
@@ -525,14 +628,16 @@ def train(
         opt.step(); sched.step()
         losses.append(procs.sum(total).item() / procs.world_size); tokens += n
         if on_step is not None: on_step(step, model)
-        left = steps - step
-        if left % average_every == 0 and left < average * average_every: avg.add(model)
+        # at fixed steps, whatever the run's length: a shorter run's are the same
+        if average > 1 and step % average_every == 0: avg.add(model)
         bar.update(step, loss=sum(losses[-50:]) / len(losses[-50:]),
                    tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
     state = dict(step=steps, optimizer=opt.state_dict(), scheduler=sched.state_dict(),
                  model={k: v.clone() for k, v in model.state_dict().items()},
-                 rng=torch.get_rng_state())
-    if avg.count > 1: avg.apply(model)
+                 rng=procs.gather(torch.get_rng_state()), average=avg.state_dict(),
+                 schedule=schedule, averaging=averaging)
+    # the last weights count too, unless they were just added
+    if average > 1: avg.apply(model, current=steps % average_every != 0)
     model.eval()
     return History(losses, lrs, tokens, time.perf_counter() - t0, state)
 
@@ -798,11 +903,13 @@ def train_task(
     progress:bool=True,  # show a progress bar (on stderr)
     n_train:int=20_000,  # training pairs
     n_valid:int=1000,  # validation pairs (before removing those seen in training)
-    # checkpoints averaged at the end (50 steps apart); 1: keep the last weights
+    # checkpoints averaged at the end (`average_every` steps apart); 1: the last weights
     average:int=5,
-    warmup:int|None=None,  # warm-up steps; None: TASK_SETTINGS[name], at most `steps`
+    # warm-up steps; None: TASK_SETTINGS[name] (or the resumed run's), whatever `steps`
+    warmup:int|None=None,
     processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
     resume=None,  # a checkpoint saved with training state: continue that run to `steps`
+    average_every:int=50,  # steps between the averaged checkpoints
     **overrides,  # fields of task_config to change, e.g. d_model=16
 )->Trained:
     """Make a task, build its model (`task_config`) and train it with TASK_SETTINGS
@@ -822,32 +929,42 @@ def train_task(
     n_valid : int
         validation pairs (before removing those seen in training)
     average : int
-        checkpoints averaged at the end (50 steps apart); 1: keep the last
-        weights
+        checkpoints averaged at the end (`average_every` steps apart); 1: the
+        last weights
     warmup : int | None
-        warm-up steps; None: TASK_SETTINGS[name], at most `steps`
+        warm-up steps; None: TASK_SETTINGS[name] (or the resumed run's),
+        whatever `steps`
     processes : SingleProcess | None
         several processes: `distributed.DataParallel`
     resume
         a checkpoint saved with training state: continue that run to `steps`
+    average_every : int
+        steps between the averaged checkpoints
     **overrides
         fields of task_config to change, e.g. d_model=16
     """
-    if steps is not None: check_int(steps, "steps")
     procs = processes or SingleProcess()
-    task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
-    s = TASK_SETTINGS[name]
-    steps = steps or s["steps"]
-    config = task_config(len(task.vocab), **overrides)
-    settings = dict(task=name, seed=seed, n_train=n_train, batch_size=s["batch_size"],
-                    warmup=warmup or min(s["warmup"], steps), factor=s["factor"])
-    state = None
-    if resume is not None:
-        ckpt = load_checkpoint(resume)
-        _check_resume(ckpt, resume, config, settings)
-        state = ckpt["training"]
-        # the schedule of the first part
-        settings["warmup"] = state["settings"]["warmup"]
+    problem, state = None, None
+    try:
+        if steps is not None: check_int(steps, "steps")
+        task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
+        s = TASK_SETTINGS[name]
+        steps = steps or s["steps"]
+        config = task_config(len(task.vocab), **overrides)
+        # the schedule does not depend on `steps`: a shorter run is the start of a
+        # longer one, and resumes into it exactly
+        settings = dict(task=name, seed=seed, n_train=n_train,
+                        batch_size=s["batch_size"], warmup=warmup or s["warmup"],
+                        factor=s["factor"])
+        if resume is not None:
+            ckpt = load_checkpoint(resume)
+            _check_resume(ckpt, resume, config, settings)
+            state = ckpt["training"]
+            # unless given, the first part's schedule
+            if warmup is None: settings["warmup"] = state["settings"]["warmup"]
+    except (ValueError, TypeError, OSError) as e: problem = e
+    # whichever process found a problem, every process raises it
+    procs.agree(problem)
     procs.check_same(dict(settings, steps=steps, config=asdict(config)), "the run")
     torch.manual_seed(seed)
     model = Transformer.from_config(config)
@@ -858,6 +975,7 @@ def train_task(
         warmup=settings["warmup"],
         factor=s["factor"],
         average=average,
+        average_every=average_every,
         progress=progress,
         processes=procs,
         resume=state,
