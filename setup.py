@@ -40,6 +40,7 @@ setuptools.setup(
     package_data={cfg['lib_name']: ['py.typed', 'explorer.js', 'explorer.css']},  # type hints, explorer assets
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'plot': shlex.split(cfg.get('plot_requirements', '')),
+                    'exercises': shlex.split(cfg.get('exercises_requirements', '')),
                     'numbers': shlex.split(cfg.get('numbers_requirements', '')),
                     'bench': shlex.split(cfg.get('bench_requirements', ''))},
     dependency_links=cfg.get('dep_links', '').split(),

@@ -13,6 +13,10 @@ from transformer_nb.norms import LayerNorm, SublayerConnection, residual
 from transformer_nb.layers import EncoderLayer, DecoderLayer, Encoder, Decoder
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import padding_mask, causal_mask, target_mask
+from transformer_nb.training import LabelSmoothingLoss, noam_lr, alignment_weight
+from transformer_nb.decoding import greedy_search, beam_search
+from transformer_nb.layers import LayerCache
+from transformer_nb.gpt import filter_logits
 
 BOOK = [(grade_token_embedding, TokenEmbedding), (grade_positional_encoding, sinusoidal_encoding),
         (grade_embeddings, Embeddings), (grade_attention, scaled_dot_product_attention),
@@ -20,7 +24,10 @@ BOOK = [(grade_token_embedding, TokenEmbedding), (grade_positional_encoding, sin
         (grade_ffn, PositionwiseFeedForward), (grade_layer_norm, LayerNorm), (grade_sublayer, SublayerConnection),
         (grade_encoder_layer, EncoderLayer), (grade_decoder_layer, DecoderLayer), (grade_encoder, Encoder),
         (grade_decoder, Decoder), (grade_transformer, Transformer),
-        (grade_causal_mask, causal_mask), (grade_padding_mask, padding_mask), (grade_target_mask, target_mask)]
+        (grade_causal_mask, causal_mask), (grade_padding_mask, padding_mask), (grade_target_mask, target_mask),
+        (grade_label_smoothing, LabelSmoothingLoss), (grade_noam_lr, noam_lr), (grade_alignment_weight, alignment_weight),
+        (grade_greedy_search, greedy_search), (grade_beam_search, beam_search), (grade_layer_cache, LayerCache),
+        (grade_filter_logits, filter_logits)]
 
 
 @pytest.mark.parametrize("check,answer", BOOK, ids=[c.__name__ for c, _ in BOOK])
@@ -54,8 +61,21 @@ class StubModule(nn.Module):
 def test_unfilled_function_or_class_is_told_to_fill_in(check):
     fails_with(check(StubModule if "Module" in check.__doc__ or check.__name__ not in (
         "grade_positional_encoding", "grade_attention", "grade_split_heads", "grade_merge_heads", "grade_causal_mask",
-        "grade_padding_mask", "grade_target_mask")
+        "grade_padding_mask", "grade_target_mask", "grade_noam_lr", "grade_alignment_weight", "grade_greedy_search",
+        "grade_beam_search", "grade_filter_logits")
         else stub_fn), "fill in the TODO")
+
+
+@pytest.mark.parametrize("check,answer", BOOK, ids=[c.__name__ for c, _ in BOOK])
+def test_unfilled_answer_hands_on_the_books(check, answer):
+    "While the exercise holds its `...`, the verdict's answer is the book's, and the message says so once"
+    v = check(StubModule if isinstance(answer, type) else stub_fn)
+    assert v.answer is answer and v.message.count("Until then the cells below use the book's") == 1
+
+def test_a_filled_answer_is_handed_on_as_it_is():
+    wrong = attention(scale=lambda d: 1.0)
+    assert grade_attention(wrong).answer is wrong and grade_attention(scaled_dot_product_attention).answer is \
+        scaled_dot_product_attention
 
 def test_not_implemented_error_is_told_to_fill_in():
     def f(q, k, v, mask=None): raise NotImplementedError
@@ -780,3 +800,457 @@ def test_layer_norm_written_out_passes():
             var = ((x - mean) ** 2).mean(-1, keepdim=True)
             return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
     assert grade_layer_norm(M)
+
+
+# ---------------------------------------------------------------- issue 35: answers as learners write them
+# Each grader accepts the chapter's code and other correct forms, and rejects each mistake with its own hint;
+# where an answer has two deviations, the hint names both, the more fundamental first.
+
+def test_layer_norm_alternative_correct_forms():
+    class Functional(nn.Module):                                   # F.layer_norm, torch's own
+        def __init__(self, d_model, eps=1e-5, fused=True):
+            super().__init__(); self.d_model, self.eps, self.fused = d_model, eps, fused
+            self.weight, self.bias = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model))
+        def forward(self, x): return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
+    class ByHand(Functional):                                      # mean of squares, rsqrt
+        def forward(self, x):
+            c = x - x.mean(-1, keepdim=True)
+            return c * torch.rsqrt((c * c).mean(-1, keepdim=True) + self.eps) * self.weight + self.bias
+    assert grade_layer_norm(Functional) and grade_layer_norm(ByHand)
+
+class LNInit(LayerNorm):
+    "The book's LayerNorm whose weight or bias starts elsewhere"
+    gamma, beta = 1.0, 0.0
+    def __init__(self, d_model, eps=1e-5, fused=True):
+        super().__init__(d_model, eps, fused)
+        with torch.no_grad(): self.weight.fill_(self.gamma); self.bias.fill_(self.beta)
+
+def test_layer_norm_gamma_starting_at_zero():
+    fails_with(grade_layer_norm(type("M", (LNInit,), {"gamma": 0.0})), "starts with `weight`", "start at 1")
+
+def test_layer_norm_beta_starting_at_one():
+    fails_with(grade_layer_norm(type("M", (LNInit,), {"beta": 1.0})), "starts with `bias`", "start at 0")
+
+def test_layer_norm_two_deviations_named_in_order():
+    class M(LNInit):
+        gamma = 0.0
+        def forward(self, x):                                      # unbiased variance, and γ starting at 0
+            return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) \
+                * self.weight + self.bias
+    v = grade_layer_norm(M)
+    fails_with(v, "2 things differ", "(1) you used the unbiased variance", "(2) your new LayerNorm")
+    assert v.message.index("unbiased") < v.message.index("start at 1")
+
+def test_layer_norm_unbiased_and_no_bias():
+    class M(LayerNorm):
+        def forward(self, x):
+            return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + self.eps) * self.weight
+    v = grade_layer_norm(M)
+    fails_with(v, "(1) you used the unbiased variance", "(2) the bias (β) is missing")
+
+def test_attention_mask_applied_only_to_4d_masks():
+    def f(q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None and mask.dim() == 4: s = s.masked_fill(~mask, torch.finfo(s.dtype).min)
+        w = s.softmax(-1)
+        if mask is not None and mask.dim() == 4: w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+        return w @ v, w
+    v = grade_attention(f)
+    fails_with(v, "the mask is ignored for this 2-D mask", "whatever its number of dimensions")
+    assert "-100" not in v.message
+
+def test_attention_unscaled_and_inverted_mask_named_in_order():
+    v = grade_attention(attention(scale=lambda d: 1.0, invert=True))
+    fails_with(v, "2 things differ", "(1) the scores are not scaled", "(2) the mask is inverted")
+
+def test_attention_divided_by_d_k_and_softmax_over_queries():
+    v = grade_attention(attention(scale=lambda d: d, dim=-2, zero_rows=False))
+    fails_with(v, "(1) you divided by d_k", "(2) the softmax runs over the wrong axis")
+
+def test_attention_alternative_correct_forms():
+    def where(q, k, v, mask=None, dropout_p=0.0):                 # torch.where and F.softmax
+        s = torch.matmul(q, k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+        if mask is not None: s = torch.where(mask, s, torch.finfo(s.dtype).min)
+        w = F.softmax(s, dim=-1)
+        if mask is not None: w = torch.where(mask.any(-1, keepdim=True), w, 0.0)
+        return torch.matmul(F.dropout(w, dropout_p), v), w
+    def dropping(q, k, v, mask=None, dropout_p=0.0):              # dropout by hand, inverted scaling
+        w = scaled_dot_product_attention(q, k, v, mask)[1]
+        keep = (torch.rand_like(w) >= dropout_p).to(w.dtype) / (1 - dropout_p)
+        return (w * keep) @ v, w
+    assert grade_attention(where) and grade_attention(dropping)
+
+def test_transformer_always_tying_the_output():
+    class M(Transformer):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw); self.output.weight = self.tgt_embed.tokens.embed.weight
+    v = grade_transformer(M)
+    fails_with(v, "`tgt_embed.tokens.embed.weight` and `output.weight` are one tensor", "share_embeddings=True")
+    assert "layers share" not in v.message
+
+def test_transformer_share_embeddings_ignored():
+    class M(Transformer):
+        def __init__(self, *a, share_embeddings=False, **kw): super().__init__(*a, **kw)
+    fails_with(grade_transformer(M), "share_embeddings=True", "shares 0 matrices where the book's shares 1")
+
+def test_transformer_sharing_source_embedding_across_vocabularies():
+    class M(Transformer):
+        def __init__(self, src_vocab, tgt_vocab, *a, share_embeddings=False, **kw):
+            super().__init__(src_vocab, tgt_vocab, *a, share_embeddings=share_embeddings, **kw)
+            if share_embeddings and src_vocab != tgt_vocab:                  # and the source embedding: too much
+                self.src_embed.tokens.embed = nn.Embedding(tgt_vocab, self.d_model)
+                self.src_embed.tokens.embed.weight = self.output.weight
+    fails_with(grade_transformer(M), "only the output projection and the target embedding")
+
+class TorchStyleEncoderLayer(nn.Module):
+    "nn.TransformerEncoderLayer's layout: its own dropouts drop1/drop2 and residuals, no `self.dropout`"
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, activation="relu"):
+        super().__init__()
+        self.d_model, self.num_heads, self.norm_first = d_model, num_heads, norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+    def forward(self, x, src_mask=None, need_weights=True):
+        if self.norm_first:
+            h = self.norm1(x); a, w = self.self_attn(h, h, h, mask=src_mask, need_weights=need_weights)
+            x = x + self.drop1(a)
+            return x + self.drop2(self.ffn(self.norm2(x))), w
+        a, w = self.self_attn(x, x, x, mask=src_mask, need_weights=need_weights)
+        x = self.norm1(x + self.drop1(a))
+        return self.norm2(x + self.drop2(self.ffn(x))), w
+
+def test_torch_style_encoder_layer_with_its_own_dropout_names_passes():
+    v = grade_encoder_layer(TorchStyleEncoderLayer)
+    assert v, v
+
+
+# ---------------------------------------------------------------- chapter 10: label smoothing, the schedule
+from transformer_nb.training import LabelSmoothingLoss, noam_lr
+from transformer_nb.decoding import greedy_search
+
+class LS(nn.Module):
+    "A label-smoothed loss as learners write it: explicit q, with one configurable mistake"
+    others, true_extra, use, pad, kl, hard_eps, hard_pad, ignore_red = "V", True, "log_softmax", "skip", False, None, None, False
+    def __init__(self, eps=0.1, ignore_index=0, reduction="mean"):
+        super().__init__(); self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
+    def forward(self, logits, target):
+        eps = self.hard_eps if self.hard_eps is not None else self.eps
+        ig = self.hard_pad if self.hard_pad is not None else self.ignore_index
+        V = logits.shape[-1]; x = logits.reshape(-1, V); t = target.reshape(-1)
+        lp = {"log_softmax": x.log_softmax(-1), "logits": x, "softmax": x.softmax(-1)}[self.use]
+        n_other = {"V": V, "V-1": V - 1}[self.others]
+        q = torch.full_like(lp, eps / n_other)
+        q[torch.arange(len(t)), t] = 1 - eps + (eps / V if self.true_extra else 0)
+        loss = -(q * lp).sum(-1)
+        if self.kl: loss = loss + (q * q.log()).sum(-1)
+        keep = t != ig
+        if self.reduction == "sum" and not self.ignore_red: return loss[keep].sum()
+        if self.pad == "keep": return loss.mean()
+        if self.pad == "divide all": return loss[keep].sum() / len(t)
+        return loss[keep].sum() / keep.sum()
+
+def ls(**kw): return type("MyLoss", (LS,), kw)
+
+def test_label_smoothing_book_and_alternatives():
+    assert grade_label_smoothing(LabelSmoothingLoss)
+    assert grade_label_smoothing(ls())                                       # the explicit q
+    class Torch(nn.Module):                                                 # torch's own loss
+        def __init__(self, eps=0.1, ignore_index=0, reduction="mean"):
+            super().__init__(); self.f = nn.CrossEntropyLoss(ignore_index=ignore_index, label_smoothing=eps,
+                                                              reduction=reduction)
+        def forward(self, logits, target): return self.f(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+    assert grade_label_smoothing(Torch)
+
+def test_label_smoothing_spread_over_v_minus_1():
+    fails_with(grade_label_smoothing(ls(others="V-1", true_extra=False)), "V − 1 other tokens", "ε/V")
+def test_label_smoothing_kl_divergence():
+    fails_with(grade_label_smoothing(ls(kl=True)), "KL divergence", "entropy of q")
+def test_label_smoothing_on_logits(): fails_with(grade_label_smoothing(ls(use="logits")), "log_softmax")
+def test_label_smoothing_on_probabilities(): fails_with(grade_label_smoothing(ls(use="softmax")), "not probabilities")
+def test_label_smoothing_padding_counted(): fails_with(grade_label_smoothing(ls(pad="keep")), "padding positions")
+def test_label_smoothing_divided_by_all_positions():
+    fails_with(grade_label_smoothing(ls(pad="divide all")), "divides by every position")
+def test_label_smoothing_eps_ignored(): fails_with(grade_label_smoothing(ls(hard_eps=0.1)), "eps=0.3 is ignored")
+def test_label_smoothing_ignore_index_ignored():
+    fails_with(grade_label_smoothing(ls(hard_pad=0)), "ignore_index=4 is ignored")
+def test_label_smoothing_sum_ignored(): fails_with(grade_label_smoothing(ls(ignore_red=True)), 'reduction="sum" is ignored')
+def test_label_smoothing_v_minus_1_and_padding_counted_named_in_order():
+    v = grade_label_smoothing(ls(others="V-1", true_extra=False, pad="keep"))
+    fails_with(v, "(1) ε is spread over the V − 1", "(2) padding positions")
+
+def test_label_smoothing_annotated_transformer_version():
+    class M(LS):                                                    # ε/(V−2), padding column 0, KLDivLoss(sum)
+        def forward(self, logits, target):
+            V = logits.shape[-1]; x = logits.reshape(-1, V).log_softmax(-1); t = target.reshape(-1)
+            q = torch.full_like(x, self.eps / (V - 2)); q[torch.arange(len(t)), t] = 1 - self.eps
+            q[:, self.ignore_index] = 0; keep = t != self.ignore_index
+            loss = -(q * x).sum(-1)
+            return loss[keep].sum() if self.reduction == "sum" else loss[keep].sum() / keep.sum()
+    fails_with(grade_label_smoothing(M), "V − 2 tokens", "padding's column")
+
+def test_label_smoothing_detached():
+    class M(LabelSmoothingLoss):
+        def forward(self, logits, target): return torch.tensor(super().forward(logits, target).item())
+    fails_with(grade_label_smoothing(M), "does not depend on the logits")
+
+def lr(scale="rsqrt", shape="min", warm="power", hard_warmup=None, use_factor=True, guard=True):
+    "The schedule as learners write it, with one configurable mistake"
+    def f(step, d_model, warmup=4000, factor=1.0):
+        w = hard_warmup or warmup
+        s = max(step, 1) if guard else step
+        rise = s * w ** -1.5 if warm == "power" else s / w
+        core = (min if shape == "min" else max)(s ** -0.5, rise)
+        k = {"rsqrt": d_model ** -0.5, "none": 1, "sqrt": math.sqrt(d_model), "inv": 1 / d_model}[scale]
+        return (factor if use_factor else 1) * k * core
+    return f
+
+def test_noam_book_and_alternatives():
+    assert grade_noam_lr(noam_lr) and grade_noam_lr(lr())
+    def torchy(step, d_model, warmup=4000, factor=1.0):             # a tensor of one number, branches
+        step = torch.tensor(float(max(step, 1)))
+        return factor * d_model ** -0.5 * (step * warmup ** -1.5 if step < warmup else step.rsqrt())
+    assert grade_noam_lr(torchy)
+
+def test_noam_max_instead_of_min(): fails_with(grade_noam_lr(lr(shape="max")), "max where equation 3 has min")
+def test_noam_step_over_warmup(): fails_with(grade_noam_lr(lr(warm="ratio")), "step / warmup is too steep")
+def test_noam_without_d_model(): fails_with(grade_noam_lr(lr(scale="none")), "d_model^-0.5 factor is missing")
+def test_noam_times_sqrt_d_model(): fails_with(grade_noam_lr(lr(scale="sqrt")), "multiplied by √d_model")
+def test_noam_warmup_ignored(): fails_with(grade_noam_lr(lr(hard_warmup=4000)), "`warmup` is ignored")
+def test_noam_factor_ignored(): fails_with(grade_noam_lr(lr(use_factor=False)), "`factor` is ignored")
+def test_noam_step_zero_divides_by_zero():
+    fails_with(grade_noam_lr(lr(guard=False)), "ZeroDivisionError", "read it as 1")
+def test_noam_two_mistakes_named_in_order():
+    fails_with(grade_noam_lr(lr(shape="max", scale="none")), "(1) max where", "(2) the d_model^-0.5 factor")
+
+
+# ---------------------------------------------------------------- chapter 11: greedy decoding
+
+def greedy(after_eos="pad", stop="all", keep_bos=False, steps=0, causal=True):
+    "Greedy decoding as learners write it (no cache), with one configurable mistake"
+    def f(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2):
+        memory = model.encode(src, src_mask)
+        ys = torch.full((src.shape[0], 1), bos); done = torch.zeros(src.shape[0], dtype=torch.bool); out = []
+        for t in range(max_len + steps):
+            m = torch.ones(t + 1, t + 1, dtype=torch.bool).tril() if causal else None
+            logits = model.decode(ys, memory, m, src_mask)[:, -1]
+            nxt = logits.argmax(-1)
+            if after_eos == "pad": nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+            ys = torch.cat([ys, nxt[:, None]], 1); out.append(logits)
+            if eos is None: continue
+            done = done | (nxt == eos)
+            if (stop == "all" and done.all()) or (stop == "any" and done.any()): break
+        return (ys if keep_bos else ys[:, 1:]), torch.stack(out, 1)
+    return f
+
+def test_greedy_book_and_alternatives():
+    assert grade_greedy_search(greedy_search) and grade_greedy_search(greedy())
+
+def test_greedy_setup_has_rows_ending_at_different_steps():
+    "The checker's case: rows end at steps 3, 2, 1 and never, so each mistake below shows"
+    from transformer_nb.book.grading import _decoding_case
+    model, src, src_mask = _decoding_case()
+    ids, _ = greedy_search(model, src, src_mask, max_len=10)
+    ends = [(r == 2).nonzero()[:1].flatten().tolist() for r in ids]
+    assert ends == [[3], [2], [1], []], ends
+
+def test_greedy_no_pad_after_eos(): fails_with(grade_greedy_search(greedy(after_eos="go on")), "after </s>, write <pad>")
+def test_greedy_stops_at_first_eos(): fails_with(grade_greedy_search(greedy(stop="any")), "when the first row writes </s>")
+def test_greedy_never_stops(): fails_with(grade_greedy_search(greedy(stop="never")), "even after every row has written")
+def test_greedy_keeps_bos(): fails_with(grade_greedy_search(greedy(keep_bos=True)), "start with <s>")
+def test_greedy_one_token_short(): fails_with(grade_greedy_search(greedy(steps=-1)), "one token short")
+def test_greedy_without_causal_mask(): fails_with(grade_greedy_search(greedy(causal=False)), "without the causal mask")
+def test_greedy_no_pad_and_never_stops_named_in_order():
+    fails_with(grade_greedy_search(greedy(after_eos="go on", stop="never")), "(1) you write max_len", "(2) a row that")
+
+
+# ---------------------------------------------------------------- chapter 11: beam search and its stopping rule
+from transformer_nb.decoding import beam_search, Hypothesis, length_penalty
+
+def beam(stop="bound", bound_len="max_len", count_eos=True, use_alpha=True, eos_any_rank=False, keep_unfinished=True):
+    "Beam search as learners write it: a heap-free loop over prefixes, no cache, with one configurable mistake"
+    def f(model, src, beam_size=4, max_len=32, alpha=0.6, bos=1, eos=2):
+        mem = model.encode(src[None])
+        score = lambda lp, n: lp / (length_penalty(n if count_eos else n - 1, alpha) if use_alpha else 1.0)
+        live, done = [([], 0.0)], []
+        for t in range(1, max_len + 1):
+            ys = torch.tensor([[bos] + toks for toks, _ in live])
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            logp = model.decode(ys, mem.expand(len(live), -1, -1), mask)[:, -1].log_softmax(-1)
+            cands = sorted(((lp + logp[r, w].item(), r, w) for r, (_, lp) in enumerate(live)
+                            for w in range(logp.shape[1])), reverse=True)[:2 * beam_size]
+            nxt = []
+            for rank, (lp, r, w) in enumerate(cands):
+                if w == eos:
+                    if rank < beam_size or eos_any_rank: done.append(Hypothesis(live[r][0], lp, score(lp, t), True))
+                elif len(nxt) < beam_size: nxt.append((live[r][0] + [w], lp))
+            if not nxt: break
+            if t == max_len:
+                if keep_unfinished: done += [Hypothesis(toks, lp, score(lp, t), False) for toks, lp in nxt]
+                break
+            if stop == "first" and done: break
+            if len(done) >= beam_size:
+                if stop == "k finished": break
+                best_live = max(lp for _, lp in nxt) / length_penalty(max_len if bound_len == "max_len" else t, alpha)
+                if sorted(h.score for h in done)[-beam_size] >= best_live: break
+            live = nxt
+        return sorted(done, key=lambda h: -h.score)[:beam_size]
+    return f
+
+def test_beam_book_and_alternatives():
+    assert grade_beam_search(beam_search)
+    v = grade_beam_search(beam()); assert v, v
+
+def test_beam_every_deviation_shows_in_the_checkers_cases():
+    "Each deviation the checker names changes the result of at least one of its cases"
+    from transformer_nb.book.grading import _beam_cases, _beam_variant, _BEAM_MISTAKES, _hyps, _same_hyps
+    for axis, options in _BEAM_MISTAKES:
+        for option in options:
+            assert any(not _same_hyps(_hyps(beam_search(m, s, beam_size=k, max_len=L, alpha=a), ""),
+                                      _hyps(_beam_variant(m, s, k, L, a, **{axis: option}), ""))
+                       for m, s, k, L, a in _beam_cases()), (axis, option)
+
+def test_beam_stops_at_first_finished(): fails_with(grade_beam_search(beam(stop="first")), "first hypothesis finishes")
+def test_beam_stops_at_k_finished(): fails_with(grade_beam_search(beam(stop="k finished")), "as soon as beam_size")
+def test_beam_bound_with_current_length():
+    fails_with(grade_beam_search(beam(bound_len="now")), "best reachable score", "length_penalty(max_len)")
+def test_beam_alpha_ignored(): fails_with(grade_beam_search(beam(use_alpha=False)), "alpha is ignored")
+def test_beam_penalty_without_eos(): fails_with(grade_beam_search(beam(count_eos=False)), "without </s>")
+def test_beam_eos_below_rank_k(): fails_with(grade_beam_search(beam(eos_any_rank=True)), "only if it is one of the k best")
+def test_beam_unfinished_lost(): fails_with(grade_beam_search(beam(keep_unfinished=False)), "live hypotheses are lost")
+def test_beam_two_mistakes_named_in_order():
+    fails_with(grade_beam_search(beam(stop="k finished", use_alpha=False)), "(1) you stop as soon as", "(2) alpha is ignored")
+
+
+# ---------------------------------------------------------------- chapter 10: reading attention (alignment_weight)
+from transformer_nb.training import alignment_weight
+from transformer_nb.data import make_batch
+
+def reading(maps="cross", swap=False, average="all", eval_mode=True):
+    "alignment_weight as learners write it, with one configurable mistake"
+    def f(model, vocab, pairs, align):
+        if eval_mode: model.eval()
+        b = make_batch(pairs, vocab)
+        attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True)[1]
+        m = getattr(attn, maps)
+        rows = [[m[:, i, :, k, q] if swap else m[:, i, :, q, k] for q, k in align(s, t)]
+                for i, (s, t) in enumerate(pairs)]
+        if average == "per example": return torch.stack([torch.stack(r).mean(0) for r in rows]).mean(0)
+        flat = torch.stack([w for r in rows for w in r])
+        return flat.max(0).values if average == "max" else flat.sum(0) / len(flat)
+    return f
+
+def test_alignment_book_and_alternative(): assert grade_alignment_weight(alignment_weight) and grade_alignment_weight(reading())
+def test_alignment_encoder_maps(): fails_with(grade_alignment_weight(reading(maps="encoder")), "encoder's self-attention")
+def test_alignment_decoder_maps(): fails_with(grade_alignment_weight(reading(maps="decoder")), "decoder's self-attention")
+def test_alignment_query_key_swapped(): fails_with(grade_alignment_weight(reading(swap=True)), "queries and keys are swapped")
+def test_alignment_mean_of_means(): fails_with(grade_alignment_weight(reading(average="per example")), "a longer example counts more")
+def test_alignment_max(): fails_with(grade_alignment_weight(reading(average="max")), "not the largest")
+def test_alignment_dropout_on(): fails_with(grade_alignment_weight(reading(eval_mode=False)), "model.eval()")
+def test_alignment_dropout_on_and_swapped_named_in_order():
+    fails_with(grade_alignment_weight(reading(eval_mode=False, swap=True)), "(1) queries and keys", "(2) dropout was on")
+
+
+# ---------------------------------------------------------------- how a new module starts (issue 35)
+
+def test_ffn_second_layer_starting_at_zero():
+    class M(PositionwiseFeedForward):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw); nn.init.zeros_(self.linear2.weight)
+    fails_with(grade_ffn(M), "your new PositionwiseFeedForward starts with `linear2.weight`", "spread")
+
+def test_multihead_output_projection_starting_at_zero():
+    class M(MultiHeadAttention):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw); nn.init.zeros_(self.W_o.weight)
+    fails_with(grade_multihead(M), "your new MultiHeadAttention starts with `W_o.weight`")
+
+def test_multihead_xavier_initialised_passes():
+    "Xavier-uniform is within the spread the checker allows (the whole model is Xavier-initialised in chapter 7)"
+    class M(MultiHeadAttention):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            for p in self.parameters():
+                if p.dim() > 1: nn.init.xavier_uniform_(p)
+    assert grade_multihead(M)
+
+
+# ---------------------------------------------------------------- chapter 6: the key/value cache
+from transformer_nb.layers import LayerCache
+
+def kv(dim=2, new_first=False, store="all", returns="all", length="positions", swap=False, cross=True):
+    "A key/value cache as learners write it, with one configurable mistake"
+    class C:
+        def __init__(self):
+            self.k = self.v = None; self.calls = 0
+            if cross: self.cross = None
+        def append(self, k, v):
+            self.calls += 1
+            if self.k is None: K, V = k, v
+            else:
+                K = torch.cat([k, self.k] if new_first else [self.k, k], dim)
+                V = torch.cat([v, self.v] if new_first else [self.v, v], dim)
+            if store == "all" or self.k is None: self.k, self.v = (V, K) if swap else (K, V)
+            return (k, v) if returns == "new" else (K, V)
+        def __len__(self): return self.calls if length == "calls" else (0 if self.k is None else self.k.shape[2])
+    return C
+
+def test_cache_book_and_alternative():
+    assert grade_layer_cache(LayerCache) and grade_layer_cache(kv())
+    class Lists:                                                    # lists of steps, concatenated when asked
+        def __init__(self): self.ks, self.vs, self.cross = [], [], None
+        def append(self, k, v):
+            self.ks.append(k); self.vs.append(v); return torch.cat(self.ks, 2), torch.cat(self.vs, 2)
+        def __len__(self): return sum(k.shape[2] for k in self.ks)
+    assert grade_layer_cache(Lists)
+
+def test_cache_along_heads(): fails_with(grade_layer_cache(kv(dim=1)), "RuntimeError", "Positions are dim 2")
+def test_cache_along_d_k(): fails_with(grade_layer_cache(kv(dim=-1)), "RuntimeError", "Positions are dim 2")
+def test_cache_new_first(): fails_with(grade_layer_cache(kv(new_first=True)), "new positions go before")
+def test_cache_not_stored(): fails_with(grade_layer_cache(kv(store="first")), "keeps only what the first call stored")
+def test_cache_returns_only_new(): fails_with(grade_layer_cache(kv(returns="new")), "returns only the new positions")
+def test_cache_len_counts_calls(): fails_with(grade_layer_cache(kv(length="calls")), "len counts the calls")
+def test_cache_keys_values_swapped(): fails_with(grade_layer_cache(kv(swap=True)), "keys and values are swapped")
+def test_cache_without_cross(): fails_with(grade_layer_cache(kv(cross=False)), "`cross = None`")
+def test_cache_new_first_and_len_calls_named_in_order():
+    fails_with(grade_layer_cache(kv(new_first=True, length="calls")), "(1) the new positions", "(2) len counts")
+
+
+# ---------------------------------------------------------------- chapter 11c: sampling's filter, top-p's boundary
+from transformer_nb.gpt import filter_logits
+
+def filt(crossing="kept", ties="kept", temp="first", kties="kept", order="after top-k"):
+    "filter_logits as learners write it (no max subtraction), with one configurable mistake"
+    def f(logits, temperature=1.0, top_k=None, top_p=None):
+        x = logits.float()
+        if temp == "first": x = x / temperature
+        if temp == "times": x = x * temperature
+        before = x
+        if top_k is not None and top_k < x.shape[-1]:
+            if kties == "kept": x = torch.where(x >= x.topk(top_k, -1).values[..., -1:], x, -math.inf)
+            else: x = torch.full_like(x, -math.inf).scatter(-1, x.topk(top_k, -1).indices, x.topk(top_k, -1).values)
+        if top_p is not None and top_p < 1:
+            p = (x if order == "after top-k" else before).softmax(-1)
+            sp, si = p.sort(-1, descending=True)
+            cum = sp.cumsum(-1)
+            keep = (cum - sp < top_p) if crossing == "kept" else (cum < top_p)
+            if ties == "kept":
+                x = torch.where(p >= sp.masked_fill(~keep, 2.0).amin(-1, keepdim=True), x, -math.inf)
+            else:
+                x = x.masked_fill(~torch.zeros_like(keep).scatter(-1, si, keep), -math.inf)
+        if temp == "last": x = x / temperature
+        return x
+    return f
+
+def test_filter_book_and_alternative():
+    assert grade_filter_logits(filter_logits)
+    v = grade_filter_logits(filt()); assert v, v
+
+def test_top_p_drops_the_crossing_token(): fails_with(grade_filter_logits(filt(crossing="dropped")), "carries the mass past p", "that token is kept")
+def test_top_p_splits_ties(): fails_with(grade_filter_logits(filt(ties="split")), "top-p splits tied tokens")
+def test_top_k_splits_ties(): fails_with(grade_filter_logits(filt(kties="split")), "top-k splits ties")
+def test_temperature_after_filtering(): fails_with(grade_filter_logits(filt(temp="last")), "applied after the filtering")
+def test_temperature_multiplied(): fails_with(grade_filter_logits(filt(temp="times")), "multiplied by the temperature")
+def test_top_p_before_top_k(): fails_with(grade_filter_logits(filt(order="before top-k")), "before top-k")
+def test_top_p_crossing_dropped_and_ties_split_named_in_order():
+    fails_with(grade_filter_logits(filt(crossing="dropped", ties="split")), "(1) top-p drops", "(2) top-p splits")

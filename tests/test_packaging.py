@@ -118,6 +118,9 @@ def test_wheel_metadata(built):
     assert "Provides-Extra: plot\n" in meta                       # pip install "transformer_nb[plot]"
     for req in CFG["plot_requirements"].split():
         assert f"Requires-Dist: {req}; extra == \"plot\"\n" in meta, meta
+    assert "Provides-Extra: exercises\n" in meta                  # pip install "transformer_nb[exercises]"
+    for req in CFG["exercises_requirements"].split():
+        assert f"Requires-Dist: {req}; extra == \"exercises\"\n" in meta, meta
     assert "Provides-Extra: numbers\n" in meta                    # pip install "transformer_nb[numbers]"
     for req in CFG["numbers_requirements"].split():
         assert f"Requires-Dist: {req}; extra == \"numbers\"\n" in meta, meta

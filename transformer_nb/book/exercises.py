@@ -11,7 +11,7 @@ from typing import NamedTuple
 # exercise notebooks are made; this page, for learners, lists them
 
 # %% auto #0
-__all__ = ['EXERCISE', 'EFFORT', 'split_directives', 'exercise_checker', 'make_exercise_source', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
+__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'split_directives', 'exercise_checker', 'make_exercise_source', 'setup_source', 'check_source', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
 
 # %% ../../nbs/91_grading.ipynb #xc006
 # the directive: `#| exercise CHECKER`
@@ -212,6 +212,8 @@ def make_exercise_source(
     lines = src.split("\n")
     edits, names = [], []
     for node in tree.body:
+        # a private helper beside the exercise (an argument check) stays as it is
+        if getattr(node, "name", "").startswith("_"): continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)): names.append(node.name)
         if isinstance(node, ast.FunctionDef):
             edits.append(
@@ -233,6 +235,86 @@ def make_exercise_source(
     for first, last, stub in sorted(edits, reverse=True):
         lines[first:last] = stub
     return "\n".join(lines).rstrip() + "\n", names
+
+# %% ../../nbs/91_grading.ipynb #xnbs
+# what an exercise notebook imports beyond torch and this package, from the
+# extra `pip install "transformer_nb[exercises]"` (settings.ini)
+EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
+
+def setup_source(
+    needs:dict=EXERCISE_NEEDS,  # {module: the distribution that provides it}
+)->str:  # the source of the first code cell of an exercise notebook
+    """The set-up cell: say and check what the notebook needs, before any import fails
+
+    Parameters
+    ----------
+    needs : dict
+        {module: the distribution that provides it}
+
+    Returns
+    -------
+    str
+        the source of the first code cell of an exercise notebook
+    """
+    mods = ", ".join(repr(m) for m in ("torch", "transformer_nb", *needs))
+    return (
+        "# Set-up: this notebook needs Python 3.11 or later, PyTorch and the package\n"
+        "# transformer_nb with its exercises extra (fastcore, matplotlib):\n"
+        "#     pip install \"transformer_nb[exercises]\"\n"
+        "import importlib.util, sys\n"
+        f"missing = [m for m in ({mods}) if importlib.util.find_spec(m) is None]\n"
+        "if sys.version_info < (3, 11) or missing:\n"
+        "    raise SystemExit(\n"
+        "        f\"this notebook needs Python 3.11+ (this is \"\n"
+        "        f\"{sys.version.split()[0]}) and {', '.join(missing) or 'no "
+        "more'}:\"\n"
+        "        ' pip install \"transformer_nb[exercises]\"')\n"
+        "import transformer_nb\n"
+        "print(f\"ready: Python {sys.version.split()[0]}, \"\n"
+        "      f\"transformer_nb {transformer_nb.__version__}\")"
+    )
+
+def check_source(
+    checker:str,  # the checker's name, e.g. "grade_attention"
+    # the learner's functions or classes, the graded one first, e.g.
+    # "scaled_dot_product_attention"
+    names:str|list,
+)->str:  # the source of the check cell under the exercise
+    """The check cell: grade the answer; the cells below use it, or the book's while it is unfilled
+
+    Parameters
+    ----------
+    checker : str
+        the checker's name, e.g. "grade_attention"
+    names : str | list
+        the learner's functions or classes, the graded one first, e.g.
+        "scaled_dot_product_attention"
+
+    Returns
+    -------
+    str
+        the source of the check cell under the exercise
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    first, rest = names[0], names[1:]
+    return (
+        f"verdict = {checker}({first})\n"
+        f"{first} = verdict.answer  # yours; the book's while your TODO holds its "
+        "`...`\n"
+        + "".join(f"{n} = verdict.book_if_unfilled({n})\n" for n in rest)
+        + "verdict"
+    )
+
+# what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
+# names the file .py from it)
+NOTEBOOK_METADATA = {
+    "kernelspec": {"display_name": "Python 3", "language": "python",
+                   "name": "python3"},
+    "language_info": {"name": "python", "version": "3.11", "file_extension": ".py",
+                      "mimetype": "text/x-python", "pygments_lexer": "ipython3",
+                      "codemirror_mode": {"name": "ipython", "version": 3},
+                      "nbconvert_exporter": "python"},
+}
 
 # %% ../../nbs/91_grading.ipynb #xc016
 def _cell(kind:str, source:str, i:int)->dict:
@@ -256,7 +338,10 @@ def _intro(stem:str, checkers:list[str])->str:
         "keeping the names, run the "
         "cell, then run the check under it. A check says **✓ passed** or gives a hint "
         "about what to fix. The "
-        "cells after an exercise use your answer, so fill the exercises in order. "
+        "cells after an exercise use your answer, so fill the exercises in order; "
+        "while an exercise still holds its `...`, its check says so and the cells "
+        "after it use the book's implementation, so *Run All* goes through. The "
+        "first code cell checks that you have what the notebook needs. "
         "Checkers in this notebook: "
         + ", ".join(f"`{c}`" for c in checkers)
         + "."
@@ -387,6 +472,7 @@ def make_exercise_notebook(
                 cells += [
                     _cell("markdown", src, len(cells)),
                     _cell("markdown", _intro(chapter.stem, checkers), len(cells) + 1),
+                    _cell("code", setup_source(), len(cells) + 2),
                 ]
                 continue
             section = _section(src) or section
@@ -400,8 +486,12 @@ def make_exercise_notebook(
             continue
         if re.match(r"^\s*show_doc\(", split_directives(src)[1]): continue
         name = re.escape(own or "")
-        uses = rf"\btransformer_nb\.{name}\b|from transformer_nb import {name}\b"
-        if own and re.search(uses, src):
+        # an import of the chapter's module (a mention in a string is not one)
+        uses = (
+            rf"^\s*(from\s+transformer_nb\.{name}\s+import|import\s+"
+            rf"transformer_nb\.{name}\b|from\s+transformer_nb\s+import\s.*\b{name}\b)"
+        )
+        if own and re.search(uses, src, re.M):
             raise ValueError(
                 f"{chapter.name}: a cell imports the chapter's own module "
                 f"transformer_nb.{own}; "
@@ -417,7 +507,7 @@ def make_exercise_notebook(
                 )
             flush()
             cells.append(_cell("code", stub, len(cells)))
-            pending.append(f"{checker}({names[0]})")
+            pending.append(check_source(checker, names))
             continue
         if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]):
             flush()
@@ -444,13 +534,7 @@ def make_exercise_notebook(
     embed_images(cells, chapter.parent)
     return {
         "cells": cells,
-        "metadata": {
-            "kernelspec": {
-                "display_name": "python3",
-                "language": "python",
-                "name": "python3",
-            }
-        },
+        "metadata": NOTEBOOK_METADATA,
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -636,6 +720,57 @@ EFFORT = {
         "Both conditions: the padding mask of the target AND the causal mask; "
         "broadcasting gives (B, 1, T, T).",
     ),
+    "grade_label_smoothing": (
+        30,
+        2,
+        "Mix two familiar terms: (1 − ε) × the negative log-likelihood of the true "
+        "token plus ε × the mean of −log p over the vocabulary (log_softmax first); "
+        "then average over the tokens whose target is not ignore_index.",
+    ),
+    "grade_noam_lr": (
+        15,
+        1,
+        "Equation 3: d_model^-0.5 · min(step^-0.5, step · warmup^-1.5). Read step 0 "
+        "as step 1 (max(step, 1)), since LambdaLR asks for step 0 first.",
+    ),
+    "grade_greedy_search": (
+        45,
+        3,
+        "Encode once; then, max_len times, take the argmax of the next-token logits, "
+        "write <pad> in the rows that have already written </s>, and stop as soon as "
+        "every row has. Return the ids without <s>, and the logits of every step.",
+    ),
+    "grade_beam_search": (
+        60,
+        3,
+        "Keep the k best prefixes by total log-probability. A candidate ending in </s> "
+        "among the k best leaves the beam as a finished hypothesis, scored logprob / "
+        "length_penalty(length with </s>). Stop when no live prefix can beat the k-th "
+        "finished score: its logprob / length_penalty(max_len) is the best it can "
+        "reach.",
+    ),
+    "grade_alignment_weight": (
+        25,
+        2,
+        "Run the model once with return_attention=True, in eval mode; for each example "
+        "i and each (query q, key k) of its alignment, read attn.cross[:, i, :, q, k], "
+        "one number per layer and head; average them all.",
+    ),
+    "grade_layer_cache": (
+        15,
+        1,
+        "append concatenates the cached keys and the new ones along the positions, "
+        "dim 2 of (B, H, T, d_k), cached first, stores the result and returns it; "
+        "len is the number of positions, self.k.shape[2]; `cross` starts as None.",
+    ),
+    "grade_filter_logits": (
+        30,
+        2,
+        "Divide by the temperature first; top-k keeps every logit >= the k-th "
+        "largest; top-p sorts the probabilities and keeps a token while the mass "
+        "ranked above it is below p (the token that crosses p stays), then every "
+        "token as probable as the least kept. Left-out tokens get -inf.",
+    ),
 }
 
 # %% ../../nbs/91_grading.ipynb #ex-listing
@@ -711,7 +846,9 @@ def list_exercises(
                 )
             tree = ast.parse(split_directives(_src(cell))[1])
             defs = [
-                n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                n for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+                and not n.name.startswith("_")
             ]
             summary = (ast.get_docstring(defs[0]) or "").split("\n")[0] if defs else ""
             out.append(
@@ -751,7 +888,8 @@ def exercise_table(
     rows = []
     names = lambda e: ", ".join(f"<code>{escape(x)}</code>" for x in e.names)
     for i, e in enumerate(exercises, 1):
-        n = int(e.chapter.split("_")[0])
+        # the chapter's number as the file names it: 2, 10a, 11c
+        n = e.chapter.split("_")[0].lstrip("0") or "0"
         rows.append(
             f"<tr><td>{i}</td><td>{names(e)}<br>"
             f"<small>{code(e.summary)}; checked by "

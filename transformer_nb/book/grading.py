@@ -14,16 +14,24 @@ from ..attention import scaled_dot_product_attention
 from ..multihead import MultiHeadAttention
 from ..ffn import PositionwiseFeedForward
 from ..norms import LayerNorm, SublayerConnection
-from ..layers import EncoderLayer, DecoderLayer, Encoder, Decoder
+from ..layers import (
+    EncoderLayer, DecoderLayer, Encoder, Decoder, LayerCache)
 from ..norms import residual
 from ..transformer import Transformer
+from ..data import Vocab
+from ..masking import causal_mask
+from ..training import noam_lr, alignment_weight
+from ..data import make_batch
+from ..decoding import greedy_search, beam_search
+from ..gpt import filter_logits
 
 # %% auto #0
 __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grade_token_embedding', 'grade_positional_encoding',
            'grade_embeddings', 'grade_attention', 'grade_split_heads', 'grade_merge_heads', 'grade_multihead',
            'grade_ffn', 'grade_layer_norm', 'grade_sublayer', 'grade_encoder_layer', 'grade_decoder_layer',
-           'grade_encoder', 'grade_decoder', 'grade_transformer', 'grade_causal_mask', 'grade_padding_mask',
-           'grade_target_mask']
+           'grade_encoder', 'grade_decoder', 'grade_layer_cache', 'grade_transformer', 'grade_causal_mask',
+           'grade_padding_mask', 'grade_target_mask', 'grade_label_smoothing', 'grade_noam_lr',
+           'grade_alignment_weight', 'grade_greedy_search', 'grade_beam_search', 'grade_filter_logits']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -37,17 +45,37 @@ class Verdict:
         the name of the function or class that was checked
     message : str
         "passed: …" or the hint
+    answer
+        what later cells should use: the answer, or the book's while it is
+        unfilled
     """
     def __init__(self,
         passed:bool,  # did the answer pass every check?
         name:str,  # the name of the function or class that was checked
         message:str,  # "passed: …" or the hint
+        # what later cells should use: the answer, or the book's while it is unfilled
+        answer=None,
     ):
         """Build a `Verdict`: `help(Verdict)` describes the parameters."""
         self.passed, self.name, self.message = passed, name, message
+        self.answer = answer
     def __bool__(self): return self.passed
     def __repr__(self):
         return f"{'✓' if self.passed else '✗'} {self.name}: {self.message}"
+    def book_if_unfilled(self,
+        obj,  # another function or class of the exercise's cell
+    ):  # `obj`, or the book's of the same name while `obj` still holds its `...`
+        """For the other names of an exercise's cell: the book's while unfilled, and say so
+
+        Parameters
+        ----------
+        obj
+            another function or class of the exercise's cell
+        """
+        book = _BOOK_BY_NAME.get(getattr(obj, "__name__", None))
+        if book is None or not _unfilled(obj): return obj
+        self.message += f" The cells below use the book's `{_name(book)}` too."
+        return book
 
 # %% ../../nbs/91_grading.ipynb #c008
 class Hint(Exception):
@@ -56,7 +84,7 @@ class Hint(Exception):
 # %% ../../nbs/91_grading.ipynb #c009
 def _is_stub(f)->bool:
     "Is `f` a function whose body is only `...` or `pass` (and maybe a docstring)?"
-    f = getattr(f, "__func__", f)
+    f = inspect.unwrap(getattr(f, "__func__", f))  # through @torch.no_grad()
     if not hasattr(f, "__code__"): return False
     ops = [
         (i.opname, i.argval)
@@ -91,12 +119,16 @@ def checker(f):
         todo = _unfilled(answer)
         if todo:
             parts = " and ".join(f"`{t}`" for t in todo)
+            book = _BOOK.get(f.__name__)
             return Verdict(
                 False,
                 name,
                 f"{parts} still {'holds' if len(todo) == 1 else 'hold'} the `...` of "
                 "the "
-                "exercise: fill in the TODO, run that cell, then run this check again.",
+                "exercise: fill in the TODO, run that cell, then run this check again."
+                + (f" Until then the cells below use the book's `{_name(book)}`."
+                   if book is not None else ""),
+                answer=answer if book is None else book,
             )
         threads = torch.get_num_threads()
         try:
@@ -106,7 +138,7 @@ def checker(f):
                 torch.manual_seed(0)
                 msg = f(answer, *args, **kwargs)
         except Hint as h:
-            return Verdict(False, name, str(h))
+            return Verdict(False, name, str(h), answer)
         # never a traceback: whatever failed becomes the hint
         except Exception as e:
             return Verdict(
@@ -116,9 +148,10 @@ def checker(f):
                 f"{_first_line(e)}{_where(e)}. "
                 "Your answer does not fit the chapter's signature or parts; compare "
                 "it with the TODO.",
+                answer,
             )
         finally: torch.set_num_threads(threads)
-        return Verdict(True, name, msg or "passed")
+        return Verdict(True, name, msg or "passed", answer)
     return check
 
 # %% ../../nbs/91_grading.ipynb #c012
@@ -260,6 +293,53 @@ def _first_match(got:Tensor, variants)->str|None:
         except Exception: continue
         if _close(got, alt, 1e-4): return hint
     return None
+def _diagnose(got, compute, axes:list, same=None)->list[str]|None:
+    ("The hints of the fewest deviations (at most two) that turn the book's result "
+     "into `got`, most fundamental first")
+    # axes: [(keyword, {option: hint})], most fundamental first; compute(**{keyword:
+    # option}) is the book's result with those deviations, the others left right
+    import itertools
+    # no deviation shows in this case
+    same = same or (lambda a, b: _close(a, b, 1e-4))
+    if same(got, compute()): return []
+    for n in (1, 2):
+        for chosen in itertools.combinations(range(len(axes)), n):
+            for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
+                kw = {axes[i][0]: o for i, o in zip(chosen, opts)}
+                try: alt = compute(**kw)
+                except Exception: continue
+                if same(got, alt):
+                    return [axes[i][1][o] for i, o in zip(chosen, opts)]
+    return None
+
+def _several(hints:list[str])->str:
+    "One hint, or several numbered in the order to fix them"
+    hints = [h for h in dict.fromkeys(hints) if h]
+    if len(hints) == 1: return hints[0]
+    return (f"{len(hints)} things differ from the chapter, fix them in this order: "
+            + " ".join(f"({i}) {h}" for i, h in enumerate(hints, 1)))
+
+def _explain(gots:list, computes:list, axes:list, same=None)->list[str]:
+    ("The hints of the fewest deviations (at most two) that explain the learner's "
+     "results in every case at once; else each case's own, merged in the axes' order")
+    import itertools
+    same = same or (lambda a, b: _close(a, b, 1e-4))
+    def fits(kw):
+        for g, c in zip(gots, computes):
+            try:
+                if not same(g, c(**kw)): return False
+            except Exception: return False
+        return True
+    for n in (1, 2):
+        for chosen in itertools.combinations(range(len(axes)), n):
+            for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
+                if fits({axes[i][0]: o for i, o in zip(chosen, opts)}):
+                    return [axes[i][1][o] for i, o in zip(chosen, opts)]
+    found = [
+        h for g, c in zip(gots, computes) for h in _diagnose(g, c, axes, same) or []
+    ]
+    order = [h for _, o in axes for h in o.values()]
+    return sorted(dict.fromkeys(found), key=order.index)
 
 # %% ../../nbs/91_grading.ipynb #c016
 def build(
@@ -311,6 +391,15 @@ def load_reference(
     if len(mine) < len(ref) and len(
         list(theirs.named_parameters(remove_duplicate=False))
     ) > len(mine):
+        shared = _shared(theirs)
+        if shared and not any(_in_stack(a, b) for a, b in shared):
+            a, b = shared[0]
+            raise Hint(
+                f"`{a}` and `{b}` are one tensor in your module, two in the book's "
+                "for these arguments: tie (share) them only when asked "
+                "(share_embeddings=True), and give each its own nn.Parameter "
+                "otherwise."
+            )
         raise Hint(
             "some of your layers share their parameters: create a new layer for each "
             "position of the "
@@ -340,6 +429,21 @@ def load_reference(
     )
 
 
+def _shared(m:nn.Module)->list[tuple[str, str]]:
+    "Pairs of names that hold one and the same parameter in `m`"
+    first, pairs = {}, []
+    for n, p in m.named_parameters(remove_duplicate=False):
+        if id(p) in first: pairs.append((first[id(p)], n))
+        else: first[id(p)] = n
+    return pairs
+
+def _in_stack(a:str, b:str)->bool:
+    ("Are `a` and `b` the same part of two positions of a stack (layers.0.x, "
+     "layers.1.x)?")
+    import re
+    strip = lambda n: re.sub(r"\.\d+\.", ".#.", n)
+    return a != b and strip(a) == strip(b)
+
 # %% ../../nbs/91_grading.ipynb #c016a
 def _nontrivial(m:nn.Module)->nn.Module:
     ("Move every 1-D parameter (norm weights and biases, linear biases) away from its "
@@ -349,6 +453,9 @@ def _nontrivial(m:nn.Module)->nn.Module:
         for p in m.parameters():
             if p.dim() == 1: p.add_(0.5 * torch.randn(p.shape, generator=g))
     return m
+
+# parts without weights that later cells of an exercise notebook read by name
+_READ_LATER = {"PositionwiseFeedForward": ("act",)}
 
 def _same_parts(ref:nn.Module, m:nn.Module, what:str):
     ("The learner's module must have the book's parts and settings under the chapter's "
@@ -397,6 +504,12 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
                 "read it."
             )
     for k, sub in ref.named_children():
+        # parts without weights (dropout, activation) may have any name, the checks
+        # judge what they do, unless later cells of the exercise read them
+        if (not any(True for _ in sub.parameters())
+                and not any(True for _ in sub.buffers())
+                and k not in _READ_LATER.get(type(ref).__name__, ())):
+            continue
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
             raise Hint(
                 f"{what} has no part `self.{k}`: name the parts as the TODO does "
@@ -411,6 +524,30 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
                     f"self.register_buffer({b!r}, ...), and later cells of the "
                     "exercise read it."
                 )
+def _init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
+    ("Compare how the learner's new module and the book's start: constant parameters "
+     "exactly, random ones by their spread")
+    ref, got = list(book.named_parameters()), list(mine.named_parameters())
+    if len(ref) != len(got) or any(
+        a.shape != b.shape for (_, a), (_, b) in zip(ref, got)
+    ):
+        return None                      # the weights checks say what differs
+    for (rn, r), (n, p) in zip(ref, got):
+        r, p = r.detach().float(), p.detach().float()
+        if (r == r.flatten()[0]).all():
+            if not torch.equal(p, r):
+                v = r.flatten()[0].item()
+                return (f"{what} starts with `{n}` = {p.flatten()[:4].tolist()}…; "
+                        f"it must start at {v:g} everywhere (the book's `{rn}` is "
+                        f"torch.{'ones' if v == 1 else 'zeros' if v == 0 else 'full'}"
+                        f"(...)), so that a new module "
+                        + ("changes nothing until it learns." if v in (0, 1)
+                           else "matches the chapter."))
+        elif r.numel() >= 16 and not 0.5 < (p.std() / r.std()).item() < 2:
+            return (f"{what} starts with `{n}` of spread (std) {p.std().item():.3f}; "
+                    f"the book's `{rn}` starts at {r.std().item():.3f}: initialise it "
+                    "as the chapter does.")
+    return None
 
 # %% ../../nbs/91_grading.ipynb #c018
 @checker
@@ -770,13 +907,78 @@ def _scale_hint(w:Tensor, scores:Tensor, d_k:int, d_model:int|None=None)->str|No
             f"{right:.2f}.")
 
 # %% ../../nbs/91_grading.ipynb #c024
-def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None)->str:
-    "Why the learner's attention weights differ from the book's"
+def _attention_variant(q, k, mask, scale=None, axis=-1, fill=None):
+    "The book's attention weights with deviations: another scale, axis or mask fill"
+    d_k = q.shape[-1]
+    s = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)
+    low = torch.finfo(s.dtype).min
+    if mask is not None:
+        s = {None: lambda: s.masked_fill(~mask, low), "ignored": lambda: s,
+             "inverted": lambda: s.masked_fill(mask, low),
+             "zero": lambda: s.masked_fill(~mask, 0.0),
+             "multiplied": lambda: s * mask}[fill]()
+    w = s.softmax(axis)
+    if mask is not None and fill in (None, "inverted"):
+        w = w.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+    return w
+
+def _attention_mistakes(d_k:int, mask)->list:
+    "The deviations `_diagnose` tries on attention weights, most fundamental first"
+    r = math.sqrt(d_k)
+    axes = [
+        ("scale", {
+            1.0: "the scores are not scaled: divide QKᵀ by √d_k (section 3.2.1).",
+            d_k: "you divided by d_k; the scale is √d_k = d_k ** 0.5.",
+            d_k / 2: "you divided by d_k / 2: `d_k ** 1/2` means (d_k ** 1) / 2 by "
+                     "operator precedence; write d_k ** 0.5 or math.sqrt(d_k).",
+            1 / r: "you multiplied by √d_k; divide by it."}),
+        ("axis", {-2: "the softmax runs over the wrong axis: each query's weights "
+                      "over the keys must sum to 1, use dim=-1."}),
+    ]
+    if mask is not None:
+        dims = f"{mask.dim()}-D mask of shape {tuple(mask.shape)}"
+        axes.append(("fill", {
+            "ignored": f"the mask is ignored for this {dims}: masks come in every "
+                       "shape that broadcasts to (..., T, S), (T, T), (B, 1, S), "
+                       "(B, 1, 1, S); apply it whatever its number of dimensions, "
+                       "scores.masked_fill(~mask, ...).",
+            "inverted": "the mask is inverted: True means *may attend*; fill the "
+                        "scores where the mask is False (~mask).",
+            "zero": "masked scores filled with 0 still get weight, not exactly 0: "
+                    "0 is not enough; fill with torch.finfo(scores.dtype).min, a very "
+                    "negative number.",
+            "multiplied": "multiplying the scores by the mask sets them to 0, which "
+                          "still gets weight (not exactly 0): fill with "
+                          "torch.finfo(scores.dtype).min instead."}))
+    return axes
+
+def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None,
+                            fn=None, cases=())->str:
+    ("Why the learner's attention weights differ from the book's; with `fn` and the "
+     "other `cases`, every deviation they show")
     T, S = q.shape[-2], k.shape[-2]
     if tuple(w.shape[-2:]) == (S, T) and S != T:
         return (f"the weights have shape {_shape(w)}, keys before queries: rows are "
                 "queries, use q @ k.transpose(-2, -1).")
     scores = q @ k.transpose(-2, -1)
+    found = _diagnose(w, lambda **kw: _attention_variant(q, k, mask, **kw),
+                      _attention_mistakes(q.shape[-1], mask))
+    if found:
+        # the other cases may show more deviations (a mask case after a scale one)
+        for _, q_, k_, v_, m_ in cases:
+            try:
+                w_ = run("your function", fn, q_, k_, v_,
+                         **({"mask": m_} if m_ is not None else {}))[1]
+            except Hint: continue
+            more = _diagnose(w_, lambda **kw: _attention_variant(q_, k_, m_, **kw),
+                             _attention_mistakes(q_.shape[-1], m_))
+            found += [h for h in more or [] if h not in found]
+        order = [
+            h for _, o in _attention_mistakes(q.shape[-1], mask) for h in o.values()
+        ]
+        rank = lambda h: next((i for i, x in enumerate(order) if x[:40] == h[:40]),
+                              len(order))
+        return _several(sorted(found, key=rank))
     if mask is None:
         if not _close(w.sum(-1), torch.ones_like(w.sum(-1)), 1e-4):
             if _close(w.sum(-2), torch.ones_like(w.sum(-2)), 1e-4):
@@ -913,7 +1115,8 @@ def grade_attention(
                     f"{case}: the weights have shape {_shape(w)}, expected "
                     f"{_shape(want_w)} (..., T, S)."
                 )
-            raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
+            raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask,
+                                                              fn, cases))
         if mask is not None and (w.masked_select(~mask.expand(w.shape)) != 0).any():
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
         _tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
@@ -1266,8 +1469,11 @@ def grade_multihead(
             "before dropout (the "
             "chapter's attention returns them so), and drop only those that multiply v."
         )
+    init = _init_hint(build(cls, d, H), MultiHeadAttention(d, H),
+                      "your new MultiHeadAttention")
+    if init: raise Hint(init)
     return ("self- and cross-attention with masks, need_weights=False, bias=False and "
-            "dropout match the book's.")
+            "dropout match the book's; a new module starts as the book's does.")
 
 # %% ../../nbs/91_grading.ipynb #c031
 @checker
@@ -1352,12 +1558,16 @@ def grade_ffn(
             "the hidden units, "
             "between the activation and linear2, not on the output."
         )
+    init = _init_hint(build(cls, d, dff), PositionwiseFeedForward(d, dff),
+                      "your new PositionwiseFeedForward")
+    if init: raise Hint(init)
     return ("linear1 → activation (relu and gelu) → dropout on the hidden units in "
-            "training only → linear2.")
+            "training only → linear2; a new module starts as the book's does.")
 
 # %% ../../nbs/91_grading.ipynb #c033
-def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True):
-    "LayerNorm with one classic mistake"
+def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True, used=None):
+    "LayerNorm with classic mistakes: variance, place of ε, axis, weight and bias"
+    eps = eps if used is None else used
     mean = x.mean(dim, keepdim=True)
     v = x.var(dim, unbiased=(var == "unbiased"), keepdim=True)
     den = (
@@ -1366,7 +1576,31 @@ def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True):
         else (torch.sqrt(v) + eps if where == "outside" else torch.sqrt(v))
     )
     y = (x - mean) / den
-    return y * w + b if affine else y
+    return {True: lambda: y * w + b, False: lambda: y, "swapped": lambda: y * b + w,
+            "no bias": lambda: y * w}[affine]()
+
+def _ln_mistakes(eps:float)->list:
+    "The deviations `_diagnose` tries on a LayerNorm, most fundamental first"
+    return [
+        ("dim", {-2: "normalise each position over its own features: mean and "
+                     "variance over the last dimension (dim=-1).",
+                 0: "normalise each position over its own features, dim=-1, not "
+                    "over the batch (dim=0)."}),
+        ("var", {"unbiased": "you used the unbiased variance (dividing by d - 1, "
+                             "torch's default for .var and .std); LayerNorm divides "
+                             "by d: x.var(-1, unbiased=False, keepdim=True)."}),
+        ("where", {"outside": "ε is outside the square root: divide by "
+                              "sqrt(var + eps), not by std + eps.",
+                   "none": "ε is missing: divide by sqrt(var + eps)."}),
+        ("used", {1e-5: f"eps={eps} is ignored: you used 1e-5 whatever was asked; "
+                        "store it as self.eps and use it."} if eps != 1e-5 else {}),
+        ("affine", {False: "the normalised vector must be multiplied by the weight "
+                           "(γ) and shifted by the bias (β).",
+                    "swapped": "weight (γ) and bias (β) are swapped: multiply by the "
+                               "weight, then add the bias.",
+                    "no bias": "the bias (β) is missing: add it after multiplying by "
+                               "the weight."}),
+    ]
 
 # %% ../../nbs/91_grading.ipynb #c034
 @checker
@@ -1375,7 +1609,7 @@ def grade_layer_norm(
     # dimension
     cls,
 )->Verdict:
-    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps
+    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps, and its initial weight and bias
 
     Parameters
     ----------
@@ -1386,6 +1620,9 @@ def grade_layer_norm(
     d = 12
     # entries of size 10, and tiny ones
     x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
+    # a new LayerNorm is the plain normalisation: γ = 1, β = 0 (the weights the
+    # checks below copy in cannot show that)
+    init = _init_hint(build(cls, d), LayerNorm(d), "your new LayerNorm(12)")
     for eps, kw in ((1e-5, {}), (1e-2, {}), (1e-5, {"fused": False})):
         case = f"LayerNorm({d}, eps={eps}{', fused=False' if kw else ''})"
         ref, m = _nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
@@ -1406,74 +1643,18 @@ def grade_layer_norm(
             )
             want = ref(x)
             if _close(got, want): continue
-            hint = _first_match(
-                got,
-                [
-                    (
-                        "you used the unbiased variance (dividing by d - 1, torch's "
-                        "default for .var and .std); LayerNorm "
-                        "divides by d: x.var(-1, unbiased=False, keepdim=True).",
-                        lambda: _ln(x, w, b, eps, var="unbiased"),
-                    ),
-                    (
-                        "x.std() is the unbiased standard deviation and ε is outside "
-                        "the square root (the Annotated "
-                        "Transformer's version): use (x - mean) / torch.sqrt(var + "
-                        "eps) with the biased variance.",
-                        lambda: _ln(x, w, b, eps, var="unbiased", where="outside"),
-                    ),
-                    (
-                        "ε is outside the square root: divide by sqrt(var + eps), not "
-                        "by std + eps.",
-                        lambda: _ln(x, w, b, eps, where="outside"),
-                    ),
-                    (
-                        "ε is missing: divide by sqrt(var + eps).",
-                        lambda: _ln(x, w, b, eps, where="none"),
-                    ),
-                    (
-                        f"eps={eps} is ignored: you used 1e-5 whatever was asked; "
-                        "store it as self.eps and use it.",
-                        lambda: _ln(x, w, b, 1e-5),
-                    ),
-                    (
-                        "normalise each position over its own features: mean and "
-                        "variance over the last dimension (dim=-1).",
-                        lambda: _ln(x, w, b, eps, dim=-2),
-                    ),
-                    (
-                        "normalise each position over its own features, dim=-1, not "
-                        "over the batch (dim=0).",
-                        lambda: _ln(x, w, b, eps, dim=0),
-                    ),
-                    (
-                        "the normalised vector must be multiplied by the weight (γ) "
-                        "and shifted by the bias (β).",
-                        lambda: _ln(x, w, b, eps, affine=False),
-                    ),
-                    (
-                        "weight (γ) and bias (β) are swapped: multiply by the weight, "
-                        "then add the bias.",
-                        lambda: _ln(x, b, w, eps),
-                    ),
-                    (
-                        "the bias (β) is missing: add it after multiplying by the "
-                        "weight.",
-                        lambda: _ln(x, w, torch.zeros_like(b), eps),
-                    ),
-                ],
-            )
+            found = _diagnose(got, lambda **kw: _ln(x, w, b, eps, **kw),
+                              _ln_mistakes(eps))
             raise Hint(
                 f"{case}: "
-                + (
-                    hint
-                    or "the output differs from (x - mean) / sqrt(var + eps) * "
-                       "weight + bias: "
-                    f"{_far(got, want)}."
+                + _several(
+                    (found or ["the output differs from (x - mean) / sqrt(var + eps) "
+                               f"* weight + bias: {_far(got, want)}."]) + [init]
                 )
             )
+    if init: raise Hint(init)
     return ("biased variance, ε inside the root for any eps, weight and bias, fused or "
-            "not: the numbers of nn.LayerNorm.")
+            "not: the numbers of nn.LayerNorm; weight 1 and bias 0 to start with.")
 
 # %% ../../nbs/91_grading.ipynb #c035
 def _norm_of(m:nn.Module):
@@ -2097,6 +2278,105 @@ def grade_decoder(
     """
     return _check_stack(cls, Decoder, decoder=True)
 
+# %% ../../nbs/91_grading.ipynb #x06a
+def _cache_variant(steps:list, dim=2, order=None, store=None, length=None,
+                   swap=None)->list:
+    ("What a key/value cache returns for a sequence of appends, with classic "
+     "deviations: the axis, the order, not storing, len, keys and values swapped")
+    K = V = None
+    out, calls = [], 0
+    for k, v in steps:
+        calls += 1
+        if K is not None:
+            a, b = (K, k) if order is None else (k, K)
+            c, e = (V, v) if order is None else (v, V)
+            nk, nv = torch.cat([a, b], dim), torch.cat([c, e], dim)
+        else: nk, nv = k, v
+        if store in (None, "new only"): K, V = (nv, nk) if swap else (nk, nv)
+        elif store == "first" and K is None: K, V = nk, nv
+        n = calls if length == "calls" else (0 if K is None else K.shape[2])
+        out.append((nk, nv, n) if store != "new only" else (k, v, n))
+    return out
+
+_CACHE_MISTAKES = [
+    ("store", {"first": "the cache keeps only what the first call stored: store the "
+                        "concatenation (self.k, self.v = k, v) at every call.",
+               "new only": "append returns only the new positions' keys and values; "
+                           "it must return those of every position so far, the cached "
+                           "ones first."}),
+    ("dim", {1: "the keys are concatenated along the heads (dim 1); positions are "
+                "dim 2 of (B, H, T, d_k): torch.cat([self.k, k], 2).",
+             -1: "the keys are concatenated along d_k (the last dim); positions are "
+                 "dim 2 of (B, H, T, d_k).",
+             0: "the keys are concatenated along the batch (dim 0); positions are "
+                "dim 2 of (B, H, T, d_k)."}),
+    ("order", {"new first": "the new positions go before the cached ones; they come "
+                            "after: torch.cat([self.k, k], 2)."}),
+    ("swap", {True: "keys and values are swapped when stored."}),
+    ("length", {"calls": "len counts the calls to append, not the positions cached "
+                         "(an append may bring several): self.k.shape[2]."}),
+]
+
+def _same_cache(a:list, b:list)->bool:
+    return len(a) == len(b) and all(
+        _close(x[0], y[0]) and _close(x[1], y[1]) and x[2] == y[2]
+        for x, y in zip(a, b))
+
+# %% ../../nbs/91_grading.ipynb #x06b
+@checker
+def grade_layer_cache(
+    cls,  # your LayerCache class: append(k, v) -> (k, v) of every position so far
+)->Verdict:
+    """Check a key/value cache against `LayerCache`: what append returns and stores, len, `cross`, and a decoder layer run one position at a time with it
+
+    Parameters
+    ----------
+    cls
+        your LayerCache class: append(k, v) -> (k, v) of every position so far
+    """
+    B, H, d_k = 2, 3, 4
+    steps = [(torch.randn(B, H, T, d_k), torch.randn(B, H, T, d_k)) for T in (1, 2, 1)]
+    c = run("`LayerCache()`", cls)
+    if not hasattr(c, "cross") or c.cross is not None:
+        raise Hint("a new cache must have `cross = None`: DecoderLayer stores the "
+                   "memory's keys and values there on its first call (the scaffold's "
+                   "name, read by the layer).")
+    n0 = run("`len(cache)`", len, c) if hasattr(type(c), "__len__") else None
+    if n0 != 0:
+        raise Hint(f"a new cache must have len 0 (got {n0!r}): define __len__, the "
+                   "number of positions cached.")
+    got = []
+    for k, v in steps:
+        res = _tuple(run("your append", c.append, k, v,
+                         advice="Positions are dim 2 of (B, H, T, d_k): "
+                                "concatenate along it, torch.cat([self.k, k], 2)."),
+                     2, "append",
+                     "the keys and the values of every position so far")
+        got.append((res[0], res[1], len(c)))
+    want = _cache_variant(steps)
+    if not _same_cache(got, want):
+        found = _explain([got], [lambda **kw: _cache_variant(steps, **kw)],
+                         _CACHE_MISTAKES, same=_same_cache)
+        raise Hint(_several(found or [
+            "after appends of 1, 2 and 1 positions the keys and values returned "
+            f"differ from the chapter's: {_far(got[-1][0], want[-1][0])}."]))
+    # a decoder layer fed one position at a time with the cache: the whole target
+    layer = _nontrivial(DecoderLayer(12, 3, 20, dropout=0.0).eval())
+    y, mem = torch.randn(B, 5, 12), torch.randn(B, 6, 12)
+    with torch.no_grad():
+        full = layer(y, mem, torch.ones(5, 5, dtype=torch.bool).tril())[0]
+        cache = run("`LayerCache()`", cls)
+        steps = torch.cat([run("the book's DecoderLayer with your cache", layer,
+                               y[:, t:t + 1], mem, None, None, cache=cache)[0]
+                           for t in range(5)], 1)
+    if not _close(steps, full, 1e-5):
+        raise Hint("the book's DecoderLayer, fed one position at a time with your "
+                   f"cache, does not give its output on the whole target: "
+                   f"{_far(steps, full, 1e-5)}.")
+    return ("append returns and stores every position so far, cached ones first; "
+            "len counts positions; a decoder layer with it gives the whole target's "
+            "output.")
+
 # %% ../../nbs/91_grading.ipynb #c044
 @checker
 def grade_transformer(
@@ -2246,6 +2526,25 @@ def grade_transformer(
                             else f"{type(a).__name__}."
                         )
                     )
+    # share_embeddings: one matrix for the output and the target embedding (and the
+    # source's, when the vocabularies are the same); judged by what is shared
+    for vs in (Vs, Vt):
+        ref = Transformer(vs, Vt, **(kw | {"share_embeddings": True}))
+        m = build(cls, vs, Vt, **(kw | {"share_embeddings": True}))
+        want, got = len(_shared(ref)), len(_shared(m))
+        if got < want:
+            raise Hint(
+                f"share_embeddings=True with src_vocab={vs}, tgt_vocab={Vt}: your "
+                f"model shares {got} matrices where the book's shares {want}: assign "
+                "the target embedding's table to output.weight"
+                + (" and to the source embedding's table" if vs == Vt else "")
+                + " (the same nn.Parameter, section 3.4)."
+            )
+        if got > want:
+            raise Hint(
+                f"share_embeddings=True with src_vocab={vs} != tgt_vocab={Vt}: only "
+                "the output projection and the target embedding can share a table."
+            )
     fresh = build(cls, Vs, Vt, **kw)
     mats = [(n, p) for n, p in fresh.named_parameters() if p.dim() > 1]
     loose = [
@@ -2449,3 +2748,749 @@ def grade_target_mask(
             f"(b, 0, row, column): {bad}."
         )
     return "padding AND causal for any pad_id, (B, 1, T, T)."
+
+# %% ../../nbs/91_grading.ipynb #x10a
+def _ls_variant(logits, target, eps, ignore, reduction="mean", spread=None,
+                logp=None, pad=None, used=None):
+    ("The book's label-smoothed loss with classic deviations: how ε is spread, what "
+     "is logged, how padding counts")
+    eps = eps if used is None else used
+    V = logits.shape[-1]
+    x, t = logits.reshape(-1, V).float(), target.reshape(-1)
+    lp = {None: lambda: x.log_softmax(-1), "logits": lambda: x,
+          "probs": lambda: x.softmax(-1)}[logp if logp != "kl" else None]()
+    keep = t != ignore
+    tc = t.clamp(0, V - 1)
+    if spread is None: q = torch.full_like(lp, eps / V)
+    else:
+        q = torch.full_like(lp, eps / (V - 1) if spread == "V-1" else eps / (V - 2))
+    on = 1 - eps + eps / V if spread is None else 1 - eps
+    q = q.scatter(1, tc[:, None], on)
+    if spread == "V-2" and 0 <= ignore < V: q[:, ignore] = 0.0
+    loss = -(q * lp).sum(-1)                                               # (N,)
+    if logp == "kl": loss = loss + (q * q.clamp_min(1e-30).log()).sum(-1)
+    if pad == "kept": keep = torch.ones_like(keep)
+    if pad == "pad0": keep = t != 0
+    total = loss[keep].sum()
+    if reduction == "sum": return total
+    return total / (t.numel() if pad == "all tokens" else keep.sum().clamp(min=1))
+
+def _ls_mistakes(eps:float, ignore:int, V:int)->list:
+    "The deviations `_diagnose` tries on a label-smoothed loss, most fundamental first"
+    return [
+        (
+            "logp",
+            {
+                "logits": "the loss needs log-probabilities: take "
+                "logits.log_softmax(-1) before weighting them by q.",
+                "probs": "the loss needs log-probabilities, not probabilities: "
+                "log_softmax, not softmax.",
+                "kl": "you computed the KL divergence KL(q ‖ p) (nn.KLDivLoss, as the "
+                "Annotated Transformer): it has the same gradients but is "
+                "lower by the entropy of q; the chapter's loss is the "
+                "cross-entropy −Σ q log p, whose floor is smoothing_floor.",
+            },
+        ),
+        (
+            "spread",
+            {
+                "V-1": f"ε is spread over the V − 1 other tokens (ε/(V−1), 1 − ε "
+                f"on the true one); the chapter spreads it over all V = {V}: "
+                "ε/V on every token, 1 − ε + ε/V on the true one "
+                "(as nn.CrossEntropyLoss(label_smoothing=ε)).",
+                "V-2": "ε is spread over V − 2 tokens with padding's column set to "
+                "0 (the Annotated Transformer's version); the chapter "
+                "spreads it over all V tokens: ε/V each, 1 − ε + ε/V on the "
+                "true one.",
+            },
+        ),
+        (
+            "used",
+            {0.1: f"eps={eps} is ignored: you used 0.1 whatever was asked."}
+            if eps != 0.1
+            else {},
+        ),
+        (
+            "pad",
+            {
+                "kept": f"padding positions (target == ignore_index = {ignore}) count "
+                "in the loss: leave them out.",
+                "pad0": f"ignore_index={ignore} is ignored: you left out the targets "
+                "0 whatever was asked; leave out target == ignore_index.",
+                "all tokens": "the mean divides by every position, padding "
+                "included: divide by the number of non-padding "
+                "tokens.",
+            },
+        ),
+    ]
+
+# %% ../../nbs/91_grading.ipynb #x10b
+@checker
+def grade_label_smoothing(
+    # your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module
+    # mapping logits (..., V) and targets (...) to a scalar
+    cls,
+)->Verdict:
+    """Check a label-smoothed cross-entropy against `LabelSmoothingLoss`: the smoothed targets, padding, eps, both reductions, gradients
+
+    Parameters
+    ----------
+    cls
+        your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module
+        mapping logits (..., V) and targets (...) to a scalar
+    """
+    B, T, V = 3, 6, 9
+    logits = 3 * torch.randn(B, T, V)
+    for eps, ignore, red in ((0.1, None, "mean"), (0.3, 4, "mean"), (0.2, 4, "sum"),
+                             (0.0, 5, "mean")):
+        ig = Vocab.pad if ignore is None else ignore
+        target = torch.randint(0, V, (B, T)); target[0, 4:] = ig; target[2, 1:] = ig
+        target[1, 0] = ig if ig != 0 else 1
+        if ig != 0: target[1, 2] = 0      # a 0 that is not padding here
+        kw = dict(eps=eps) | ({} if ignore is None else {"ignore_index": ignore}) | (
+            {} if red == "mean" else {"reduction": red})
+        case = (
+            "LabelSmoothingLoss(" + ", ".join(f"{k}={v!r}" for k, v in kw.items()) + ")"
+        )
+        m = build(cls, **kw)
+        x = logits.clone().requires_grad_()
+        got = run("your loss", m, x, target)
+        if not isinstance(got, Tensor) or got.numel() != 1:
+            raise Hint(f"{case}: the loss must be one number (a 0-d tensor), got "
+                       f"{_shape(got)}: reduce over the tokens.")
+        want = _ls_variant(logits, target, eps, ig, red)
+        if not _close(got.detach().reshape(()), want, 1e-4):
+            found = _diagnose(
+                got.detach().reshape(()),
+                lambda **k: _ls_variant(logits, target, eps, ig, red, **k),
+                _ls_mistakes(eps, ig, V),
+            )
+            if (
+                not found
+                and red == "sum"
+                and _close(
+                    got.detach().reshape(()), _ls_variant(logits, target, eps, ig), 1e-4
+                )
+            ):
+                found = ['reduction="sum" is ignored: return the sum over the '
+                         'non-padding tokens when asked for it.']
+            raise Hint(f"{case}: " + _several(found or [
+                f"the loss is {got.item():.4f}, the chapter's {want.item():.4f}: "
+                "−Σ_k q(k) log p(k) with q = ε/V everywhere and 1 − ε + ε/V on the "
+                "true token, averaged over the non-padding tokens."]))
+        if not got.requires_grad:
+            raise Hint(f"{case}: the loss does not depend on the logits for autograd "
+                       "(.detach(), .item() or a new tensor broke the graph); keep it "
+                       "a tensor computed from them.")
+        got.backward()
+        y = logits.clone().requires_grad_()
+        _ls_variant(y, target, eps, ig, red).backward()
+        if x.grad is None or not _close(x.grad, y.grad, 1e-5):
+            raise Hint(f"{case}: the loss is right but its gradient is not: "
+                       f"{_far(x.grad, y.grad) if x.grad is not None else 'none'}.")
+    return ("ε/V on every token and 1 − ε + ε/V on the true one, padding left out, "
+            "mean and sum, any eps and ignore_index, gradients: the chapter's loss.")
+
+# %% ../../nbs/91_grading.ipynb #x10c
+def _lr_variant(step, d_model, warmup=4000, factor=1.0, scale=None, shape=None,
+                used=None):
+    "The warm-up schedule with classic deviations"
+    if used == "warmup": warmup = 4000
+    if used == "factor": factor = 1.0
+    s = max(step, 1)
+    a, b = s ** -0.5, (s * warmup ** -1.5 if shape != "over warmup"
+                       else s / warmup)
+    core = max(a, b) if shape == "max" else min(a, b)
+    k = {None: d_model ** -0.5, "none": 1.0, "sqrt": d_model ** 0.5,
+         "d_model": 1 / d_model}[scale]
+    return factor * k * core
+
+_LR_MISTAKES = [
+    ("shape", {"max": "max where equation 3 has min: the rate is the smaller of the "
+                      "two curves, step^-0.5 and step · warmup^-1.5.",
+               "over warmup": "the warm-up line is step · warmup_steps^-1.5 (it meets "
+                              "step^-0.5 at step = warmup); step / warmup is too "
+                              "steep."}),
+    ("scale", {"none": "the d_model^-0.5 factor is missing.",
+               "sqrt": "d_model^-0.5 is 1/√d_model: you multiplied by √d_model.",
+               "d_model": "you divided by d_model; the factor is d_model^-0.5 = "
+                          "1/√d_model."}),
+    ("used", {"warmup": "`warmup` is ignored: you used 4000 whatever was asked.",
+              "factor": "`factor` is ignored: multiply the whole curve by it."}),
+]
+
+@checker
+def grade_noam_lr(
+    fn,  # your noam_lr(step, d_model, warmup=4000, factor=1.0) -> float
+)->Verdict:
+    """Check the warm-up schedule against `noam_lr` (equation 3): the rise, the peak at warmup, the decay, step 0, warmup and factor
+
+    Parameters
+    ----------
+    fn
+        your noam_lr(step, d_model, warmup=4000, factor=1.0) -> float
+    """
+    for d, kw in ((512, {}), (64, {"warmup": 400, "factor": 2.0}),
+                  (32, {"warmup": 100, "factor": 0.5})):
+        case = f"noam_lr(step, {d}" + "".join(f", {k}={v}" for k, v in kw.items()) + ")"
+        w = kw.get("warmup", 4000)
+        steps = [1, 2, 10, w // 2, w - 1, w, w + 1, 2 * w, 10 * w]
+        got = []
+        for s in steps:
+            v = run(f"your function, at step {s},", fn, s, d, **kw)
+            if isinstance(v, Tensor) and v.numel() == 1: v = v.item()
+            if not isinstance(v, (int, float)):
+                raise Hint(f"{case} must return a number (a float), got "
+                           f"{type(v).__name__} at step {s}.")
+            got.append(float(v))
+        got_t = torch.tensor(got, dtype=torch.float64)
+        want = torch.tensor([noam_lr(s, d, **kw) for s in steps], dtype=torch.float64)
+        if not torch.allclose(got_t, want, rtol=1e-6, atol=0):
+            # compared relative to the chapter's rates, which are ~1e-4
+            found = _diagnose(got_t / want, lambda **k: torch.tensor(
+                [_lr_variant(s, d, **kw, **k) for s in steps], dtype=torch.float64)
+                / want, _LR_MISTAKES)
+            peak = steps[int(got_t.argmax())]
+            raise Hint(f"{case}: " + _several(found or [
+                f"the rates differ from equation 3 (yours peak at step {peak}, "
+                f"the chapter's at warmup = {w}): at step {w} yours is "
+                f"{got[steps.index(w)]:.3g}, expected {want[steps.index(w)]:.3g}."]))
+    v = run("your function, at step 0,", fn, 0, 512,
+            advice="Step 0 comes before the first optimiser step: read it as 1, "
+                   "max(step, 1), instead of dividing by zero.")
+    if isinstance(v, Tensor): v = v.item()
+    if not isinstance(v, (int, float)) or not math.isclose(float(v), noam_lr(0, 512),
+                                                           rel_tol=1e-6):
+        raise Hint(f"noam_lr(0, 512) is {v!r}: read step 0 as step 1 (LambdaLR asks "
+                   f"for step 0 before the first step), {noam_lr(0, 512):.3g}.")
+    return ("linear warm-up to the peak at warmup, then 1/√step decay, scaled by "
+            "d_model^-0.5 and factor; step 0 read as 1.")
+
+# %% ../../nbs/91_grading.ipynb #x10e
+def _align_variant(model, vocab, pairs, align, kind=None, order=None, avg=None,
+                   mode=None):
+    ("alignment_weight with classic deviations: which attention, query and key "
+     "swapped, mean of means or max, dropout left on")
+    b = make_batch(pairs, vocab)
+    if mode is None: model.eval()
+    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
+                    need_weights=True)
+    maps = {None: attn.cross, "encoder": attn.encoder, "decoder": attn.decoder}[kind]
+    per = []
+    for i, (s, t) in enumerate(pairs):
+        ws = [maps[:, i, :, k, q] if order == "swapped" else maps[:, i, :, q, k]
+              for q, k in align(s, t)]
+        per.append(torch.stack(ws))                                  # (n_i, L, H)
+    if avg == "mean of means": return torch.stack([p.mean(0) for p in per]).mean(0)
+    every = torch.cat(per)
+    return every.amax(0) if avg == "max" else every.mean(0)
+
+_ALIGN_MISTAKES = [
+    ("kind", {"encoder": "you read the encoder's self-attention; the question is where "
+                         "the decoder looks in the source: attn.cross.",
+              "decoder": "you read the decoder's self-attention; the question is where "
+                         "the decoder looks in the source: attn.cross."}),
+    ("order", {"swapped": "queries and keys are swapped: a map is (..., T, S), rows "
+                          "are the decoder's queries, so index [..., q, k]."}),
+    ("avg", {"mean of means": "you averaged each example, then the examples; the "
+                              "chapter averages over every (query, key) pair of every "
+                              "example, so a longer example counts more.",
+             "max": "take the mean weight on the expected key, not the largest."}),
+    ("mode", {"train": "dropout was on: call model.eval() before reading the maps "
+                       "(dropout would change the weights from run to run)."}),
+]
+
+# %% ../../nbs/91_grading.ipynb #x10f
+@checker
+def grade_alignment_weight(
+    # your alignment_weight(model, vocab, pairs, align) -> (layers, H)
+    fn,
+)->Verdict:
+    """Check the reading of cross-attention maps against `alignment_weight`: the maps read, queries and keys, the average, eval mode
+
+    Parameters
+    ----------
+    fn
+        your alignment_weight(model, vocab, pairs, align) -> (layers, H)
+    """
+    vocab = Vocab("0123456789")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Transformer(len(vocab), len(vocab), d_model=16, num_heads=2,
+                            num_encoder_layers=2, num_decoder_layers=2, d_ff=32,
+                            dropout=0.3, max_len=32)
+    # lengths 6, 3, 2, and targets as long as their sources (square maps)
+    pairs = [("407219", "912704"), ("195", "591"), ("38", "83")]
+    mirror = lambda s, t: [(q, len(s) - 1 - q) for q in range(len(s))]
+    first = lambda s, t: [(q, 0) for q in range(len(t))]
+    for name, align in (("mirror", mirror), ("first key", first)):
+        call = lambda train: run("your function", fn, model.train(train), vocab, pairs,
+                                 align)
+        with torch.no_grad():
+            got = _tensor(call(True), f"the result ({name} alignment)", (2, 2),
+                          "(layers, H): one number per cross-attention head")
+            want = alignment_weight(model, vocab, pairs, align)
+            if _close(got, want, 1e-5): continue
+            # dropout left on shows as a result that changes from call to call
+            found = [] if _close(call(True), got, 1e-6) else [
+                _ALIGN_MISTAKES[3][1]["train"]]
+            found = _explain([call(False)], [lambda **kw: _align_variant(
+                model.eval(), vocab, pairs, align, **kw)], _ALIGN_MISTAKES[:3]) + found
+        raise Hint(f"{name} alignment: " + _several(found or [
+            f"the per-head weights differ from the chapter's: {_far(got, want)}; "
+            "average attn.cross[:, i, :, q, k] over every (q, k) of every "
+            "example i."]))
+    return ("cross-attention, queries then keys, the mean over every aligned pair of "
+            "every example, in eval mode.")
+
+# %% ../../nbs/91_grading.ipynb #x11a
+def _decoding_case()->tuple:
+    ("A tiny untrained model and 4 padded sources whose greedy decodings write </s> "
+     "at steps 3, 2 and 1 and never (eos = 2); two decoder layers, so that a missing "
+     "causal mask shows")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        model = Transformer(9, 9, d_model=16, num_heads=2, num_encoder_layers=1,
+                            num_decoder_layers=2, d_ff=32, dropout=0.0, max_len=64)
+    with torch.no_grad():
+        # never <pad> or <s>; </s> as often as the ending steps above need
+        model.output.bias[Vocab.pad] = model.output.bias[Vocab.bos] = -5.0
+        model.output.bias[Vocab.eos] = 1.75
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(3, 9, (4, 6), generator=g); src[1, 4:] = Vocab.pad
+    src[3, 2:] = Vocab.pad
+    return model.eval(), src, (src != Vocab.pad)[:, None, None, :]
+
+def _greedy_variant(model, src, src_mask, max_len, eos=Vocab.eos, bos=Vocab.bos,
+                    pad=Vocab.pad, after=None, stop=None, keep_bos=None,
+                    length=None, causal=None, source_mask=None):
+    ("Greedy decoding without a cache, with classic deviations: what follows </s>, "
+     "when to stop, <s>, max_len, masks")
+    B = src.shape[0]
+    memory = model.encode(src, None if source_mask == "dropped" else src_mask)
+    n = max_len + {None: 0, "-1": -1, "+1": 1}[length]
+    ys = torch.full((B, 1), bos, dtype=torch.long)
+    done = torch.zeros(B, dtype=torch.bool)
+    for t in range(n):
+        m = None if causal == "dropped" else causal_mask(t + 1)
+        logits = model.decode(ys, memory, m,
+                              None if source_mask == "dropped" else src_mask)[:, -1]
+        nxt = logits.argmax(-1)
+        if after is None: nxt = nxt.masked_fill(done, pad)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        if eos is None: continue
+        done |= nxt == eos
+        if stop == "first" and done.any(): break
+        if stop != "never" and done.all(): break
+    return ys if keep_bos else ys[:, 1:]
+
+_GREEDY_MISTAKES = [
+    (
+        "causal",
+        {
+            "dropped": "the decoder runs without the causal mask: each position "
+            "must see only the tokens before it, "
+            "causal_mask(t + 1)."
+        },
+    ),
+    (
+        "source_mask",
+        {
+            "dropped": "the source padding mask is not used: pass src_mask to "
+            "the encoder and to the decoder's cross-attention."
+        },
+    ),
+    (
+        "keep_bos",
+        {True: "the ids start with <s>: return only the tokens written, ys[:, 1:]."},
+    ),
+    (
+        "length",
+        {
+            "-1": "one token short: max_len counts the tokens written, not "
+            "counting <s>.",
+            "+1": "one token too many: write at most max_len tokens (not counting "
+            "<s>).",
+        },
+    ),
+    (
+        "stop",
+        {
+            "first": "you stop when the first row writes </s>; the other rows are not "
+            "done yet: stop when every row has written it.",
+            "never": "you write max_len tokens even after every row has written </s>: "
+            "stop as soon as all rows are done.",
+        },
+    ),
+    (
+        "after",
+        {
+            "continue": "a row that has written </s> goes on writing tokens: after "
+            "</s>, write <pad> (the row is done)."
+        },
+    ),
+]
+
+# %% ../../nbs/91_grading.ipynb #x11b
+@checker
+def grade_greedy_search(
+    # your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids, logits)
+    fn,
+)->Verdict:
+    """Check greedy decoding against `greedy_search`: the argmax at each step, <pad> after </s>, stopping when every row is done, max_len, masks, with and without the cache
+
+    Parameters
+    ----------
+    fn
+        your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids,
+        logits)
+    """
+    sig = inspect.signature(greedy_search).parameters
+    model, src, src_mask = _decoding_case()
+    # rows 0-2 end, row 3 never does
+    cases = [("max_len=10", {"max_len": 10}, 4),
+             ("max_len=10, rows that all end", {"max_len": 10}, 3),
+             ("max_len=1", {"max_len": 1}, 4),
+             ("eos=None, max_len=7", {"max_len": 7, "eos": None}, 4)]
+    if "use_cache" in sig:
+        cases.append(("use_cache=False, max_len=10",
+                      {"max_len": 10, "use_cache": False}, 4))
+    full = src, src_mask
+    for case, kw, n in cases:
+        src, src_mask = full[0][:n], full[1][:n]
+        want_ids, want_logits = greedy_search(model, src, src_mask, **kw)
+        res = run("your function", fn, model, src, src_mask, **kw)
+        ids, logits = _tuple(res, 2, "greedy_search", "the ids and the logits")
+        _tensor(ids, f"the ids ({case})")
+        if ids.shape == want_ids.shape and torch.equal(ids.long(), want_ids):
+            _tensor(logits, f"the logits ({case})", tuple(want_logits.shape),
+                    "(B, L, V): one row of logits per token written")
+            if not _close(logits, want_logits, 1e-4):
+                raise Hint(f"{case}: the ids are right, the logits are not: "
+                           f"{_far(logits, want_logits, 1e-4)}; return the logits of "
+                           "every step, stacked: (B, L, V).")
+            continue
+        # one explanation for every case, or each case's own
+        gots, computes = [], []
+        for _, kw2, n2 in cases:
+            s2, m2 = full[0][:n2], full[1][:n2]
+            try: ids2 = _tuple(run("your function", fn, model, s2, m2, **kw2), 2,
+                               "greedy_search", "the ids and the logits")[0]
+            except Hint: continue
+            vkw = {k: v for k, v in kw2.items() if k in ("max_len", "eos")}
+            gots.append(ids2.long().float())
+            computes.append(lambda s2=s2, m2=m2, vkw=vkw, **k: _greedy_variant(
+                model, s2, m2, **vkw, **k).float())
+        found = _explain(gots, computes, _GREEDY_MISTAKES)
+        raise Hint(f"{case}: " + _several(found or [
+            f"the ids differ from the argmax at every step: yours have shape "
+            f"{_shape(ids)}, expected {_shape(want_ids)}; first row yours "
+            f"{ids[0].tolist()}, expected {want_ids[0].tolist()}."]))
+    return ("the argmax at every step, <pad> after </s>, stopping once every row is "
+            "done, max_len, the masks" + (", with and without the cache"
+                                         if "use_cache" in sig else "") + ".")
+
+# %% ../../nbs/91_grading.ipynb #x11c
+def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
+                  eos=Vocab.eos, stop=None, bound=None, penalty=None, keep=None,
+                  unfinished=None)->list:
+    ("Beam search without a cache, with classic deviations of the stopping rule, the "
+     "length penalty and the finished hypotheses")
+    from transformer_nb.decoding import Hypothesis, length_penalty
+    pen = lambda n: (1.0 if penalty == "none" else
+                     length_penalty(n - 1 if penalty == "no eos" else n, alpha))
+    k = beam_size
+    memory = model.encode(src[None])
+    beams, logprobs, finished = [[]], torch.zeros(1), []
+    for step in range(1, max_len + 1):
+        ys = torch.tensor([[bos] + b for b in beams])
+        logp = model.decode(ys, memory.expand(len(beams), -1, -1),
+                            causal_mask(step))[:, -1].log_softmax(-1)
+        V = logp.shape[-1]
+        cand = (logprobs[:, None] + logp).flatten()
+        top_lp, top_i = cand.topk(min(2 * k, cand.numel()))
+        new_beams, new_lp = [], []
+        for rank, (lp, i) in enumerate(zip(top_lp.tolist(), top_i.tolist())):
+            row, tok = divmod(i, V)
+            if tok == eos:
+                if rank < k or keep == "all":
+                    finished.append(Hypothesis(beams[row], lp, lp / pen(step), True))
+            else:
+                new_beams.append(beams[row] + [tok]); new_lp.append(lp)
+            if len(new_beams) == k: break
+        if not new_beams: break
+        if step == max_len:
+            if unfinished != "dropped":
+                finished += [Hypothesis(b, lp, lp / pen(step), False)
+                             for b, lp in zip(new_beams, new_lp)]
+            break
+        if stop == "first" and finished: break
+        if len(finished) >= k:
+            if stop == "k": break
+            reach = max(new_lp) / (pen(step) if bound == "current" else pen(max_len))
+            if sorted(h.score for h in finished)[-k] >= reach: break
+        beams, logprobs = new_beams, torch.tensor(new_lp)
+    return sorted(finished, key=lambda h: h.score, reverse=True)[:k]
+
+_BEAM_MISTAKES = [
+    (
+        "stop",
+        {
+            "first": "you stop when the first hypothesis finishes; a longer one may "
+            "still score better: keep going until beam_size have finished "
+            "and no live hypothesis can beat the k-th of them.",
+            "k": "you stop as soon as beam_size hypotheses have finished; a live "
+            "one may still beat them: stop only when the k-th best finished "
+            "score is at least the best score a live hypothesis can reach, "
+            "its log-probability / length_penalty(max_len).",
+        },
+    ),
+    (
+        "bound",
+        {
+            "current": "you compare the finished scores with the live hypotheses' "
+            "scores now; their best reachable score is their "
+            "log-probability divided by length_penalty(max_len) (the "
+            "log-probability can only fall, the penalty only grow)."
+        },
+    ),
+    (
+        "penalty",
+        {
+            "none": "alpha is ignored: the score is logprob / length_penalty(length, "
+            "alpha), with length counting </s>.",
+            "no eos": "the length penalty counts the tokens without </s>; "
+            "length_penalty takes the number written, </s> included.",
+        },
+    ),
+    (
+        "keep",
+        {
+            "all": "a </s> among the 2k candidates finishes a hypothesis only if it "
+            "is one of the k best; those below rank k are dropped, as any "
+            "other candidate outside the beam."
+        },
+    ),
+    (
+        "unfinished",
+        {
+            "dropped": "when max_len is reached the live hypotheses are lost: "
+            "return them too, unfinished (finished=False)."
+        },
+    ),
+]
+
+def _beam_cases()->list:
+    ("(model, source, beam_size, max_len, alpha): tiny untrained models on which each "
+     "deviation of _BEAM_MISTAKES changes the result")
+    out = []
+    for seed, b, k, L, a in ((0, 0.0, 3, 6, 0.6), (0, 0.0, 2, 5, 1.0),
+                             (1, 0.0, 3, 6, 0.6), (2, 1.0, 3, 6, 0.6),
+                             (8, 2.0, 3, 6, 0.6)):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = Transformer(7, 7, d_model=16, num_heads=2, num_encoder_layers=1,
+                                num_decoder_layers=2, d_ff=32, dropout=0.0,
+                                max_len=64).eval()
+        with torch.no_grad():
+            model.output.bias[Vocab.pad] = model.output.bias[Vocab.bos] = -5.0
+            model.output.bias[Vocab.eos] = b
+        src = torch.randint(3, 7, (5,), generator=torch.Generator().manual_seed(seed))
+        out.append((model, src, k, L, a))
+    return out
+
+def _hyps(res, what:str)->list:
+    "The learner's hypotheses as (tokens, logprob, score, finished)"
+    if not isinstance(res, (list, tuple)):
+        raise Hint(f"{what} must return a list of hypotheses, got "
+                   f"{type(res).__name__}.")
+    out = []
+    for h in res:
+        get = lambda f, i: getattr(h, f) if hasattr(h, f) else h[i]
+        try:
+            out.append((list(get("tokens", 0)), float(get("logprob", 1)),
+                        float(get("score", 2)), bool(get("finished", 3))))
+        except Exception:
+            raise Hint(f"{what}: each hypothesis must be a Hypothesis(tokens, logprob, "
+                       f"score, finished); got {type(h).__name__}.") from None
+    return out
+
+def _same_hyps(a:list, b:list)->bool:
+    return len(a) == len(b) and all(
+        x[0] == y[0] and x[3] == y[3] and abs(x[2] - y[2]) < 1e-4
+        and abs(x[1] - y[1]) < 1e-4 for x, y in zip(a, b))
+
+# %% ../../nbs/91_grading.ipynb #x11d
+@checker
+def grade_beam_search(
+    # your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) ->
+    # list of Hypothesis, best first
+    fn,
+)->Verdict:
+    """Check beam search against `beam_search`: the hypotheses and scores, the stopping rule, the length penalty, finished hypotheses set aside, max_len
+
+    Parameters
+    ----------
+    fn
+        your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) ->
+        list of Hypothesis, best first
+    """
+    cases = _beam_cases()
+    def call(model, src, k, L, a):
+        return _hyps(run("your function", fn, model, src, beam_size=k, max_len=L,
+                         alpha=a), "beam_search")
+    for model, src, k, L, a in cases:
+        case = f"beam_size={k}, max_len={L}, alpha={a}"
+        want = _hyps(beam_search(model, src, beam_size=k, max_len=L, alpha=a), "")
+        got = call(model, src, k, L, a)
+        if _same_hyps(got, want): continue
+        # one explanation for every case, or each case's own
+        gots, computes = [], []
+        for m2, s2, k2, L2, a2 in cases:
+            try: gots.append(call(m2, s2, k2, L2, a2))
+            except Hint: continue
+            computes.append(lambda m2=m2, s2=s2, k2=k2, L2=L2, a2=a2, **kw: _hyps(
+                _beam_variant(m2, s2, k2, L2, a2, **kw), ""))
+        found = _explain(gots, computes, _BEAM_MISTAKES, same=_same_hyps)
+        show = lambda hs: "; ".join(f"{h[0]} score {h[2]:.3f}"
+                                    + ("" if h[3] else " (unfinished)") for h in hs)
+        raise Hint(f"{case}: " + _several(found or [
+            f"your hypotheses differ from the chapter's: yours {show(got) or 'none'}, "
+            f"expected {show(want)}; sort them by score, best first."]))
+    return ("the hypotheses, their scores with the length penalty, finished ones set "
+            "aside from the k best only, and the stopping rule: no live hypothesis can "
+            "still beat the k-th finished.")
+
+# %% ../../nbs/91_grading.ipynb #x11ca
+def _filter_variant(logits, temperature=1.0, top_k=None, top_p=None, crossing=None,
+                    ties=None, temp=None, order=None, kties=None):
+    ("Temperature, top-k and top-p with classic deviations: the token that crosses p, "
+     "ties, temperature applied after or multiplied, top-p on the unfiltered "
+     "distribution")
+    x = logits.float()
+    x = x - x.amax(-1, keepdim=True)
+    t = 1 / temperature if temp == "multiplied" else temperature
+    if temp != "after": x = x / t
+    base = x
+    if top_k is not None and top_k < x.shape[-1]:
+        if kties == "split":
+            idx = x.topk(top_k, dim=-1).indices
+            keepk = torch.zeros_like(x, dtype=torch.bool).scatter(-1, idx, True)
+            x = x.masked_fill(~keepk, -math.inf)
+        else:
+            x = x.masked_fill(x < x.topk(top_k, dim=-1).values[..., -1:], -math.inf)
+    if top_p is not None and top_p < 1:
+        p = (base if order == "unfiltered" else x).softmax(-1)
+        sp, si = p.sort(-1, descending=True)
+        keep = (sp.cumsum(-1) < top_p) if crossing == "dropped" else (
+            sp.cumsum(-1) - sp < top_p)
+        if ties == "split":
+            mask = torch.zeros_like(keep).scatter(-1, si, keep)
+            x = x.masked_fill(~mask, -math.inf)
+        else:
+            least = sp.masked_fill(~keep, math.inf).amin(-1, keepdim=True)
+            x = x.masked_fill(p < least, -math.inf)
+    if temp == "after": x = x / t
+    return x
+
+_FILTER_MISTAKES = [
+    ("temp", {"after": "the temperature is applied after the filtering; it comes "
+                       "first, so that top-k and top-p see the tempered distribution.",
+              "multiplied": "the logits are multiplied by the temperature; they are "
+                            "divided by it (T < 1 sharpens, T > 1 flattens)."}),
+    ("crossing", {"dropped": "top-p drops the token whose probability carries the "
+                             "mass past p; the nucleus is the smallest set of mass "
+                             ">= p, so that token is kept: keep a token while the "
+                             "mass ranked above it is below p (cumsum - p_i < p)."}),
+    ("ties", {"split": "top-p splits tied tokens (which one is kept depends on the "
+                       "sort): keep every token as probable as the least probable one "
+                       "kept."}),
+    ("kties", {"split": "top-k splits ties at the k-th largest logit: keep every "
+                        "token whose logit equals the k-th (x < kth is dropped, not "
+                        "the indices after k)."}),
+    ("order", {"unfiltered": "top-p is computed on the distribution before top-k; "
+                             "it applies to what top-k kept, renormalised."}),
+]
+
+def _same_filter(a, b)->bool:
+    ("The same tokens left out and the same distribution over the others (a constant "
+     "added to every logit changes nothing)")
+    if not isinstance(a, Tensor) or a.shape != b.shape: return False
+    out_a, out_b = torch.isneginf(a), torch.isneginf(b)
+    # a row with every token left out has no distribution (NaN): compare it as zeros
+    sm = lambda t: t.float().softmax(-1).nan_to_num(0.0)
+    return bool(torch.equal(out_a, out_b)) and _close(sm(a), sm(b), 1e-5)
+
+# %% ../../nbs/91_grading.ipynb #x11cb
+@checker
+def grade_filter_logits(
+    # your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) -> logits
+    # with -inf where a token is left out
+    fn,
+)->Verdict:
+    """Check sampling's filter against `filter_logits`: temperature, top-k with ties, top-p's boundary and ties, in that order
+
+    Parameters
+    ----------
+    fn
+        your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) ->
+        logits with -inf where a token is left out
+    """
+    g = torch.Generator().manual_seed(0)
+    probs = torch.tensor([[0.4, 0.3, 0.15, 0.15], [0.5, 0.2, 0.2, 0.1]])
+    logits = torch.cat([probs.log(), 2 * torch.randn(3, 4, generator=g)])
+    cases = [dict(temperature=0.5), dict(top_k=2), dict(top_k=3),
+             dict(top_p=0.65), dict(top_p=0.8), dict(top_p=0.45),
+             dict(temperature=2.0, top_p=0.6), dict(top_k=3, top_p=0.6),
+             dict(temperature=0.7, top_k=3, top_p=0.9)]
+    for kw in cases:
+        case = (
+            "filter_logits(logits, "
+            + ", ".join(f"{k}={v}" for k, v in kw.items())
+            + ")"
+        )
+        got = _tensor(run("your function", fn, logits.clone(), **kw), case,
+                      tuple(logits.shape), "(..., V)")
+        want = filter_logits(logits, **kw)
+        if _same_filter(got, want): continue
+        gots, computes = [], []
+        for kw2 in cases:
+            try: gots.append(run("your function", fn, logits.clone(), **kw2))
+            except Hint: continue
+            computes.append(lambda kw2=kw2, **d: _filter_variant(logits, **kw2, **d))
+        found = _explain(gots, computes, _FILTER_MISTAKES, same=_same_filter)
+        kept = lambda t: (~torch.isneginf(t[0])).int().tolist()
+        raise Hint(f"{case}: " + _several(found or [
+            f"the tokens kept or their probabilities differ from the chapter's "
+            f"(row 0 with probabilities 0.4, 0.3, 0.15, 0.15: yours keeps "
+            f"{kept(got)}, expected {kept(want)})."]))
+    return ("temperature first, top-k keeping ties, top-p keeping the token that "
+            "crosses p and every tie of the least kept.")
+
+# %% ../../nbs/91_grading.ipynb #xbook
+# each checker's book answer: what the cells of an exercise notebook use while the
+# exercise is unfilled (the checker says so)
+from transformer_nb.masking import padding_mask, target_mask
+from transformer_nb.multihead import split_heads, merge_heads
+from transformer_nb.training import LabelSmoothingLoss
+_BOOK = {
+    "grade_token_embedding": TokenEmbedding,
+    "grade_positional_encoding": sinusoidal_encoding,
+    "grade_embeddings": Embeddings, "grade_attention": scaled_dot_product_attention,
+    "grade_split_heads": split_heads, "grade_merge_heads": merge_heads,
+    "grade_multihead": MultiHeadAttention, "grade_ffn": PositionwiseFeedForward,
+    "grade_layer_norm": LayerNorm, "grade_sublayer": SublayerConnection,
+    "grade_encoder_layer": EncoderLayer, "grade_decoder_layer": DecoderLayer,
+    "grade_encoder": Encoder, "grade_layer_cache": LayerCache, "grade_decoder": Decoder,
+    "grade_transformer": Transformer, "grade_causal_mask": causal_mask,
+    "grade_padding_mask": padding_mask, "grade_target_mask": target_mask,
+    "grade_label_smoothing": LabelSmoothingLoss, "grade_noam_lr": noam_lr,
+    "grade_alignment_weight": alignment_weight,
+    "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
+    "grade_filter_logits": filter_logits,
+}
+from transformer_nb.norms import residual as _residual
+from transformer_nb.gpt import sample_next
+# the other public names of an exercise's cell, by name (Verdict.book_if_unfilled)
+_BOOK_BY_NAME = {getattr(b, "__name__", k): b for k, b in _BOOK.items()} | {
+    "residual": _residual, "sample_next": sample_next}
