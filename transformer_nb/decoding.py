@@ -26,6 +26,7 @@ class _Room(LayerCache):
     ):
         super().__init__()
         self.kv = kv
+        self.k, self.v = kv[:, 0, :, :0], kv[:, 1, :, :0]       # nothing cached yet
 
     def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
         "Write the new positions' keys and values (B, H, T, d_k) into the room; views"
