@@ -137,6 +137,63 @@ def test_errors():
     with pytest.raises(ValueError, match="maps must have 4 dimensions"): show_attention_grid(torch.rand(H, T, S))
 
 
+def test_ablate_heads_equals_zeroing_the_head_and_restores():
+    from transformer_nb.transformer import ablate_heads
+    from transformer_nb.decoding import greedy_search
+    m = model().eval()
+    ref, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    # one cross-attention head: the layer's output equals W_o applied to the heads with that head zeroed
+    mha = m.decoder.layers[1].cross_attn
+    y, mem = torch.randn(B, T, D), torch.randn(B, S, D)
+    with torch.no_grad():
+        q, k, v = (W(t).unflatten(-1, (H, D // H)).transpose(1, 2) for W, t in
+                   ((mha.W_q, y), (mha.W_k, mem), (mha.W_v, mem)))
+        heads = torch.softmax(q @ k.transpose(-2, -1) / (D // H) ** 0.5, -1) @ v     # (B, H, T, d_k)
+        heads[:, 3] = 0
+        want = mha.W_o(heads.transpose(1, 2).flatten(2))
+        with ablate_heads(m, [("cross", 1, 3)]):
+            for need in (True, False):
+                torch.testing.assert_close(mha(y, mem, mem, need_weights=need)[0], want, atol=1e-5, rtol=0)
+    # every cross head: the source no longer matters, on the readable, fast and cached decoding paths
+    every = [("cross", l, h) for l in range(3) for h in range(H)]
+    other = SRC.flip(0)
+    with torch.no_grad(), ablate_heads(m, every):
+        a = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)[0]
+        b = m(other, TGT, padding_mask(other, PAD), TGT_MASK, padding_mask(other, PAD))
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+        for cache in (True, False):
+            g1, l1 = greedy_search(m, SRC, SRC_MASK, max_len=6, use_cache=cache, bos=1, eos=None)
+            g2, l2 = greedy_search(m, other, padding_mask(other, PAD), max_len=6, use_cache=cache, bos=1,
+                                   eos=None)
+            assert torch.equal(g1, g2)
+            torch.testing.assert_close(l1, l2, atol=1e-5, rtol=0)
+    # restored, also after an error inside the block
+    with pytest.raises(RuntimeError, match="boom"):
+        with ablate_heads(m, [("encoder", 0, 0), ("decoder", 2, 1)]):
+            assert (m.encoder.layers[0].self_attn.W_o.weight[:, :D // H] == 0).all()
+            raise RuntimeError("boom")
+    assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
+    torch.testing.assert_close(m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)[0], ref,
+                               atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("heads, err, match", [
+    ([("self", 0, 0)], ValueError, "kind must be one of"),
+    ([("encoder", 2, 0)], ValueError, "encoder has layers 0..1, got layer 2"),
+    ([("cross", 0, 4)], ValueError, "cross has heads 0..3, got head 4"),
+    ([("cross", 0)], TypeError, "heads must hold"),
+    ([("decoder", 0.0, 0)], ValueError, "got layer 0.0"),
+])
+def test_ablate_heads_errors(heads, err, match):
+    from transformer_nb.transformer import ablate_heads
+    m = model()
+    with pytest.raises(err, match=match):
+        with ablate_heads(m, heads): pass
+    with pytest.raises(TypeError, match="model must be a Transformer"):
+        with ablate_heads(nn.Linear(2, 2), []): pass
+
+
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_decode_with_a_cache_equals_one_pass(norm_first):
     "decode(tgt[:, t:t+1], ..., cache=...) step by step: the positions continue after the cached ones; same logits"

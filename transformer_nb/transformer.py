@@ -5,7 +5,8 @@
 # %% ../nbs/07_transformer.ipynb #c002
 from __future__ import annotations
 from dataclasses import dataclass, asdict, fields, MISSING
-from typing import Mapping, NamedTuple, Sequence
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 import torch
 from torch import nn, Tensor
 from .core import (
@@ -16,7 +17,7 @@ from .layers import (
 from .plotting import show_heatmaps
 
 # %% auto #0
-__all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid', 'to_torch_transformer',
+__all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid', 'ablate_heads', 'to_torch_transformer',
            'from_torch_transformer']
 
 # %% ../nbs/07_transformer.ipynb #c007
@@ -480,6 +481,72 @@ def show_attention_grid(
         title=title,
         **kwargs,
     )
+
+# %% ../nbs/07_transformer.ipynb #abl1
+def _attention_modules(model:nn.Module)->dict:
+    "The MultiHeadAttention modules of a Transformer by kind, one per layer"
+    enc, dec = getattr(model, "encoder", None), getattr(model, "decoder", None)
+    if enc is None or dec is None:
+        raise TypeError(
+            "model must be a Transformer (with .encoder and .decoder), got "
+            f"{type(model).__name__}"
+        )
+    return {"encoder": [l.self_attn for l in enc.layers],
+            "decoder": [l.self_attn for l in dec.layers],
+            "cross": [l.cross_attn for l in dec.layers]}
+
+# %% ../nbs/07_transformer.ipynb #abl2
+@contextmanager
+def ablate_heads(
+    model:nn.Module,  # a Transformer
+    # (kind, layer, head) triples: kind "encoder", "decoder" or "cross" (the fields of
+    # `Attention`), layer and head counted from 0
+    heads:Iterable[tuple[str, int, int]],
+)->Iterator[nn.Module]:  # the same model, the heads removed until the block ends
+    """Inside the `with` block the chosen heads contribute nothing: their columns of W^O are zero
+
+    Parameters
+    ----------
+    model : nn.Module
+        a Transformer
+    heads : Iterable[tuple[str, int, int]]
+        (kind, layer, head) triples: kind "encoder", "decoder" or "cross" (the
+        fields of `Attention`), layer and head counted from 0
+
+    Returns
+    -------
+    Iterator[nn.Module]
+        the same model, the heads removed until the block ends
+    """
+    modules, chosen = _attention_modules(model), []
+    for item in heads:
+        if not (isinstance(item, tuple) and len(item) == 3):
+            raise TypeError(
+                f"heads must hold (kind, layer, head) triples, got {item!r}"
+            )
+        kind, layer, head = item
+        if kind not in modules:
+            raise ValueError(
+                f"heads: kind must be one of {sorted(modules)}, got {kind!r}"
+            )
+        n, H = len(modules[kind]), modules[kind][0].num_heads if modules[kind] else 0
+        if not (isinstance(layer, int) and 0 <= layer < n):
+            raise ValueError(
+                f"heads: {kind} has layers 0..{n - 1}, got layer {layer!r}"
+            )
+        if not (isinstance(head, int) and 0 <= head < H):
+            raise ValueError(f"heads: {kind} has heads 0..{H - 1}, got head {head!r}")
+        chosen.append((modules[kind][layer], head))
+    saved = [(mha, h, mha.W_o.weight[:, h * mha.d_k:(h + 1) * mha.d_k].clone())
+             for mha, h in chosen]
+    with torch.no_grad():
+        for mha, h, _ in saved: mha.W_o.weight[:, h * mha.d_k:(h + 1) * mha.d_k] = 0
+    try:
+        yield model
+    finally:
+        with torch.no_grad():
+            for mha, h, cols in reversed(saved):
+                mha.W_o.weight[:, h * mha.d_k:(h + 1) * mha.d_k] = cols
 
 # %% ../nbs/07_transformer.ipynb #c028
 def _check_stacks(ours, theirs):
