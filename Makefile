@@ -22,8 +22,13 @@ site: export
 test:
 	@tools/test.sh
 
+# The benchmark's own dependency (transformers, for GPT-2), pinned in tools/bench-constraints.txt: installed here
+# only, never by `make venv` or `make test`.
 bench: export
+	@$(BIN)/python -c "import transformers" 2>/dev/null || \
+	  $(BIN)/pip install -q -c tools/bench-constraints.txt "transformers==5.23.0"
 	@$(BIN)/python benchmarks/run.py
+	@$(BIN)/python benchmarks/run.py --gpt
 
 # Optional: serve the built site on localhost.
 serve:

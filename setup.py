@@ -39,7 +39,9 @@ setuptools.setup(
     include_package_data=True,
     package_data={cfg['lib_name']: ['py.typed', 'explorer.js', 'explorer.css']},  # type hints, explorer assets
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'plot': shlex.split(cfg.get('plot_requirements', ''))},
+    extras_require={'dev': dev_requirements, 'plot': shlex.split(cfg.get('plot_requirements', '')),
+                    'numbers': shlex.split(cfg.get('numbers_requirements', '')),
+                    'bench': shlex.split(cfg.get('bench_requirements', ''))},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/run.py [--reps 9] [--threads N] [--quick] [--compile] [--runs 3]
                                        [--out benchmarks/results/cpu.json]
+    .venv/bin/python benchmarks/run.py --gpt [--runs 3] [--reps 9] [--threads N] [--quick]
 
 The readable path, the fast path and torch.nn.Transformer, interleaved in one process: training tokens/s of the small
 configuration at lengths 32 and 128 (dropout 0.1 and 0; with fused and with torch's default Adam), the ladder (each
@@ -16,12 +17,17 @@ on a busy day); close other programs first. With --runs N it runs N times in a r
 results/runs/ (the chapter draws the spread of every ratio over them) and the last one to --out, and prints each
 ratio's lowest and highest value and the profiles of all runs. This is a benchmark, not a test: it asserts nothing
 about speed (it does refuse to time a rung of the ladder that computes something other than the readable path).
+
+With --gpt it runs only the decoder-only comparison of chapter 11c's model against a causal nn.TransformerEncoder and
+Hugging Face's GPT2LMHeadModel (`bench_gpt`: a training step, and greedy generation at batch 1 and 8; tokens/s and
+peak memory) and writes benchmarks/results/gpt.json (with --runs N, results/runs/gpt-1.json ...). It needs
+`transformers` (`make bench` installs it, pinned in tools/bench-constraints.txt).
 """
-import argparse, subprocess, sys
+import argparse, json, subprocess, sys
 from pathlib import Path
 import torch
 from transformer_nb.book.benchmark import (run_benchmark, summary, save_results, load_results,
-                                          spread, profile_table)
+                                          spread, profile_table, bench_gpt, gpt_summary)
 
 
 def main():
@@ -33,8 +39,11 @@ def main():
     p.add_argument("--runs", type=int, default=1, help="run the benchmark this many times (default 1)")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "cpu.json",
                    help="where to write the result (default benchmarks/results/cpu.json)")
+    p.add_argument("--gpt", action="store_true",
+                   help="only the decoder-only model against nn.TransformerEncoder and GPT-2")
     a = p.parse_args()
     if a.threads: torch.set_num_threads(a.threads)
+    if a.gpt: return gpt_main(a)
     if a.runs > 1:  # each run in its own process: compiled code's threads linger after it
         runs, folder = [], a.out.parent / "runs"
         for i in range(1, a.runs + 1):
@@ -59,6 +68,36 @@ def main():
         print(f"  {'compile time, ' + k + ' (s)':68s} {r['compile_s']:6.1f}")
     print("\nwhere the time goes\n" + profile_table([res]))
     if not a.quick: print(f"\nwrote {save_results(res, a.out)}")
+
+def gpt_main(a):
+    "--gpt: the decoder-only comparison, once or --runs N times (each in its own process)"
+    out = a.out if a.out.name != "cpu.json" else a.out.with_name("gpt.json")
+    if a.runs > 1:
+        runs, folder = [], out.parent / "runs"
+        for i in range(1, a.runs + 1):
+            print(f"\n=== run {i} of {a.runs}", flush=True)
+            path = folder / f"{out.stem}-{i}.json"
+            args = [sys.executable, __file__, "--gpt", "--reps", str(a.reps), "--out", str(path)]
+            args += ["--quick"] * a.quick + (["--threads", str(a.threads)] if a.threads else [])
+            subprocess.run(args, check=True)
+            if not a.quick: runs.append(json.loads(path.read_text()))
+        if runs:
+            ratios = [gpt_summary(r) for r in runs]
+            print(f"\nlowest and highest of {a.runs} runs")
+            for k in ratios[0]:
+                print(f"  {k:60s} {min(r[k] for r in ratios):6.2f} {max(r[k] for r in ratios):6.2f}")
+            out.write_text(json.dumps(runs[-1], indent=1) + "\n"); print(f"\nwrote {out}")
+        return
+    res = bench_gpt(reps=a.reps, quick=a.quick, log=lambda m: print(m, flush=True))
+    res["torch"], res["threads"] = torch.__version__, torch.get_num_threads()
+    import transformers
+    res["transformers"] = transformers.__version__
+    print(f"\ntorch {res['torch']}, transformers {res['transformers']}, {res['threads']} threads")
+    for k, v in gpt_summary(res).items(): print(f"  {k:60s} {v:6.2f}")
+    if not a.quick:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1) + "\n"); print(f"wrote {out}")
+
 
 if __name__ == "__main__":
     main()

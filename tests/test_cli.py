@@ -113,9 +113,10 @@ def test_help_does_not_load_torch():
 
 
 def test_task_names_match_the_data_module():
-    from transformer_nb.cli import _TASKS
+    from transformer_nb.cli import _TASKS, _NUMBER_TASKS
     from transformer_nb.data import TASKS
-    assert _TASKS == TASKS
+    from transformer_nb.numbers import NUMBER_TASKS
+    assert _TASKS == TASKS + NUMBER_TASKS and _NUMBER_TASKS == NUMBER_TASKS
 
 
 def test_python_dash_m_is_the_same_command():
@@ -155,3 +156,50 @@ def test_nproc_error_is_one_line_from_rank_0_and_every_process_exits(trained, tm
     want = (f"transformer-nb train: error: resume='{out / 'copy.pt'}' is a run with "
             "task 'copy', not 'dates'")
     assert errors == [want] and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module")
+def numbers_run(tmp_path_factory):
+    "A numbers-de model trained for a few steps by the command itself (chapter 11b)"
+    out = tmp_path_factory.mktemp("numbers")
+    return out, cli("train", "--task", "numbers-de", "--steps", "5", "--quiet", "--out", out, cwd=out)
+
+
+def test_numbers_train_and_decode(numbers_run, capsys):
+    out, r = numbers_run
+    assert r.returncode == 0, r.stderr
+    assert "numbers-de: exact match" in r.stdout and "held-out numbers" in r.stdout
+    assert {p.name for p in out.iterdir()} == {"numbers-de.pt", "numbers-de_cross_attention.png",
+                                               "numbers-de_alignment.png"}
+    r = in_process(capsys, "decode", "--checkpoint", out / "numbers-de.pt", "97", "seven hundred and twelve")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert [l.split("\t")[0] for l in r.stdout.splitlines()] == ["97", "seven hundred and twelve"]
+
+
+def test_numbers_bad_input_is_one_line_naming_it(numbers_run, tmp_path, capsys):
+    out, _ = numbers_run
+    ckpt = out / "numbers-de.pt"
+    cases = [(["decode", "--checkpoint", ckpt, "1000"], 1, "texts[0] '1000' is outside the numbers 1 to 999"),
+             (["decode", "--checkpoint", ckpt, "12", "0"], 1, "texts[1] '0' is outside"),
+             (["decode", "--checkpoint", ckpt, "ninety-eleventy"], 1, "'eleventy'"),
+             (["decode", "--checkpoint", ckpt, "seven ninety"], 1, "is not a number from 1 to 999"),
+             (["decode", "--checkpoint", ckpt, "--beam", "3", "97"], 1, "--beam 3"),
+             (["train", "--task", "numbers-de", "--n-train", "500", "--out", tmp_path], 1,
+              "--n-train does not apply to --task numbers-de"),
+             (["train", "--task", "numbers-es", "--out", tmp_path], 2, "invalid choice: 'numbers-es'")]
+    for i, (args, status, words) in enumerate(cases):
+        r = cli(*args, cwd=tmp_path) if i == 0 else in_process(capsys, *args)
+        assert r.returncode == status, (args, r.returncode, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert words in r.stderr, (args, r.stderr)
+
+
+def test_numbers_without_num2words_name_the_extra(tmp_path):
+    "Without num2words the numbers task stops with one line saying what to install"
+    code = ("import sys; sys.modules['num2words'] = None\n"
+            "from transformer_nb.cli import main\n"
+            f"sys.exit(main(['train', '--task', 'numbers-fr', '--steps', '1', '--out', {str(tmp_path)!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert 'pip install "transformer_nb[numbers]"' in r.stderr, r.stderr

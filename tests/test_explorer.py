@@ -129,6 +129,8 @@ def test_the_html_is_deterministic_and_the_fallback_optional():
      "layer must be in [-2, 2), got 2"),
     (lambda m: attention_explorer(m, SRC, TGT, head=4), ValueError,
      'head must be "all" or in [-4, 4), got 4'),
+    (lambda m: attention_explorer(m, SRC, TGT, scale="all"), ValueError,
+     'scale must be "head" or "row", got \'all\''),
 ])
 def test_bad_input_names_the_argument(call, exc, words):
     with pytest.raises(exc) as e:
@@ -338,3 +340,161 @@ def test_browser_a_view_alone_on_its_page_works(browser, site, maps):
     assert shown(view, where) == rounded(maps["long"][1, 0, :, 3])
     assert not pg.errors and not pg.outside
     pg.context.close()
+
+
+# --------------------------------------- colour scales, keyboard, whitespace, the readout
+
+TOP = "rgb(253, 231, 37)"  # viridis at 1: the brightest cell of a scale
+
+
+def brightest(view, per: str) -> list[str]:
+    """Per panel (per="head") or per row of each panel (per="row"): the colour of the cell
+    with the largest weight, read from the weights the view embeds"""
+    return view.evaluate("""(root, per) => {
+        const data = JSON.parse(root.querySelector('script.tnb-data').textContent);
+        const sel = root.querySelectorAll('select');
+        const k = data.kinds[+sel[0].value], L = +sel[1].value, out = [];
+        root.querySelectorAll('.tnb-panel').forEach(p => {
+            const m = k.w[L][+p.dataset.h];
+            const groups = per === 'row' ? m.map((r, i) => r.map((v, j) => [v, i, j]))
+                : [m.flatMap((r, i) => r.map((v, j) => [v, i, j]))];
+            groups.forEach(g => {
+                const [v, i, j] = g.reduce((a, b) => b[0] > a[0] ? b : a);
+                if (v > 0) out.push(p.querySelector(`.tnb-cell[data-i='${i}'][data-j='${j}']`)
+                                    .style.background);
+            });
+        });
+        return out;
+    }""", per)
+
+
+def test_browser_colour_per_head_by_default_per_row_on_request(browser, site, maps):
+    """Each head on its own scale: the largest weight of every panel is the brightest
+    colour, and the legend names that top; per row, the largest of every row is"""
+    pg = open_page(browser, f"{site}/two.html", 1280)
+    one = pg.locator(".tnb-explorer").first
+    one.locator("select").nth(0).select_option(label="cross")
+    one.locator("select").nth(2).select_option("all")
+    assert one.locator(".tnb-app").get_attribute("data-scale") == "head"
+    got = brightest(one, "head")
+    assert got == [TOP] * 4, got
+    for h in range(4):  # each panel's title says what its brightest colour stands for
+        top = f"{maps['cross'][0, h].max().item():.3f}"
+        assert one.locator(f".tnb-panel[data-h='{h}'] .tnb-ptitle").inner_text().endswith(top)
+    one.locator("select").nth(2).select_option("1")
+    top = f"{maps['cross'][0, 1].max().item():.3f}"
+    assert one.locator(".tnb-legend").inner_text().replace("\n", " ").find(top) >= 0
+    one.locator("select").nth(3).select_option("row")  # the colour select
+    assert one.locator(".tnb-app").get_attribute("data-scale") == "row"
+    got = brightest(one, "row")
+    assert got == [TOP] * len(TGT), got
+    assert "row" in one.locator(".tnb-legend").inner_text()
+    # the readout's swatches follow the scale: the row's largest is the brightest
+    one.locator(".tnb-row[data-i='2']").hover()
+    j = int(maps["cross"][0, 1, 2].argmax())
+    sw = one.locator(f".tnb-readout .tnb-chip[data-j='{j}'] .tnb-swatch")
+    assert sw.evaluate("e => e.style.background") == TOP
+    assert not pg.errors, pg.errors
+    pg.context.close()
+
+
+def test_browser_one_tab_stop_and_the_arrows_reach_every_cell(browser, site, maps):
+    """The grids of a view are one Tab stop (roving tabindex); from it the arrow keys
+    reach every token and cell, across the panels of every head"""
+    pg = open_page(browser, f"{site}/two.html", 1280)
+    one = pg.locator(".tnb-explorer").first
+    one.locator("select").nth(2).select_option("all")
+    assert one.locator(".tnb-panels [tabindex='0']").count() == 1
+    # Tab from the last select enters the grids once; the next Tab leaves the view
+    one.locator("select").last.focus()
+    pg.keyboard.press("Tab")
+    inside = "e => e.contains(document.activeElement)"
+    assert one.locator(".tnb-panels").evaluate(inside)
+    pg.keyboard.press("Tab")
+    assert not one.locator(".tnb-panels").evaluate(inside)
+    pg.keyboard.press("Shift+Tab")
+    assert one.locator(".tnb-panels").evaluate(inside)
+    # the arrows: to the last cell of the first head, then across into the next head
+    T, S = len(SRC), len(SRC)
+    pg.keyboard.press("End")
+    for _ in range(T):
+        pg.keyboard.press("ArrowDown")
+    active = """() => { const a = document.activeElement;
+        return [a.closest('.tnb-panel').dataset.h, a.dataset.i, a.dataset.j]; }"""
+    assert pg.evaluate(active) == ["0", str(T - 1), str(S - 1)]
+    assert shown(one, ".tnb-rcell .tnb-num") == rounded([maps["encoder self"][0, 0, T - 1, S - 1]])
+    pg.keyboard.press("ArrowRight")  # past the edge: the next head's row token
+    assert pg.evaluate(active) == ["1", str(T - 1), None]
+    pg.keyboard.press("ArrowRight")
+    assert pg.evaluate(active) == ["1", str(T - 1), "0"]
+    pg.keyboard.press("PageDown")
+    pg.keyboard.press("PageDown")
+    assert pg.evaluate(active)[0] == "3"
+    for _ in range(T):
+        pg.keyboard.press("ArrowUp")  # up to the key tokens' row
+    assert pg.evaluate(active) == ["3", None, "0"]
+    assert one.locator(".tnb-panels [tabindex='0']").count() == 1
+    # every cell of every head is a place the cursor can stand
+    n = one.locator(".tnb-panels .tnb-cell[tabindex]").count()
+    assert n == 4 * T * S
+    assert not pg.errors, pg.errors
+    pg.context.close()
+
+
+def test_browser_whitespace_tokens_have_visible_labels(browser, tmp_path):
+    "A space, a newline and an empty token are labelled ␣, ⏎ and ∅, and named for readers"
+    toks = ["a", " ", "b", "\n", ""]
+    view = attention_explorer(torch.full((1, 5, 5), 0.2), toks, title="spaces")
+    (tmp_path / "s.html").write_text(f"<!doctype html><meta charset='utf-8'>{view.html}",
+                                     encoding="utf-8")
+    httpd, url = serve(tmp_path)
+    try:
+        pg = open_page(browser, f"{url}/s.html", 800)
+        rows = pg.locator(".tnb-row").all_inner_texts()
+        assert rows == ["a", "\u2423", "b", "\u23ce", "\u2205"], rows
+        assert pg.locator(".tnb-col").all_inner_texts() == rows
+        assert pg.locator(".tnb-row[data-i='1']").get_attribute("aria-label") == "query 1: space"
+        pg.locator(".tnb-row[data-i='3']").hover()
+        assert "\u23ce" in pg.locator(".tnb-rhead").inner_text()
+        assert not pg.errors, pg.errors
+        pg.context.close()
+    finally:
+        httpd.shutdown()
+
+
+def test_browser_a_tapped_row_is_read_where_the_reader_looks(browser, site, maps):
+    """At 390 px, every head at once: a tap on a row of the first head shows its numbers
+    on the screen, without scrolling (the readout stays at the bottom of the screen)"""
+    pg = open_page(browser, f"{site}/two.html", 390, has_touch=True, is_mobile=True)
+    one = pg.locator(".tnb-explorer").first
+    one.locator("select").nth(2).select_option("all")
+    row = one.locator(".tnb-panel[data-h='0'] .tnb-row[data-i='1']")
+    row.scroll_into_view_if_needed()
+    row.tap()
+    box, vh = one.locator(".tnb-readout").bounding_box(), 900
+    assert box["y"] < vh and box["y"] + min(box["height"], 60) <= vh, box
+    assert shown(one, ".tnb-table tr[data-h='0'] .tnb-num") == rounded(maps["encoder self"][0, 0, 1])
+    assert not pg.errors, pg.errors
+    pg.context.close()
+
+
+def test_a_view_can_open_on_colours_per_row(browser, tmp_path):
+    "scale='row' is embedded (per head, the default, is not) and the view opens on it"
+    w = torch.softmax(torch.randn(1, 2, 4, 4, generator=torch.Generator().manual_seed(3)), -1)
+    toks = list("abcd")
+    assert "scale" not in attention_explorer(w, toks).data
+    view = attention_explorer(w, toks, scale="row")
+    assert view.data["scale"] == "row"
+    (tmp_path / "r.html").write_text(f"<!doctype html><meta charset='utf-8'>{view.html}",
+                                     encoding="utf-8")
+    httpd, url = serve(tmp_path)
+    try:
+        pg = open_page(browser, f"{url}/r.html", 800)
+        root = pg.locator(".tnb-explorer")
+        assert root.locator(".tnb-app").get_attribute("data-scale") == "row"
+        assert root.locator("select").nth(3).input_value() == "row"
+        assert brightest(root, "row") == [TOP] * 4
+        assert not pg.errors, pg.errors
+        pg.context.close()
+    finally:
+        httpd.shutdown()

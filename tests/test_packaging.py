@@ -118,6 +118,9 @@ def test_wheel_metadata(built):
     assert "Provides-Extra: plot\n" in meta                       # pip install "transformer_nb[plot]"
     for req in CFG["plot_requirements"].split():
         assert f"Requires-Dist: {req}; extra == \"plot\"\n" in meta, meta
+    assert "Provides-Extra: numbers\n" in meta                    # pip install "transformer_nb[numbers]"
+    for req in CFG["numbers_requirements"].split():
+        assert f"Requires-Dist: {req}; extra == \"numbers\"\n" in meta, meta
     pys = [l.rsplit(" ", 1)[1] for l in meta.splitlines()
            if l.startswith("Classifier: Programming Language :: Python :: 3.")]
     assert pys and pys[0] == CFG["min_python"], f"Python classifiers {pys}"

@@ -9,11 +9,13 @@ from pathlib import Path
 from . import __version__
 
 # %% auto #0
-__all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'main']
+__all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'cmd_train_lm', 'cmd_generate', 'main']
 
 # %% ../nbs/14_cli.ipynb #c006
 # data.TASKS, spelled out so that --help needs no torch
 _TASKS = ("copy", "reverse", "dates")
+_NUMBER_TASKS = ("numbers-de", "numbers-fr")  # numbers.NUMBER_TASKS (chapter 11b)
+_TASKS += _NUMBER_TASKS
 
 def _count(text:str)->int:
     "argparse type: an integer >= 1"
@@ -92,6 +94,7 @@ def build_parser()->argparse.ArgumentParser:
         "--threads", type=_count, default=1, help="torch threads (default: 1)"
     )
     d.add_argument("texts", nargs="+", help="the strings to decode")
+    _add_lm_parsers(sub)  # train-lm, generate: the language model of chapter 11c
     return p
 
 # %% ../nbs/14_cli.ipynb #c007
@@ -172,6 +175,7 @@ def cmd_train(
     from transformer_nb.training import TASK_SETTINGS, train_task, save_model
     from transformer_nb.decoding import exact_match
     task, seed, n_train = _run_settings(args)
+    if task in _NUMBER_TASKS: return _train_numbers(args, task, seed, out)
     batch = TASK_SETTINGS[task]["batch_size"]
     if n_train < batch:
         raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
@@ -225,6 +229,7 @@ def cmd_decode(
     from transformer_nb.decoding import translate, beam_translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
+    if meta.get("task") in _NUMBER_TASKS: return _decode_numbers(args, model, meta)
     for text in args.texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
@@ -235,6 +240,180 @@ def cmd_decode(
         outs = beam_translate(model, vocab, args.texts, args.beam, max_len=args.max_len)
     for text, o in zip(args.texts, outs): print(f"{text}\t{o}")
     return 0
+
+# %% ../nbs/14_cli.ipynb #c008n
+def _train_numbers(args, task:str, seed:int, out:Path)->int:
+    "`train` for the numbers tasks of chapter 11b: one process, no resume"
+    for flag, given in (("--resume", args.resume), ("--n-train", args.n_train),
+                        ("--nproc", int(os.environ.get("WORLD_SIZE", 1)) > 1)):
+        if given: raise ValueError(f"{flag} does not apply to --task {task}")
+    import torch
+    from transformer_nb.numbers import train_numbers, held_out_exact, save_number_plots
+    from transformer_nb.training import save_model
+    from transformer_nb.data import Vocab
+    torch.set_num_threads(args.threads)
+    out.mkdir(parents=True, exist_ok=True)
+    t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,
+                      progress=not args.quiet)
+    acc = held_out_exact(t)["all"]
+    print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out numbers, "
+          f"trained in {t.history.seconds:.1f} s")
+    path = out / f"{task}.pt"
+    # the checkpoint's vocab keeps characters only: the word and piece tokens go in meta
+    save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
+               task=task, steps=len(t.history.loss), seed=seed, accuracy=acc,
+               tokens=t.task.vocab.itos[len(Vocab.specials):])
+    print(f"saved {path}")
+    if not args.no_plots:
+        for p in save_number_plots(t, out): print(f"saved {p}")
+    return 0
+
+def _decode_numbers(args, model, meta:dict)->int:
+    "`decode` with a numbers checkpoint: English words or digits in, words out"
+    from transformer_nb.numbers import translate_numbers
+    from transformer_nb.data import Vocab
+    if args.beam != 1:
+        raise ValueError(
+            f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
+        )
+    vocab = Vocab(meta["tokens"])
+    for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
+        print(f"{text}\t{o}")
+    return 0
+
+# %% ../nbs/14_cli.ipynb #g200
+def _probability(text:str)->float:
+    "argparse type: a number in (0, 1]"
+    try: p = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < p <= 1: raise argparse.ArgumentTypeError(f"must be in (0, 1], got {p}")
+    return p
+
+def _positive(text:str)->float:
+    "argparse type: a finite number > 0"
+    try: t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 < t < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return t
+
+def _add_lm_parsers(sub):
+    "The language model's subcommands: `train-lm` and `generate`"
+    t = sub.add_parser("train-lm", help="train the character-level language model of "
+                       "chapter 11c on Python's documentation")
+    t.add_argument("--steps", type=_count, default=None,
+                   help="optimiser steps (default: gpt.LM_TRAINING's, 500)")
+    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
+                   "(default: 0)")
+    t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
+                   "current folder)")
+    t.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
+    g = sub.add_parser("generate", help="continue a prompt with a saved language model")
+    g.add_argument("--checkpoint", required=True,
+                   help="a file written by `transformer-nb train-lm`")
+    g.add_argument("prompt", nargs="?", default=None,
+                   help="the text to continue (default: read standard input)")
+    g.add_argument("--max-new-tokens", type=_count, default=48,
+                   help="characters to write (default: 48)")
+    g.add_argument("--temperature", type=_positive, default=1.0,
+                   help="> 0; lower is closer to greedy (default: 1)")
+    g.add_argument("--top-k", type=_count, default=None,
+                   help="sample among the k most probable characters (default: all)")
+    g.add_argument("--top-p", type=_probability, default=None,
+                   help="nucleus sampling, in (0, 1] (default: 1, all)")
+    g.add_argument("--greedy", action="store_true",
+                   help="the most probable character every time, no sampling")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed of the draws (default: a different text each time)")
+    g.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
+
+def cmd_train_lm(
+    args:argparse.Namespace,  # the parsed command line of `train-lm`
+)->int:  # the exit status
+    """Train the character-level language model, report bits per character, save it
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        the parsed command line of `train-lm`
+
+    Returns
+    -------
+    int
+        the exit status
+    """
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    import torch
+    from transformer_nb.gpt import (pydoc_text, char_lm, bits_per_char, ngram_bits,
+                                    save_lm, LM_TRAINING)
+    torch.set_num_threads(args.threads)
+    text = pydoc_text()
+    settings = dict(LM_TRAINING, steps=args.steps or LM_TRAINING["steps"])
+    print(f"training the language model for {settings['steps']} steps on "
+          f"{args.threads} thread(s)", file=sys.stderr)
+    model, losses, seconds = char_lm(text, args.seed, train_kw=settings)
+    bpc = bits_per_char(model, text.valid, settings["context"])
+    base = ngram_bits(text.train, text.valid, len(text.chars))
+    print(f"held-out bits per character: {bpc:.3f} (unigram {base['unigram']:.3f}, "
+          f"bigram {base['bigram']:.3f}), trained in {seconds:.1f} s")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "pydoc_lm.pt"
+    save_lm(path, model, text.chars, steps=settings["steps"], seed=args.seed,
+            bits_per_char=bpc)
+    print(f"saved {path}")
+    return 0
+
+def cmd_generate(
+    args:argparse.Namespace,  # the parsed command line of `generate`
+)->int:  # the exit status
+    """Continue the prompt (argument or standard input) and print prompt and continuation
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        the parsed command line of `generate`
+
+    Returns
+    -------
+    int
+        the exit status
+    """
+    if not Path(args.checkpoint).exists():
+        raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
+    prompt = sys.stdin.read() if args.prompt is None else args.prompt
+    if not prompt:
+        raise ValueError("the prompt is empty: give one as an argument or on "
+                                    "standard input")
+    import torch
+    from transformer_nb.gpt import load_lm, generate
+    torch.set_num_threads(args.threads)
+    model, chars, _ = load_lm(args.checkpoint)
+    unknown = sorted(set(prompt) - set(chars))
+    if unknown:
+        raise ValueError(f"the prompt has characters the model does not know: "
+                         f"{''.join(unknown)!r}")
+    room = model.max_len - args.max_new_tokens
+    if room < 1:
+        raise ValueError(
+            f"--max-new-tokens {args.max_new_tokens} leaves no room for the "
+            f"prompt: the model reads at most {model.max_len} characters"
+        )
+    index = {c: i for i, c in enumerate(chars)}
+    ids = torch.tensor([index[c] for c in prompt[-room:]])
+    out = generate(model, ids, args.max_new_tokens, args.temperature, args.top_k,
+                   args.top_p, greedy=args.greedy, seed=args.seed)
+    sys.stdout.write(prompt + "".join(chars[i] for i in out[len(ids):].tolist()) + "\n")
+    return 0
+
+_LM_COMMANDS = {"train-lm": cmd_train_lm, "generate": cmd_generate}
 
 # %% ../nbs/14_cli.ipynb #c009
 def _launch(argv:list[str], nproc:int)->int:
@@ -274,9 +453,10 @@ def main(
     prog = f"transformer-nb {args.command}"
     if args.command == "train" and args.nproc > 1 and "WORLD_SIZE" not in os.environ:
         return _launch(argv, args.nproc)
-    try: return {"train": cmd_train, "decode": cmd_decode}[args.command](args)
+    try: return {"train": cmd_train, "decode": cmd_decode,
+                 **_LM_COMMANDS}[args.command](args)
     # the user's files and inputs: one line, from the first process only, no traceback
-    except (ValueError, TypeError, OSError) as e:
+    except (ValueError, TypeError, OSError, ImportError) as e:
         if _rank() == 0: print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -4,9 +4,14 @@
    once per page however many views the page holds; `css` is the text of explorer.css.
    A view is a <div class="tnb-explorer"> that holds its data as JSON in
    <script type="application/json" class="tnb-data">:
-     {"decimals": 3, "start": {"kind", "layer", "head"},
+     {"decimals": 3, "start": {"kind", "layer", "head"}, "scale": "head",
       "kinds": [{"name", "rows", "cols", "rowsAre", "colsAre", "max", "w"}]}
-   where w[layer][head][query][key] is a weight in units of 10^-decimals. */
+   where w[layer][head][query][key] is a weight in units of 10^-decimals.
+   Colours: each head's map on its own scale, 0 to its largest weight ("per head", the
+   default), or each row on its own ("per row"); the legend says which, with the top.
+   Keyboard: the grids of a view are one Tab stop (roving tabindex); the arrow keys move
+   between tokens and cells (past a panel's edge into the next head's), Home and End to
+   the first and last key, Page Up and Page Down to the previous and next head. */
 window.__tnbExplorer1 = (function () {
   "use strict";
   var VIRIDIS = ["440154", "482878", "3e4989", "31688e", "26828e", "1f9e89", "35b779",
@@ -15,6 +20,21 @@ window.__tnbExplorer1 = (function () {
     return [0, 2, 4].map(function (k) { return parseInt(h.substr(k, 2), 16); });
   });
   var LQ = "\u201c", RQ = "\u201d";
+  // whitespace tokens get a visible label: open box for a space, return for a newline
+  var SHOWN = {" ": "\u2423", "\n": "\u23ce", "\t": "\u21e5", "\r": "\u240d",
+               "\u00a0": "\u2423"};
+  var SPOKEN = {" ": "space", "\n": "newline", "\t": "tab", "\r": "return",
+                "\u00a0": "space"};
+
+  function shown(t) {  // a token as the view labels it
+    if (t === "") return "\u2205";
+    return t.replace(/[ \n\t\r\u00a0]/g, function (c) { return SHOWN[c]; });
+  }
+  function spoken(t) {  // and as a screen reader says it
+    if (t === "") return "empty token";
+    if (!/^[ \n\t\r\u00a0]+$/.test(t)) return t;
+    return t.split("").map(function (c) { return SPOKEN[c]; }).join(" ");
+  }
 
   function colour(t) {  // viridis, t in [0, 1]
     t = Math.max(0, Math.min(1, t || 0)) * (STOPS.length - 1);
@@ -66,7 +86,9 @@ window.__tnbExplorer1 = (function () {
     if (fallback) fallback.parentNode.removeChild(fallback);
     var scale = Math.pow(10, data.decimals), st = data.start || {};
     var state = {kind: st.kind || 0, layer: st.layer || 0,
-                 head: st.head == null ? 0 : st.head, focus: null};
+                 head: st.head == null ? 0 : st.head, focus: null,
+                 scale: data.scale === "row" ? "row" : "head",
+                 cursor: {h: null, i: 0, j: -1}};  // the one cell or token Tab reaches
     var app = el("div", "tnb-app"), controls = el("div", "tnb-controls");
     var caption = el("div", "tnb-caption"), panels = el("div", "tnb-panels");
     var readout = el("div", "tnb-readout", null, {"aria-live": "polite"});
@@ -75,7 +97,14 @@ window.__tnbExplorer1 = (function () {
 
     function kind() { return data.kinds[state.kind]; }
     function fmt(v) { return (v / scale).toFixed(data.decimals); }
-    function tone(v) { return colour(kind().max > 0 ? v / kind().max : 0); }
+    function most(a) { return a.reduce(function (m, v) { return v > m ? v : m; }, 0); }
+    function peak(h) {  // the largest weight of head h in the layer shown
+      return most(kind().w[state.layer][h].map(most));
+    }
+    function top(h, i) {  // what the brightest colour stands for, for row i of head h
+      return state.scale === "row" ? most(kind().w[state.layer][h][i]) : peak(h);
+    }
+    function tone(v, h, i) { var t = top(h, i); return colour(t > 0 ? v / t : 0); }
     function heads() {
       var H = kind().w[state.layer].length, hs = [];
       if (state.head !== "all") return [+state.head];
@@ -107,30 +136,39 @@ window.__tnbExplorer1 = (function () {
       controls.appendChild(select("head", hs, state.head, function (v) {
         state.head = v === "all" ? "all" : +v; draw();
       }));
+      controls.appendChild(select("colour", [["head", "per head"], ["row", "per row"]],
+                                  state.scale, function (v) {
+        state.scale = v; draw();
+      }));
     }
 
     function drawPanel(h) {
       var k = kind(), m = k.w[state.layer][h], T = k.rows.length, S = k.cols.length;
       var panel = el("div", "tnb-panel", null, {"data-h": h});
-      panel.appendChild(el("div", "tnb-ptitle", "head " + h));
+      panel.appendChild(el("div", "tnb-ptitle", "head " + h + (state.scale === "head"
+        ? " \u00b7 top " + fmt(peak(h)) : "")));
       var scroll = el("div", "tnb-scroll");
-      var grid = el("div", "tnb-grid", null,
-                    {"aria-label": k.name + ", layer " + state.layer + ", head " + h});
+      var grid = el("div", "tnb-grid", null, {role: "group",
+                    "aria-label": k.name + ", layer " + state.layer + ", head " + h +
+                    ": arrow keys move between tokens and cells"});
       grid.style.gridTemplateColumns = "max-content repeat(" + S + ", var(--tnb-cell))";
       grid.appendChild(el("div", "tnb-corner"));
       k.cols.forEach(function (t, j) {
         var b = el("button", "tnb-tok tnb-col", null, {type: "button", "data-j": j,
-                   title: t, "aria-label": "key " + j + ": " + t});
-        b.appendChild(el("span", null, t));
+                   title: spoken(t), "aria-label": "key " + j + ": " + spoken(t),
+                   tabindex: "-1"});
+        b.appendChild(el("span", null, shown(t)));
         grid.appendChild(b);
       });
       for (var i = 0; i < T; i++) {
-        grid.appendChild(el("button", "tnb-tok tnb-row", k.rows[i], {type: "button",
-          "data-i": i, title: k.rows[i], "aria-label": "query " + i + ": " + k.rows[i]
-        }));
+        grid.appendChild(el("button", "tnb-tok tnb-row", shown(k.rows[i]), {
+          type: "button", "data-i": i, title: spoken(k.rows[i]), tabindex: "-1",
+          "aria-label": "query " + i + ": " + spoken(k.rows[i])}));
         for (var j = 0; j < S; j++) {
-          var c = el("div", "tnb-cell", null, {"data-i": i, "data-j": j});
-          c.style.background = tone(m[i][j]);
+          var c = el("div", "tnb-cell", null, {"data-i": i, "data-j": j, tabindex: "-1",
+            role: "button", "aria-label": spoken(k.rows[i]) + " \u2192 " +
+            spoken(k.cols[j]) + ": " + fmt(m[i][j])});
+          c.style.background = tone(m[i][j], h, i);
           grid.appendChild(c);
         }
       }
@@ -150,13 +188,61 @@ window.__tnbExplorer1 = (function () {
       var legend = el("span", "tnb-legend"), ramp = el("span", "tnb-ramp");
       ramp.style.background = "linear-gradient(to right," +
         [0, 0.25, 0.5, 0.75, 1].map(colour).join(",") + ")";
-      legend.appendChild(el("span", null, "0"));
+      var hs = heads(), upto = state.scale === "row" ? "each row's largest weight"
+        : hs.length > 1 ? "each head's largest (beside its name)"
+        : fmt(peak(hs[0])) + ", this head's largest";
+      legend.appendChild(el("span", null, "colour: 0"));
       legend.appendChild(ramp);
-      legend.appendChild(el("span", null, fmt(k.max)));
+      legend.appendChild(el("span", "tnb-top", upto));
       caption.appendChild(legend);
+      app.setAttribute("data-scale", state.scale);
       var f = state.focus;
       if (f && (f.i >= k.rows.length || f.j >= k.cols.length)) state.focus = null;
+      rove();
       highlight();
+    }
+
+    // ---- the keyboard: one Tab stop for all the grids, the arrows move the cursor
+    function at(c) {  // the element at cursor c: a row token, a key token or a cell
+      var p = panels.querySelector(".tnb-panel[data-h='" + c.h + "']");
+      if (!p) return null;
+      if (c.j < 0) return p.querySelector(".tnb-row[data-i='" + c.i + "']");
+      if (c.i < 0) return p.querySelector(".tnb-col[data-j='" + c.j + "']");
+      return p.querySelector(".tnb-cell[data-i='" + c.i + "'][data-j='" + c.j + "']");
+    }
+    function rove() {  // clamp the cursor to what is drawn; it alone has tabindex 0
+      var k = kind(), c = state.cursor, hs = heads();
+      if (hs.indexOf(c.h) < 0) c.h = hs[0];
+      c.i = Math.max(-1, Math.min(c.i, k.rows.length - 1));
+      c.j = Math.max(-1, Math.min(c.j, k.cols.length - 1));
+      if (c.i < 0 && c.j < 0) c.i = 0;
+      each(panels.querySelectorAll("[tabindex='0']"), function (e) {
+        e.setAttribute("tabindex", "-1");
+      });
+      var e = at(c);
+      if (e) e.setAttribute("tabindex", "0");
+      return e;
+    }
+    function move(e) {
+      var k = kind(), c = state.cursor, hs = heads(), n = hs.indexOf(c.h);
+      var T = k.rows.length, S = k.cols.length, i = c.i, j = c.j, h = c.h;
+      if (e.key === "ArrowDown") i = Math.min(i + 1, T - 1);
+      else if (e.key === "ArrowUp") i = Math.max(i - 1, j < 0 ? 0 : -1);
+      else if (e.key === "ArrowRight") {
+        if (j + 1 < S) j += 1;
+        else if (n + 1 < hs.length) { h = hs[n + 1]; j = i < 0 ? 0 : -1; }
+      } else if (e.key === "ArrowLeft") {
+        if (j - 1 >= (i < 0 ? 0 : -1)) j -= 1;
+        else if (n > 0) { h = hs[n - 1]; j = S - 1; }
+      } else if (e.key === "Home") j = 0;
+      else if (e.key === "End") j = S - 1;
+      else if (e.key === "PageDown" && n + 1 < hs.length) h = hs[n + 1];
+      else if (e.key === "PageUp" && n > 0) h = hs[n - 1];
+      else return false;
+      state.cursor = {h: h, i: i, j: j};
+      var t = rove();
+      if (t) t.focus();
+      return true;
     }
 
     function highlight() {
@@ -176,10 +262,10 @@ window.__tnbExplorer1 = (function () {
       drawReadout();
     }
 
-    function chip(label, v, attrs) {
+    function chip(label, v, attrs, hue) {
       var c = el("span", "tnb-chip", null, attrs);
       var swatch = el("span", "tnb-swatch");
-      swatch.style.background = tone(v);
+      swatch.style.background = hue;
       c.appendChild(swatch);
       c.appendChild(el("span", "tnb-chip-t", label));
       c.appendChild(el("span", "tnb-num", fmt(v)));
@@ -199,23 +285,24 @@ window.__tnbExplorer1 = (function () {
         var h0 = f.h != null && hs.indexOf(f.h) >= 0 ? f.h : hs[0];
         var p = el("p", "tnb-rcell", null,
                    {"data-h": h0, "data-i": f.i, "data-j": f.j});
-        p.appendChild(document.createTextNode(LQ + k.rows[f.i] + RQ + " \u2192 " + LQ +
-          k.cols[f.j] + RQ + (hs.length > 1 ? " in head " + h0 : "") + ": "));
+        p.appendChild(document.createTextNode(LQ + shown(k.rows[f.i]) + RQ + " \u2192 " +
+          LQ + shown(k.cols[f.j]) + RQ + (hs.length > 1 ? " in head " + h0 : "") + ": "));
         p.appendChild(el("strong", "tnb-num", fmt(k.w[L][h0][f.i][f.j])));
         readout.appendChild(p);
       }
       readout.appendChild(el("p", "tnb-rhead", byRow
-        ? "query " + LQ + k.rows[f.i] + RQ + " (row " + f.i + ") puts these weights " +
-          "on the keys:"
-        : "the weight each query puts on key " + LQ + k.cols[f.j] + RQ +
+        ? "query " + LQ + shown(k.rows[f.i]) + RQ + " (row " + f.i + ") puts these " +
+          "weights on the keys:"
+        : "the weight each query puts on key " + LQ + shown(k.cols[f.j]) + RQ +
           " (column " + f.j + "):"));
       var labels = byRow ? k.cols : k.rows;
       function val(h, n) { var m = k.w[L][h]; return byRow ? m[f.i][n] : m[n][f.j]; }
-      function at(n) { return byRow ? {"data-j": n} : {"data-i": n}; }
+      function where(n) { return byRow ? {"data-j": n} : {"data-i": n}; }
+      function hue(h, n) { return tone(val(h, n), h, byRow ? f.i : n); }
       if (hs.length === 1) {  // one head: a chip per token, that wraps
         var list = el("div", "tnb-chips", null, {"data-h": hs[0]});
         labels.forEach(function (t, n) {
-          var c = chip(t, val(hs[0], n), at(n));
+          var c = chip(shown(t), val(hs[0], n), where(n), hue(hs[0], n));
           if (byRow && f.j === n) c.classList.add("tnb-cur");
           list.appendChild(c);
         });
@@ -224,14 +311,14 @@ window.__tnbExplorer1 = (function () {
       }
       var wrap = el("div", "tnb-twrap"), tab = el("table", "tnb-table"), tr = el("tr");
       tr.appendChild(el("th", null, "head"));
-      labels.forEach(function (t) { tr.appendChild(el("th", null, t)); });
+      labels.forEach(function (t) { tr.appendChild(el("th", null, shown(t))); });
       tab.appendChild(tr);
       hs.forEach(function (h) {  // every head: a table, one row per head
         var r = el("tr", null, null, {"data-h": h});
         r.appendChild(el("th", null, String(h)));
         labels.forEach(function (t, n) {
-          var v = val(h, n), td = el("td", "tnb-num", fmt(v), at(n));
-          td.style.boxShadow = "inset 0 -3px 0 " + tone(v);
+          var v = val(h, n), td = el("td", "tnb-num", fmt(v), where(n));
+          td.style.boxShadow = "inset 0 -3px 0 " + hue(h, n);
           r.appendChild(td);
         });
         tab.appendChild(r);
@@ -252,22 +339,17 @@ window.__tnbExplorer1 = (function () {
                h: panel ? +panel.getAttribute("data-h") : null};
       if (g && g.i === f.i && g.j === f.j && g.h === f.h) return;
       state.focus = f;
+      if (f.h != null) {  // the Tab stop follows the reader's last choice
+        state.cursor = {h: f.h, i: f.i == null ? -1 : f.i, j: f.j == null ? -1 : f.j};
+        rove();
+      }
       highlight();
     }
     ["mouseover", "focusin", "click"].forEach(function (ev) {
       panels.addEventListener(ev, function (e) { point(target(e)); });
     });
-    // the arrow keys walk along the labels
     panels.addEventListener("keydown", function (e) {
-      var t = target(e);
-      if (!t || !t.classList.contains("tnb-tok")) return;
-      var row = t.classList.contains("tnb-row"), d = 0;
-      if (e.key === (row ? "ArrowDown" : "ArrowRight")) d = 1;
-      else if (e.key === (row ? "ArrowUp" : "ArrowLeft")) d = -1;
-      if (!d) return;
-      var a = row ? "data-i" : "data-j", n = +t.getAttribute(a) + d;
-      var next = t.parentNode.querySelector(".tnb-tok[" + a + "='" + n + "']");
-      if (next) { next.focus(); e.preventDefault(); }
+      if (target(e) && move(e)) e.preventDefault();
     });
     drawControls();
     draw();

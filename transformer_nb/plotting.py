@@ -397,6 +397,16 @@ def _explorer_asset(name:str)->str:
     lines = (l.strip() for l in text.splitlines())
     return "\n".join(l for l in lines if l and not l.startswith("//"))
 
+def _explorer_script()->str:
+    ("The <script> of every view: defines the explorer once per page, then draws its "
+     "view (the site's builder puts the package's current one in pages stored before)")
+    js, css = _explorer_asset("explorer.js"), _explorer_asset("explorer.css")
+    return (
+        "<script>(function(){if(!window.__tnbExplorer1){"
+        f"var css={_json_for_html(css)};\n"
+        f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();</script>"
+    )
+
 def _json_for_html(obj)->str:
     "JSON that cannot close the <script> element it sits in"
     s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -428,6 +438,8 @@ class AttentionExplorer:
         weights are rounded to this many decimals
     fallback : bool
         embed a static picture for where scripts do not run
+    scale : str
+        colours scaled per "head" or per "row" at first
     """
     def __init__(self,
         maps:dict,  # {name: (weights (L, H, T, S), queries, keys, what each are)}
@@ -435,10 +447,11 @@ class AttentionExplorer:
         title:str|None=None,  # a title over the view
         decimals:int=3,  # weights are rounded to this many decimals
         fallback:bool=True,  # embed a static picture for where scripts do not run
+        scale:str="head",  # colours scaled per "head" or per "row" at first
     ):
         """Build a `AttentionExplorer`: `help(AttentionExplorer)` describes the parameters."""
         self.maps, self.start, self.title = maps, start, title
-        self.decimals, self.fallback = decimals, fallback
+        self.decimals, self.fallback, self.scale = decimals, fallback, scale
 
     @property
     def data(self)->dict:
@@ -450,7 +463,9 @@ class AttentionExplorer:
                               colsAre=cols_are, max=int(q.max()), w=q.tolist()))
         kind, layer, head = self.start
         start = dict(kind=list(self.maps).index(kind), layer=layer, head=head)
-        return dict(decimals=self.decimals, kinds=kinds, start=start)
+        out = dict(decimals=self.decimals, kinds=kinds, start=start)
+        if self.scale != "head": out["scale"] = self.scale  # per head: the default
+        return out
 
     def _fallback_html(self)->str:
         "A static picture of the first layer shown (all heads), by `show_attention`"
@@ -477,10 +492,6 @@ class AttentionExplorer:
     @property
     def html(self)->str:
         "The view: title, static fallback, data as JSON, and the script that draws it"
-        js, css = _explorer_asset("explorer.js"), _explorer_asset("explorer.css")
-        boot = ("(function(){if(!window.__tnbExplorer1){"
-                f"var css={_json_for_html(css)};\n"
-                f"{js}\n}}window.__tnbExplorer1.boot(document.currentScript);}})();")
         label = html.escape(self.title or "attention explorer", quote=True)
         title = html.escape(self.title) if self.title else ""
         title = f'<div class="tnb-title">{title}</div>' if title else ""
@@ -488,7 +499,7 @@ class AttentionExplorer:
         data = _json_for_html(self.data)
         return (f'<div class="tnb-explorer" role="group" aria-label="{label}">'
                 f'{title}{fallback}<script type="application/json" class="tnb-data">'
-                f"{data}</script><script>{boot}</script></div>")
+                f"{data}</script>{_explorer_script()}</div>")
 
     def _repr_html_(self): return self.html
 
@@ -507,6 +518,7 @@ def attention_explorer(
     head:int|str=0,  # the head shown first, or "all" for every head at once
     decimals:int=3,  # weights are rounded to this many decimals
     fallback:bool=True,  # embed a static picture for where scripts do not run
+    scale:str="head",  # colours scaled per "head" (to its largest weight) or per "row"
 )->AttentionExplorer:
     """An interactive view of attention maps: pick kind, layer and head; point at tokens
 
@@ -530,6 +542,8 @@ def attention_explorer(
         weights are rounded to this many decimals
     fallback : bool
         embed a static picture for where scripts do not run
+    scale : str
+        colours scaled per "head" (to its largest weight) or per "row\"
     """
     if isinstance(maps, Tensor): maps = {"self-attention": maps}
     if not isinstance(maps, dict) or not maps:
@@ -566,5 +580,7 @@ def attention_explorer(
         raise ValueError(f"layer must be in [{-L}, {L}), got {layer!r}")
     if not (head == "all" or isinstance(head, int) and -H <= head < H):
         raise ValueError(f'head must be "all" or in [{-H}, {H}), got {head!r}')
+    if scale not in ("head", "row"):
+        raise ValueError(f'scale must be "head" or "row", got {scale!r}')
     start = (kind, layer % L, head if head == "all" else head % H)
-    return AttentionExplorer(checked, start, title, decimals, fallback)
+    return AttentionExplorer(checked, start, title, decimals, fallback, scale)

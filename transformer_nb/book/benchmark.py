@@ -27,11 +27,12 @@ from transformer_nb.book.measure import (
 from ..plotting import pyplot
 
 # %% auto #0
-__all__ = ['PROFILE_GROUPS', 'RUNGS', 'GROUP_STYLE', 'peak_memory', 'release_freed_memory', 'step_flops', 'matmul_peak',
-           'op_group', 'profile_groups', 'bench_training', 'bench_bf16', 'bench_memory', 'bench_forward',
-           'bench_decoding', 'bench_kernels', 'rung_step', 'check_rungs', 'bench_ladder', 'run_benchmark', 'summary',
-           'spread', 'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread', 'ladder_ratios',
-           'show_ladder', 'profiled', 'profile_summary', 'profile_table', 'show_profiles']
+__all__ = ['PROFILE_GROUPS', 'RUNGS', 'GROUP_STYLE', 'GPT_BENCH', 'GPT_BATCH', 'GPT_IMPLS', 'peak_memory', 'release_freed_memory',
+           'step_flops', 'matmul_peak', 'op_group', 'profile_groups', 'bench_training', 'bench_bf16', 'bench_memory',
+           'bench_forward', 'bench_decoding', 'bench_kernels', 'rung_step', 'check_rungs', 'bench_ladder',
+           'run_benchmark', 'summary', 'spread', 'save_results', 'load_results', 'show_benchmark', 'met', 'show_spread',
+           'ladder_ratios', 'show_ladder', 'profiled', 'profile_summary', 'profile_table', 'show_profiles', 'TorchGPT',
+           'gpt2_model', 'gpt_models', 'gpt_training_step', 'gpt_generation', 'bench_gpt', 'gpt_summary']
 
 # %% ../../nbs/13_benchmark.ipynb #c011
 def _rss()->tuple[int, int]:
@@ -1180,3 +1181,228 @@ def show_profiles(
     fig.legend(handles, labels, loc="upper center", ncol=3, fontsize=9, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.7 / fig.get_figheight()))
     return fig
+
+# %% ../../nbs/13_benchmark.ipynb #g101
+import math
+import torch.nn.functional as F
+from torch import nn
+from ..multihead import load_weights
+from ..gpt import GPT, generate, torch_state, _extend
+
+# %% ../../nbs/13_benchmark.ipynb #g102
+# the chapter's model, with GPT-2's learned positions (an nn.Embedding in all three)
+GPT_BENCH = dict(vocab_size=103, d_model=128, num_heads=4, d_ff=512, num_layers=2,
+                 max_len=160, positions="learned")
+GPT_BATCH = dict(batch_size=16, seq_len=128, prompt=16, new_tokens=64)
+GPT_IMPLS = ("ours", "torch", "gpt2")
+
+class TorchGPT(nn.Module):
+    ("Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied "
+     "output")
+    def __init__(self, ours:GPT):
+        """Build a `TorchGPT`: `help(TorchGPT)` describes the parameters."""
+        super().__init__()
+        d, c = ours.d_model, ours.config
+        self.tok = nn.Embedding(c["vocab_size"], d)
+        self.pos = nn.Embedding(c["max_len"], d)
+        self.scale = math.sqrt(d)
+        self.stack = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(d, c["num_heads"], c["d_ff"], dropout=0.0,
+                                       activation=c["activation"], batch_first=True,
+                                       norm_first=True),
+            c["num_layers"], norm=nn.LayerNorm(d), enable_nested_tensor=False)
+        with torch.no_grad():
+            self.tok.weight.copy_(ours.embed.tokens.embed.weight)
+            self.pos.weight.copy_(ours.embed.positions.pos.weight)
+        load_weights(self.stack, torch_state(ours.stack))
+
+    def forward(self, ids:Tensor)->Tensor:
+        """Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied output"""
+        T = ids.shape[1]
+        x = self.tok(ids) * self.scale + self.pos(torch.arange(T, device=ids.device))
+        blocked = nn.Transformer.generate_square_subsequent_mask(T, device=ids.device,
+                                                                 dtype=torch.bool)
+        return F.linear(self.stack(x, mask=blocked, is_causal=True), self.tok.weight)
+
+def gpt2_model(ours:GPT)->nn.Module:
+    ("Hugging Face's GPT2LMHeadModel at our GPT's sizes, random weights (needs "
+     "transformers)")
+    from transformers import GPT2Config, GPT2LMHeadModel
+    c = ours.config
+    cfg = GPT2Config(
+        vocab_size=c["vocab_size"],
+        n_positions=c["max_len"],
+        n_embd=c["d_model"],
+        n_layer=c["num_layers"],
+        n_head=c["num_heads"],
+        n_inner=c["d_ff"],
+        activation_function="gelu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    cfg._attn_implementation = "sdpa"
+    return GPT2LMHeadModel(cfg)
+
+def gpt_models(seed:int=0)->dict:
+    "The three decoder-only models of the benchmark: {name: (module, ids -> logits)}"
+    torch.manual_seed(seed)
+    ours = GPT(**GPT_BENCH)
+    theirs = TorchGPT(ours)
+    hf = gpt2_model(ours)
+    return {"ours": (ours, ours), "torch": (theirs, theirs),
+            "gpt2": (hf, lambda ids: hf(input_ids=ids).logits)}
+
+def gpt_training_step(impl:str, seed:int=0, batch:dict|None=None):
+    ("One training step (forward, loss, backward, fused AdamW) of `impl` on a fixed "
+     "batch")
+    b = batch or GPT_BATCH
+    module, forward = gpt_models(seed)[impl]
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, GPT_BENCH["vocab_size"], (b["batch_size"], b["seq_len"] + 1),
+                        generator=g)
+    x, y = ids[:, :-1], ids[:, 1:]
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-4, fused=True)
+    module.train()
+    def step():
+        loss = F.cross_entropy(forward(x).flatten(0, 1), y.flatten())
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        return loss.detach()
+    step.tokens, step.module = y.numel(), module
+    return step
+
+def gpt_generation(impl:str, batch_size:int, seed:int=0, batch:dict|None=None):
+    ("Greedy generation of new_tokens after a random prompt: ours and gpt2 cached, "
+     "torch not")
+    b = batch or GPT_BATCH
+    module, forward = gpt_models(seed)[impl]
+    module.eval()
+    g = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(1, GPT_BENCH["vocab_size"], (batch_size, b["prompt"]),
+                           generator=g)
+    n = b["new_tokens"]
+    if impl == "ours": run = lambda: generate(module, prompt, n, greedy=True)
+    elif impl == "gpt2":
+        ones = torch.ones_like(prompt)
+        run = lambda: module.generate(prompt, attention_mask=ones, max_new_tokens=n,
+                                      min_new_tokens=n, do_sample=False, use_cache=True)
+    else:
+        run = lambda: _extend(lambda ys: forward(ys)[:, -1], prompt, n,
+                              lambda logits: logits.argmax(-1))
+    def gen():
+        with torch.no_grad(): return run()
+    gen.tokens, gen.module = batch_size * n, module
+    return gen
+
+def _gpt_memory_child(args:dict)->dict:
+    release_freed_memory()
+    out = {}
+    for impl in GPT_IMPLS:
+        step = gpt_training_step(impl, batch=args.get("batch")); step(); step()
+        out[f"train {impl}"] = peak_memory(step)
+        del step
+        for B in args["batch_sizes"]:
+            gen = gpt_generation(impl, B, batch=args.get("batch")); gen()
+            out[f"generate B={B} {impl}"] = peak_memory(gen)
+            del gen
+    return out
+
+def bench_gpt(
+    reps:int=7,  # timed rounds
+    batch_sizes=(1, 8),  # generation batch sizes
+    quick:bool=False,  # tiny sizes, few rounds: checks that it runs, measures nothing
+    log=print,  # where progress goes
+)->dict:  # {"train": impl -> timings, "generate B=b": impl -> timings, "memory": ...}
+    """Training step and generation of the decoder-only model: ours, torch's, GPT-2's
+
+    Parameters
+    ----------
+    reps : int
+        timed rounds
+    batch_sizes
+        generation batch sizes
+    quick : bool
+        tiny sizes, few rounds: checks that it runs, measures nothing
+    log
+        where progress goes
+
+    Returns
+    -------
+    dict
+        {"train": impl -> timings, "generate B=b": impl -> timings, "memory":
+        ...}
+    """
+    batch = dict(batch_size=2, seq_len=16, prompt=4, new_tokens=4) if quick else None
+    b = batch or GPT_BATCH
+    with torch.no_grad():  # torch's model is ours, number for number
+        models = gpt_models()
+        ids = torch.randint(0, GPT_BENCH["vocab_size"], (2, 12))
+        err = (models["ours"][1](ids) - models["torch"][1](ids)).abs().max().item()
+    if err > 1e-4: raise RuntimeError(f"TorchGPT differs from GPT by {err:.1e}")
+    res = dict(config=GPT_BENCH, batch=b, reps=reps, quick=quick)
+    log("decoder-only training step ...")
+    steps = {k: gpt_training_step(k, batch=batch) for k in GPT_IMPLS}
+    t = interleaved(steps, reps)
+    res["train"] = {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"])
+                    for k in steps}
+    for B in batch_sizes:
+        log(f"decoder-only generation, batch {B} ...")
+        gens = {k: gpt_generation(k, B, batch=batch) for k in GPT_IMPLS}
+        t = interleaved(gens, max(3, reps - 2), warmup=1)
+        res[f"generate B={B}"] = {
+            k: dict(t[k], tokens_per_s=gens[k].tokens / t[k]["median"]) for k in gens
+        }
+    log("decoder-only memory ...")
+    code = (
+        "import json, sys; from transformer_nb.book.benchmark import _gpt_memory_child;"
+        " print(json.dumps(_gpt_memory_child(json.loads(sys.argv[1]))))"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            json.dumps(dict(batch=batch, batch_sizes=list(batch_sizes))),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"the memory measurement failed:\n{done.stderr[-2000:]}")
+    res["memory_mb"] = json.loads(done.stdout.splitlines()[-1])
+    return res
+
+def gpt_summary(
+    res:dict,  # from bench_gpt
+# name -> ratio; above 1 means ours is faster (or uses more memory)
+)->dict[str, float]:
+    """The ratios of the decoder-only benchmark: ours over torch's and over GPT-2's
+
+    Parameters
+    ----------
+    res : dict
+        from bench_gpt
+
+    Returns
+    -------
+    dict[str, float]
+        name -> ratio; above 1 means ours is faster (or uses more memory)
+    """
+    out = {}
+    for what in [k for k in res if k == "train" or k.startswith("generate")]:
+        for other in ("torch", "gpt2"):
+            name = f"{what} tokens/s: ours / {other}"
+            if what.startswith("generate"): name += " (uncached)" * (other == "torch")
+            out[name] = (
+                res[what]["ours"]["tokens_per_s"] / res[what][other]["tokens_per_s"]
+            )
+    mem = res.get("memory_mb", {})
+    for what in ["train"] + [k for k in res if k.startswith("generate")]:
+        for other in ("torch", "gpt2"):
+            a, b = mem.get(f"{what} ours"), mem.get(f"{what} {other}")
+            if a and b and b > 0: out[f"{what} peak memory: ours / {other}"] = a / b
+    return out

@@ -395,7 +395,7 @@ def draw_architecture(
 
 # %% ../../nbs/00b_diagrams.ipynb #c020
 def draw_embeddings():
-    ("Token ids to the vectors the first layer reads: lookup, × √d_model, + positions, "
+    ("Token ids to the vectors layer 0 reads: lookup, × √d_model, + positions, "
      "dropout")
     sk, lx, rx = _Sketch(), 3.0, 7.3
     ids = sk.box(
