@@ -21,11 +21,11 @@ SLOW_FIRST = (
     "tests/test_browser.py",  # 89 s, waiting for the pages included; every page in four
     # views since issue 33: 112 s against 76 s before, one after the other on a busy machine
     "tests/test_cli.py",  # 30 s
+    "tests/test_compile.py",  # 45 s with an inductor compile, measured under load
     "nbs/11_decoding.ipynb",  # 28 s
     "nbs/11b_numbers.ipynb",  # 60-80 s: trains two models
     "nbs/11a_pronouns.ipynb",  # 20 s
     "tests/test_decoding.py",  # 13 s
-    "tests/test_compile.py",  # 12 s
     "nbs/12_fast.ipynb",  # 12 s
     "nbs/14_cli.ipynb",  # 11 s
     "nbs/10a_distributed.ipynb",  # 11 s

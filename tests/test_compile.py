@@ -5,6 +5,7 @@ decoding step compiles too (issue 17).
 The compiled tests use the `aot_eager` backend: it runs what can fail on the model's code (Dynamo's trace of the
 whole forward with `fullgraph=True`, and AOTAutograd's trace of the backward) without inductor's C++ code
 generation, which takes minutes on a small CPU and belongs to torch. One compiled module serves every step."""
+import os
 import pytest
 import torch
 import torch._dynamo
@@ -28,6 +29,19 @@ def batch(seed, B=3, S=7, T=6):
 def loss_of(model, src, tgt, src_mask, tgt_mask):
     logits = model(src, tgt, src_mask, tgt_mask, src_mask)               # (B, T, V)
     return logits, F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_inductor_cache(tmp_path_factory):
+    """Compile into a cache of this module's own: inductor's shared one under /tmp, written by other runs (other
+    code, other kernels settings), once gave NaN outputs here that a fresh cache did not"""
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+    if old is None: os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    else: os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +159,113 @@ def test_compiled_cached_decoding_equals_eager(model):
         assert compiled.layers[0].kv.shape[3] == 32                                       # grown at 4, 8 and 16
     finally:
         model.train(was_training)
+
+
+# ---------------------------------------------------------------- issue 31: checks safe under dynamic shapes
+
+def shaped(B, S, T, seed=0):
+    "A batch of given sizes, the last source and target positions of row 0 padded"
+    g = torch.Generator().manual_seed(seed)
+    src, tgt = torch.randint(1, 11, (B, S), generator=g), torch.randint(1, 13, (B, T), generator=g)
+    src[0, -2:] = PAD; tgt[0, -1:] = PAD
+    return src, tgt, padding_mask(src, PAD), target_mask(tgt, PAD)
+
+
+def test_inductor_dynamic_shapes_and_mask_combinations():
+    """fullgraph compile with inductor, shapes changing between calls, and the first call passing one tensor as both
+    src_mask and memory_mask (as train() does) before calls with separate ones: equal to eager every time. (The checks
+    once compared symbolic sizes with `a in (1, b)`, which Dynamo answered wrongly after such a first call.)"""
+    torch.manual_seed(0)
+    m = Transformer(11, 13, dropout=0.0, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+                    d_ff=16, max_len=16).eval()
+    torch._dynamo.reset()
+    c = torch.compile(m, fullgraph=True, dynamic=True, backend="inductor")
+    with torch.no_grad():
+        for i, (B, S, T, same) in enumerate([(3, 7, 6, True), (2, 9, 5, False)]):
+            src, tgt, sm, tm = shaped(B, S, T, seed=i)
+            mm = sm if same else padding_mask(src, PAD)
+            torch.testing.assert_close(c(src, tgt, sm, tm, mm), m(src, tgt, sm, tm, mm), atol=1e-5, rtol=0)
+
+
+def test_export_with_dynamic_batch_and_lengths(model):
+    "torch.export with symbolic B, S and T: the exported program runs other sizes and equals eager"
+    model.eval()
+    B, S, T = (torch.export.Dim(n, min=2, max=30) for n in ("B", "S", "T"))
+    shapes = ({0: B, 1: S}, {0: B, 1: T}, {0: B, 3: S}, {0: B, 2: T, 3: T}, {0: B, 3: S})
+    with torch.no_grad():
+        exported = torch.export.export(model, shaped(3, 7, 6) + (shaped(3, 7, 6)[2],), dynamic_shapes=shapes)
+        for sizes in [(2, 9, 5), (4, 5, 8)]:
+            src, tgt, sm, tm = shaped(*sizes, seed=1)
+            torch.testing.assert_close(exported.module()(src, tgt, sm, tm, sm), model(src, tgt, sm, tm, sm),
+                                       atol=1e-5, rtol=0)
+
+
+def test_torchscript_what_the_docs_say():
+    """Chapter "Fast path": torch.jit.script refuses the package's modules; torch.jit.trace records one run, which
+    serves other sizes, but freezes the branches taken while tracing: traced with the exact causal mask, the fast path
+    asked the kernel for `is_causal=True`, and the traced module then ignores another mask."""
+    from transformer_nb.masking import causal_mask
+    from transformer_nb.norms import LayerNorm
+    torch.manual_seed(0)
+    m = Transformer(11, 13, dropout=0.0, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+                    d_ff=16, max_len=16).eval()
+    for module in (m, LayerNorm(8)):
+        with pytest.raises(Exception): torch.jit.script(module)
+    src, tgt, sm, tm = shaped(3, 7, 6)
+    other = torch.rand(3, 1, 6, 6, generator=torch.Generator().manual_seed(0)) > 0.3
+    with torch.no_grad(), pytest.warns(torch.jit.TracerWarning):
+        traced = torch.jit.trace(m, (src, tgt, sm, tm, sm))                 # a padded target: not causal
+        frozen = torch.jit.trace(m, (src, tgt, sm, causal_mask(6), sm))
+    with torch.no_grad():
+        src, tgt, sm, tm = shaped(2, 9, 5, seed=1)
+        torch.testing.assert_close(traced(src, tgt, sm, tm, sm), m(src, tgt, sm, tm, sm), atol=1e-5, rtol=0)
+        src, tgt, sm, _ = shaped(3, 7, 6, seed=2)
+        assert (frozen(src, tgt, sm, other, sm) - m(src, tgt, sm, other, sm)).abs().max() > 1e-2
+
+
+def test_no_value_is_read_off_the_device():
+    """On the meta device any read of a tensor's values (int(ids.min()), torch.equal, .item()) raises: the model's
+    forward, encode and decode, fast and readable path, with and without a cache, read none, so on a GPU they never
+    wait for it. (On a CPU the ids' range and the causal mask are checked; there reading costs no wait.)"""
+    from transformer_nb.layers import LayerCache
+    torch.manual_seed(0)
+    m = Transformer(11, 13, dropout=0.0, **SIZES).to("meta").eval()
+    src, tgt, sm, tm = (t.to("meta") for t in batch(0))
+    for need_weights in (False, True):
+        out = m(src, tgt, sm, tm, sm, need_weights=need_weights)
+        assert (out[0] if need_weights else out).shape == (3, 6, 13)
+    memory = m.encode(src, sm)
+    cache = [LayerCache() for _ in m.decoder.layers]
+    for t in range(3): assert m.decode(tgt[:, t:t + 1], memory, None, sm, cache=cache).shape == (3, 1, 13)
+
+
+def test_each_input_is_checked_once(monkeypatch):
+    """Checks once, at the entry the caller uses: the model's forward checks each mask once, and none of the layers,
+    attentions, FFNs, norms and embeddings inside checks its inputs again; a layer or stack called directly checks."""
+    import transformer_nb.core as core, transformer_nb.layers as layers, transformer_nb.transformer as tr
+    import transformer_nb.multihead as mh, transformer_nb.ffn as ffn, transformer_nb.norms as norms
+    import transformer_nb.embeddings as emb
+    calls = []
+    def counting(module, name):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, **kw: calls.append(f"{module.__name__}.{name}") or real(*a, **kw))
+    for module, name in [(tr, "check_mask"), (layers, "check_mask"), (mh, "check_mask"), (layers, "_check_seq"),
+                         (mh, "check_tensor"), (ffn, "check_tensor"), (norms, "check_tensor"),
+                         (emb, "check_token_ids"), (tr, "check_token_ids")]:
+        counting(module, name)
+    torch.manual_seed(0)
+    m = Transformer(11, 13, dropout=0.0, **SIZES).eval()
+    src, tgt, sm, tm = batch(0)
+    with torch.no_grad(): m(src, tgt, sm, tm, sm)
+    assert sorted(calls) == sorted(["transformer_nb.transformer.check_mask"] * 3
+                                   + ["transformer_nb.transformer.check_token_ids"] * 2), calls
+    calls.clear()
+    # the model's parts trust it; a stack of one's own checks once, its layers not again
+    assert m.encoder.checks is False and all(not layer.checks for layer in m.encoder.layers)
+    from transformer_nb.layers import Encoder, EncoderLayer
+    x = torch.randn(3, 7, 16)
+    Encoder(16, 2, 32, 2)(x, sm)
+    assert sorted(calls) == ["transformer_nb.layers._check_seq", "transformer_nb.layers.check_mask"], calls
+    layer = EncoderLayer(16, 2, 32)
+    assert layer.checks and not layer.self_attn.checks and not layer.ffn.checks and not layer.norm1.checks
+    with pytest.raises(ValueError, match="src_mask of shape"): layer(x, torch.ones(1, 1, 7, 6, dtype=torch.bool))

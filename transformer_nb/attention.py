@@ -185,8 +185,9 @@ def fused_attention(
             and not torch_dropout_masks.active):
         # ours, whose dropout is cheaper
         return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
-    # is_causal reads the mask's values: eager only
-    causal = not compiling and is_causal(mask, T, S)
+    # is_causal reads the mask's values: eager only, and on the CPU only, where reading
+    # them waits for no device (a GPU would stop for it at every call)
+    causal = not compiling and q.device.type == "cpu" and is_causal(mask, T, S)
     return F.scaled_dot_product_attention(
         q,
         k,

@@ -233,7 +233,7 @@ def check_mask(
     # broadcasts to exactly scores_shape: from the right, each size is 1 or the same
     # (torch.broadcast_shapes' verdict, checked below, without its Python overhead)
     m, s = tuple(mask.shape), tuple(scores_shape)
-    ok = len(m) <= len(s) and all(a in (1, b) for a, b in zip(m[::-1], s[::-1]))
+    ok = len(m) <= len(s) and all(a == 1 or a == b for a, b in zip(m[::-1], s[::-1]))
     if not ok:
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the "

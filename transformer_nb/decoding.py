@@ -25,20 +25,24 @@ class _Room(LayerCache):
         kv:Tensor,  # (B, 2, H, room, d_k): room for keys and values side by side
     ):
         super().__init__()
-        self.kv = kv
+        # positions filled; an int, so that a compiled step reads no view's strides
+        self.kv, self.length = kv, 0
+
+    def __len__(self)->int: return self.length
 
     def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
         "Write the new positions' keys and values (B, H, T, d_k) into the room; views"
-        t, T = len(self), k.shape[2]
+        t, T = self.length, k.shape[2]
         while t + T > self.kv.shape[3]:                     # full: double the room
             self.kv = torch.cat([self.kv, torch.empty_like(self.kv)], dim=3)
         self.kv[:, 0, :, t:t + T], self.kv[:, 1, :, t:t + T] = k, v
+        self.length = t + T
         self.k, self.v = self.kv[:, 0, :, :t + T], self.kv[:, 1, :, :t + T]
         return self.k, self.v                               # (B, H, t + T, d_k)
 
     def reorder(self, index:Tensor)->None:
         "Keep the rows `index` of the batch, in that order"
-        t = len(self)
+        t = self.length
         self.kv = self.kv.index_select(0, index)
         self.k, self.v = self.kv[:, 0, :, :t], self.kv[:, 1, :, :t]
         # one source shared by every row (beam search): nothing to move

@@ -63,8 +63,11 @@ class TokenEmbedding(nn.Module):
             (B, T, d_model)
         """
         log_shapes("TokenEmbedding", ids=ids)
-        check_token_ids(ids, self.vocab_size)
+        if self.checks: check_token_ids(ids, self.vocab_size)
         return self.embed(ids) * self.scale  # (B, T, d_model)
+
+    # False: the caller has checked the ids (a Transformer does, chapter 7)
+    checks = True
 
 # %% ../nbs/01_embeddings.ipynb #c008
 def check_token_ids(
@@ -92,8 +95,9 @@ def check_token_ids(
     if ids.dim() == 0:
         raise ValueError(f"{name} must have a sequence dimension, got a scalar")
     check_nonempty(ids, name)
-    # reads values: eager only (chapter Core)
-    if ids.numel() and not torch.compiler.is_compiling():
+    # reads values: eager only (chapter Core), and on the CPU only, where it waits for
+    # no device (on a GPU, nn.Embedding's device-side assert reports a bad id)
+    if ids.numel() and ids.device.type == "cpu" and not torch.compiler.is_compiling():
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi

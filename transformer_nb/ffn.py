@@ -60,10 +60,14 @@ class PositionwiseFeedForward(nn.Module):
         Tensor
             same shape as x
         """
-        check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
+        if self.checks:   # False inside a layer of chapter 6, which has checked x
+            check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("PositionwiseFeedForward", x=x)
         hidden = self.dropout(self.act(self.linear1(x)))   # (B, T, d_ff)
         return self.linear2(hidden)                         # (B, T, d_model)
+
+    # False: the caller has checked x (a layer of chapter 6 does)
+    checks = True
 
 # %% ../nbs/04_ffn.ipynb #c007
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}

@@ -8,12 +8,12 @@ from contextlib import contextmanager
 import torch
 from torch import nn, Tensor
 from .core import (
-    log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
+    log_shapes, check_int, check_tensor, check_last_dim, check_nonempty, check_mask)
 from .core import Dropout, recompute_saved
 from .attention import scaled_dot_product_attention, fused_attention
-from .multihead import (
+from transformer_nb.multihead import (
     MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights,
-    split_heads, merge_heads)
+    fused_projection)
 from .ffn import PositionwiseFeedForward
 from .norms import LayerNorm, check_norm_first
 
@@ -33,10 +33,26 @@ def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
                         f"convert one to the other, e.g. module.to({x.dtype})")
     return x
 
+def _check_source(x, src_mask, d_model:int, num_heads:int, module:nn.Module|None=None):
+    "x (B, S, d_model); src_mask broadcasts to (B, H, S, S)"
+    _check_seq(x, "x", d_model, module)
+    B, S, _ = x.shape
+    check_mask(src_mask, (B, num_heads, S, S), "src_mask", device=x.device)
+
+def _trust_parts(module:nn.Module)->None:
+    "Turn off the checks of module's parts: module's own entry checks what they receive"
+    for m in module.modules():
+        if m is not module and hasattr(m, "checks"): m.checks = False
+
+
 # %% ../nbs/06_layers.ipynb #c006b
-def _check_target(y, memory, d_model:int, cross:bool, module:nn.Module|None=None):
-    "y (B, T, d_model); memory (B, S, d_model) exactly when there is cross-attention"
+def _check_target(y, memory, tgt_mask, memory_mask, d_model:int, num_heads:int,
+                  cross:bool, past:int=0, module:nn.Module|None=None):
+    ("y (B, T, d_model); memory (B, S, d_model) exactly when there is cross-attention; "
+     "the masks broadcast to (B, H, T, past + T) and (B, H, T, S)")
     _check_seq(y, "y", d_model, module)
+    B, T, _ = y.shape
+    check_mask(tgt_mask, (B, num_heads, T, past + T), "tgt_mask", device=y.device)
     if not cross:
         if memory is not None:
             raise ValueError(
@@ -48,11 +64,13 @@ def _check_target(y, memory, d_model:int, cross:bool, module:nn.Module|None=None
         raise ValueError(
             "memory is required: pass the encoder's output (B, S, d_model)")
     _check_seq(memory, "memory", d_model, module)
-    if y.shape[0] != memory.shape[0]:
+    if B != memory.shape[0]:
         raise ValueError(
-            f"y and memory must have the same batch size B, got {y.shape[0]} and "
+            f"y and memory must have the same batch size B, got {B} and "
             f"{memory.shape[0]}"
         )
+    check_mask(memory_mask, (B, num_heads, T, memory.shape[1]), "memory_mask",
+               device=y.device)
 
 # %% ../nbs/06_layers.ipynb #r002
 # below this size (256 kB) recomputing saves little memory for its Python bookkeeping,
@@ -63,6 +81,8 @@ class _Sublayers(nn.Module):
     "What the encoder and decoder layers share: the sublayers' plumbing"
     # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
     recompute_norm = True
+    # False: the caller has checked the inputs (a stack does, for its layers)
+    checks = True
 
     @contextmanager
     def _normed(self, norm:nn.Module, x:Tensor):
@@ -78,10 +98,10 @@ class _Sublayers(nn.Module):
         "Self-attention of h; with a cache, over the cached positions and h's own"
         sa = self.self_attn
         if cache is None: return sa(h, h, h, mask=mask, need_weights=need_weights)
-        # only the new positions go through W_k and W_v
-        k, v = cache.append(split_heads(sa.W_k(h), sa.num_heads),
-                            split_heads(sa.W_v(h), sa.num_heads))    # (B, H, t, d_k)
-        return cached_attention(sa, h, k, v, mask, need_weights)
+        # only the new positions are projected, Q, K and V in one product
+        q, k, v = _heads(h, sa, "W_q", "W_k", "W_v")              # (B, H, T, d_k)
+        k, v = cache.append(k, v)                                 # (B, H, t, d_k)
+        return cached_attention(sa, q, k, v, mask, need_weights)
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(_Sublayers):
@@ -123,6 +143,7 @@ class EncoderLayer(_Sublayers):
         # the norms of the two residual connections, named as torch's
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
+        _trust_parts(self)  # forward checks the inputs, once
 
     def forward(self,
         x:Tensor,  # (B, S, d_model), the source positions
@@ -151,7 +172,7 @@ class EncoderLayer(_Sublayers):
             None
         """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
-        _check_seq(x, "x", self.d_model, self)
+        if self.checks: _check_source(x, src_mask, self.d_model, self.num_heads, self)
         if self.norm_first:                   # pre-LN (ours): x + Sublayer(LN(x))
             with self._normed(self.norm1, x) as h:
                 a, w = self._sa_block(h, src_mask, need_weights)
@@ -216,6 +237,7 @@ class DecoderLayer(_Sublayers):
         self.norm2 = LayerNorm(d_model) if cross_attention else None
         self.norm3 = LayerNorm(d_model)
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
+        _trust_parts(self)  # forward checks the inputs, once
 
     def forward(self,
         y:Tensor,  # (B, T, d_model), the target positions (with a cache: the new ones)
@@ -264,7 +286,10 @@ class DecoderLayer(_Sublayers):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        _check_target(y, memory, self.d_model, self.cross_attn is not None, self)
+        if self.checks:
+            past = 0 if cache is None else len(cache)
+            _check_target(y, memory, tgt_mask, memory_mask, self.d_model,
+                          self.num_heads, self.cross_attn is not None, past, self)
         w_cross = None
         if self.norm_first:                   # pre-LN (ours): y + Sublayer(LN(y))
             with self._normed(self.norm1, y) as h:
@@ -291,9 +316,9 @@ class DecoderLayer(_Sublayers):
         if cache is None:
             return ca(h, memory, memory, mask=mask, need_weights=need_weights)
         if cache.cross is None:         # first call: the memory's keys and values, once
-            cache.cross = (split_heads(ca.W_k(memory), ca.num_heads),
-                           split_heads(ca.W_v(memory), ca.num_heads))  # (B, H, S, d_k)
-        return cached_attention(ca, h, *cache.cross, mask, need_weights)
+            cache.cross = _heads(memory, ca, "W_k", "W_v")          # (B, H, S, d_k)
+        q, = _heads(h, ca, "W_q")                                   # (B, H, T, d_k)
+        return cached_attention(ca, q, *cache.cross, mask, need_weights)
 
 # %% ../nbs/06_layers.ipynb #k001
 class LayerCache:
@@ -329,25 +354,31 @@ class LayerCache:
         return 0 if self.k is None else self.k.shape[2]
 
 # %% ../nbs/06_layers.ipynb #k002
+def _heads(x:Tensor, mha:MultiHeadAttention, *names:str)->tuple[Tensor, ...]:
+    "x through mha's projections `names` in one product, each split into heads"
+    linears = [getattr(mha, n) for n in names]
+    y = fused_projection(x, linears) if len(names) > 1 else linears[0](x)
+    y = y.unflatten(-1, (len(names), mha.num_heads, mha.d_k))      # (B, T, n, H, d_k)
+    # n x (B, H, T, d_k), as chapter 3's split_heads
+    return y.permute(2, 0, 3, 1, 4).unbind(0)
+
 def cached_attention(
-    mha:MultiHeadAttention,  # whose W_q, W_o, heads and dropout are used
-    query:Tensor,  # (B, T, d_model), the new positions
-    # (B or 1, H, S, d_k) each: keys and values already through W_k, W_v, split
-    k:Tensor, v:Tensor,
+    mha:MultiHeadAttention,  # whose W_o, heads and dropout are used
+    # (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
+    # values already projected and split into heads, e.g. kept in a cache
+    q:Tensor, k:Tensor, v:Tensor,
     mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
     need_weights:bool=False,  # also return the weights (chapter 2's attention)
 )->tuple[Tensor, Tensor|None]:  # (B, T, d_model), and weights (B, H, T, S) or None
-    """`mha(query, key, value, mask)` for keys and values projected earlier, e.g. cached
+    """The rest of `mha(query, key, value, mask)` once Q, K and V are projected
 
     Parameters
     ----------
     mha : MultiHeadAttention
-        whose W_q, W_o, heads and dropout are used
-    query : Tensor
-        (B, T, d_model), the new positions
+        whose W_o, heads and dropout are used
     v : Tensor
-        (B or 1, H, S, d_k) each: keys and values already through W_k, W_v,
-        split
+        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys
+        and values already projected and split into heads, e.g. kept in a cache
     mask : Tensor | None
         boolean, True = may attend; broadcasts to (B, H, T, S)
     need_weights : bool
@@ -358,14 +389,13 @@ def cached_attention(
     tuple[Tensor, Tensor | None]
         (B, T, d_model), and weights (B, H, T, S) or None
     """
-    B = query.shape[0]
-    q = split_heads(mha.W_q(query), mha.num_heads)                    # (B, H, T, d_k)
+    B = q.shape[0]
     # beam search: one source's keys and values for every row, a view
     if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
     p = mha.dropout if mha.training else 0.0
     if need_weights: out, w = scaled_dot_product_attention(q, k, v, mask, p)
     else: out, w = fused_attention(q, k, v, mask, p), None         # (B, H, T, d_k)
-    return mha.W_o(merge_heads(out)), w                               # (B, T, d_model)
+    return mha.W_o(out.transpose(1, 2).flatten(2)), w                 # (B, T, d_model)
 
 # %% ../nbs/06_layers.ipynb #c015
 def _check_final_norm(final_norm, norm_first)->bool:
@@ -385,6 +415,10 @@ class _Stack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.norm = (LayerNorm(self.d_model)
                      if _check_final_norm(final_norm, norm_first) else None)
+        _trust_parts(self)  # forward checks the inputs, once for all layers
+
+    # False: the caller has checked the inputs (a Transformer does, chapter 7)
+    checks = True
 
     def _run(self, x, cache=None, **kwargs):
         ("x through every layer (layer i with cache[i]), then the final norm; and the "
@@ -462,7 +496,9 @@ class Encoder(_Stack):
             tensors (B, H, S, S)
         """
         log_shapes("Encoder", x=x, src_mask=src_mask)
-        _check_seq(x, "x", self.d_model, self)
+        if self.checks:
+            _check_source(x, src_mask, self.d_model, self.layers[0].num_heads,
+                          self)
         x, (self_ws,) = self._run(x, src_mask=src_mask, need_weights=need_weights)
         return (x, self_ws) if need_weights else x
 
@@ -551,13 +587,16 @@ class Decoder(_Stack):
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
-        cross = self.layers[0].cross_attn is not None
-        _check_target(y, memory, self.d_model, cross, self)
         if cache is not None and len(cache) != self.num_layers:
             raise ValueError(
                 f"cache must hold one LayerCache per layer, {self.num_layers}, got "
                 f"{len(cache)}"
             )
+        if self.checks:
+            first = self.layers[0]
+            _check_target(y, memory, tgt_mask, memory_mask, self.d_model,
+                          first.num_heads, first.cross_attn is not None,
+                          len(cache[0]) if cache else 0, self)
         y, (self_ws, cross_ws) = self._run(
             y, cache, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
             need_weights=need_weights)

@@ -64,7 +64,8 @@ class LayerNorm(nn.Module):
         Tensor
             same shape as x
         """
-        check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
+        if self.checks:   # False inside a layer of chapter 6, which has checked x
+            check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("LayerNorm", x=x)
         # the same, fused
         if self.fused:
@@ -74,6 +75,9 @@ class LayerNorm(nn.Module):
         var = x.var(dim=-1, unbiased=False, keepdim=True)
         # (B, T, d_model)
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+    # False: the caller has checked x (a layer of chapter 6 does)
+    checks = True
 
 # %% ../nbs/05_norms.ipynb #c008
 def check_eps(

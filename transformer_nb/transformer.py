@@ -13,7 +13,7 @@ from .core import (
     log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask)
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
 from .layers import (
-    Encoder, Decoder, LayerCache, layer_to_torch, layer_from_torch)
+    Encoder, Decoder, LayerCache, layer_to_torch, layer_from_torch, _trust_parts)
 from .plotting import show_heatmaps
 
 # %% auto #0
@@ -138,6 +138,7 @@ class Transformer(nn.Module):
             self.output.weight = self.tgt_embed.tokens.embed.weight
             if src_vocab == tgt_vocab:
                 self.src_embed.tokens.embed.weight = self.tgt_embed.tokens.embed.weight
+        _trust_parts(self)  # encode, decode and forward check the inputs, once
 
     def _reset_parameters(self):
         ("Xavier-uniform for every matrix, as the paper's implementations "
@@ -229,14 +230,13 @@ class Transformer(nn.Module):
         T, past = tgt.shape[1], 0 if cache is None else len(cache[0])
         self._check_mask(tgt_mask, "tgt_mask", tgt, T, past + T)
         self._check_mask(memory_mask, "memory_mask", tgt, T, memory.shape[1])
-        out = self.decoder(
-            self.tgt_embed(tgt, offset=past),
-            memory,
-            tgt_mask,
-            memory_mask,
-            need_weights=need_weights,
-            cache=cache,
-        )
+        return self._decode(tgt, memory, tgt_mask, memory_mask, need_weights, cache)
+
+    def _decode(self, tgt, memory, tgt_mask, memory_mask, need_weights, cache=None):
+        "decode without the checks: for callers that made them"
+        past = 0 if cache is None else len(cache[0])
+        out = self.decoder(self.tgt_embed(tgt, offset=past), memory, tgt_mask,
+                           memory_mask, need_weights=need_weights, cache=cache)
         if not need_weights: return self.output(out)          # (B, T, V)
         y, self_ws, cross_ws = out
         return self.output(y), self_ws, cross_ws
@@ -254,6 +254,7 @@ class Transformer(nn.Module):
         # also return an `Attention` with every attention map
         need_weights:bool=False,
     )->Tensor|tuple[Tensor, Attention]:  # logits (B, T, V), or (logits, Attention)
+        # every input checked once, here: the modules inside check nothing again
         """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
 
         Parameters
@@ -284,10 +285,15 @@ class Transformer(nn.Module):
                 f"src and tgt must have the same batch size B, got {src.shape[0]} and "
                 f"{tgt.shape[0]}"
             )
+        S, T = src.shape[1], tgt.shape[1]
+        self._check_mask(src_mask, "src_mask", src, S, S)
+        self._check_mask(tgt_mask, "tgt_mask", tgt, T, T)
+        self._check_mask(memory_mask, "memory_mask", tgt, T, S)
+        memory = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
         if not need_weights:
-            return self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask)
-        memory, enc_ws = self.encode(src, src_mask, need_weights=True)
-        logits, self_ws, cross_ws = self.decode(
+            return self._decode(tgt, memory, tgt_mask, memory_mask, False)
+        memory, enc_ws = memory
+        logits, self_ws, cross_ws = self._decode(
             tgt, memory, tgt_mask, memory_mask, need_weights=True
         )
         return logits, Attention(
