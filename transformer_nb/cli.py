@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message:str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-def build_parser()->argparse.ArgumentParser:
+def build_parser()->argparse.ArgumentParser:  # the parser of every subcommand
     "The argument parser of `transformer-nb`"
     p = _Parser(
         prog="transformer-nb",
@@ -151,18 +151,8 @@ def _run_settings(args)->tuple[str, int, int]:
 def cmd_train(
     args:argparse.Namespace,  # the parsed command line of `train`
 )->int:  # the exit status
-    """Train (on every process of a group), report accuracy, save the checkpoint and the attention plots
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        the parsed command line of `train`
-
-    Returns
-    -------
-    int
-        the exit status
-    """
+    ("Train (on every process of a group), report accuracy, save the checkpoint and "
+     "the attention plots")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
@@ -206,18 +196,7 @@ def cmd_train(
 def cmd_decode(
     args:argparse.Namespace,  # the parsed command line of `decode`
 )->int:  # the exit status
-    """Decode each text with a saved model, one `input<TAB>output` line each
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        the parsed command line of `decode`
-
-    Returns
-    -------
-    int
-        the exit status
-    """
+    "Decode each text with a saved model, one `input<TAB>output` line each"
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
     import torch
@@ -260,14 +239,9 @@ def _launch(argv:list[str], nproc:int)->int:
 
 def main(
     argv:list[str]|None=None,  # the arguments; None: the command line's
-)->int:
-    """Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime error, 2 for a usage error
-
-    Parameters
-    ----------
-    argv : list[str] | None
-        the arguments; None: the command line's
-    """
+)->int:  # the exit status: 0 on success, 1 for a runtime error, 2 for a usage error
+    ("Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime "
+     "error, 2 for a usage error")
     argv = sys.argv[1:] if argv is None else list(argv)
     # usage errors exit here with status 2
     args = build_parser().parse_args(argv)

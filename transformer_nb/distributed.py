@@ -27,24 +27,9 @@ def shard_stream(
     rank:int,  # this process, 0 ... world_size - 1
     world_size:int,  # number of processes
     seed:int=0,  # seed of the shuffling, the same on every process
-)->Iterator[Batch]:
-    """This process's share of every batch of `batch_stream`: the pairs rank, rank + world_size, ... of each
-
-    Parameters
-    ----------
-    pairs : Sequence[tuple[str, str]]
-        the training pairs, the same on every process
-    vocab : Vocab
-        their vocabulary
-    batch_size : int
-        pairs per step over all processes, as in `batch_stream`
-    rank : int
-        this process, 0 ... world_size - 1
-    world_size : int
-        number of processes
-    seed : int
-        seed of the shuffling, the same on every process
-    """
+)->Iterator[Batch]:  # this process's shard of each batch, one after another
+    ("This process's share of every batch of `batch_stream`: the pairs rank, "
+     "rank + world_size, ... of each")
     check_int(batch_size, "batch_size"); check_int(world_size, "world_size")
     check_int(rank, "rank", min_value=0)
     if rank >= world_size:
@@ -80,7 +65,6 @@ class DataParallel(SingleProcess):
     ("`train`'s hooks for one process of a torch.distributed group: DDP, a shard of "
      "every batch, sums over processes")
     def __init__(self):
-        """Build a `DataParallel`: `help(DataParallel)` describes the parameters."""
         if not dist.is_initialized():
             raise RuntimeError("DataParallel needs a process group: run under torchrun "
                                "or call init_processes first")
@@ -91,67 +75,28 @@ class DataParallel(SingleProcess):
         vocab:Vocab,  # their vocabulary
         batch_size:int,  # pairs per step, over all processes
         seed:int=0,  # seed of the shuffling
-    )->Iterator[Batch]:
-        """This process's shard of each batch
-
-        Parameters
-        ----------
-        pairs : Sequence[tuple[str, str]]
-            the training pairs
-        vocab : Vocab
-            their vocabulary
-        batch_size : int
-            pairs per step, over all processes
-        seed : int
-            seed of the shuffling
-        """
+    )->Iterator[Batch]:  # this process's shard of each batch, one after another
+        "This process's shard of each batch"
         return shard_stream(pairs, vocab, batch_size, self.rank, self.world_size, seed)
 
     def wrap(self,
         model:nn.Module,  # the model being trained, on this process
     )->nn.Module:  # DDP around it
-        """DDP: broadcasts rank 0's weights now, all-reduces gradients during backward
-
-        Parameters
-        ----------
-        model : nn.Module
-            the model being trained, on this process
-
-        Returns
-        -------
-        nn.Module
-            DDP around it
-        """
+        ("DDP: broadcasts rank 0's weights now, all-reduces gradients during "
+         "backward")
         # the buffers (position table) never change: no need to send them each step
         return DistributedDataParallel(model, forward_sync_buffers=False)
 
     def no_sync(self,
         net:nn.Module,  # what `wrap` returned
-    )->AbstractContextManager:
-        """DDP's context that keeps gradients local (for all but the last micro-batch)
-
-        Parameters
-        ----------
-        net : nn.Module
-            what `wrap` returned
-        """
+    )->AbstractContextManager:  # DDP's no_sync context
+        "DDP's context that keeps gradients local (for all but the last micro-batch)"
         return net.no_sync()
 
     def sum(self,
         x:Tensor,  # a number of this process, as a tensor
     )->Tensor:  # its sum over all processes
-        """All-reduce: the sum of `x` over all processes, on every process
-
-        Parameters
-        ----------
-        x : Tensor
-            a number of this process, as a tensor
-
-        Returns
-        -------
-        Tensor
-            its sum over all processes
-        """
+        "All-reduce: the sum of `x` over all processes, on every process"
         x = x.clone(); dist.all_reduce(x)
         return x
 
@@ -159,15 +104,7 @@ class DataParallel(SingleProcess):
         value,  # something every process must agree on: seed, configuration...
         what:str,  # its name, for the error
     )->None:
-        """Raise the same ValueError on every process unless all have the same `value`
-
-        Parameters
-        ----------
-        value
-            something every process must agree on: seed, configuration...
-        what : str
-            its name, for the error
-        """
+        "Raise the same ValueError on every process unless all have the same `value`"
         values = [None] * self.world_size
         dist.all_gather_object(values, value)
         for r, v in enumerate(values):
@@ -186,23 +123,7 @@ def init_processes(
     timeout:float=60,  # seconds a collective may wait for the others before failing
     threads:int=1,  # torch threads of this process
 )->None:
-    """Join this process to the group, with a timeout so that no failure hangs
-
-    Parameters
-    ----------
-    rank : int | None
-        this process; None: from the environment (torchrun)
-    world_size : int | None
-        number of processes; None: from the environment
-    port : int | None
-        rendezvous port on 127.0.0.1; None: MASTER_ADDR/MASTER_PORT
-    backend : str
-        "gloo" on CPUs, "nccl" on GPUs
-    timeout : float
-        seconds a collective may wait for the others before failing
-    threads : int
-        torch threads of this process
-    """
+    "Join this process to the group, with a timeout so that no failure hangs"
     torch.set_num_threads(threads)
     if port is None:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout))
@@ -244,24 +165,8 @@ def spawn(
     *args,  # its arguments, the same for all
     timeout:float=120,  # seconds for the whole run, and for any collective
 )->list:  # what fn returned, by rank
-    """Run `fn` on `world_size` new processes joined in a gloo group; re-raise the first rank's error
-
-    Parameters
-    ----------
-    fn : Callable
-        an importable function, run as fn(*args) in every process
-    world_size : int
-        number of processes
-    timeout : float
-        seconds for the whole run, and for any collective
-    *args
-        its arguments, the same for all
-
-    Returns
-    -------
-    list
-        what fn returned, by rank
-    """
+    ("Run `fn` on `world_size` new processes joined in a gloo group; re-raise the "
+     "first rank's error")
     check_int(world_size, "world_size")
     ctx = _context()
     results, port = ctx.Queue(), _free_port()
@@ -298,24 +203,7 @@ def train_replica(
     seed:int|Sequence[int]=0,  # the seed; a list: one per rank, to see them disagree
     overrides:dict|None=None,  # fields of task_config to change
 )->dict:  # {"loss": losses of every step, "state": the model's weights}
-    """What each process runs: `train_task` on its shard, with `DataParallel`'s hooks
-
-    Parameters
-    ----------
-    name : str
-        the task
-    steps : int
-        optimiser steps
-    seed : int | Sequence[int]
-        the seed; a list: one per rank, to see them disagree
-    overrides : dict | None
-        fields of task_config to change
-
-    Returns
-    -------
-    dict
-        {"loss": losses of every step, "state": the model's weights}
-    """
+    "What each process runs: `train_task` on its shard, with `DataParallel`'s hooks"
     if not isinstance(seed, int): seed = seed[dist.get_rank()]
     t = train_task(name, steps=steps, seed=seed, progress=False, n_train=2000,
                    n_valid=10, average=1, processes=DataParallel(), **(overrides or {}))

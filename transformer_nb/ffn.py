@@ -15,19 +15,8 @@ __all__ = ['PositionwiseFeedForward', 'check_activation']
 
 # %% ../nbs/04_ffn.ipynb #c006
 class PositionwiseFeedForward(nn.Module):
-    """linear2(dropout(activation(linear1(x)))), applied to each position on its own (section 3.3)
-
-    Parameters
-    ----------
-    d_model : int
-        width of each position's vector, in and out
-    d_ff : int
-        number of hidden units; 2048 = 4 x 512 in the paper
-    dropout : float
-        dropout on the hidden units, as in `nn.TransformerEncoderLayer`
-    activation : str
-        "relu" (the paper) or "gelu" (BERT, GPT)
-    """
+    ("linear2(dropout(activation(linear1(x)))), applied to each position on its own "
+     "(section 3.3)")
     def __init__(self,
         d_model:int,  # width of each position's vector, in and out
         d_ff:int=2048,  # number of hidden units; 2048 = 4 x 512 in the paper
@@ -35,7 +24,6 @@ class PositionwiseFeedForward(nn.Module):
         dropout:float=0.1,
         activation:str="relu",  # "relu" (the paper) or "gelu" (BERT, GPT)
     ):
-        """Build a `PositionwiseFeedForward`: `help(PositionwiseFeedForward)` describes the parameters."""
         super().__init__()
         self.d_model, self.d_ff = check_int(d_model, "d_model"), check_int(d_ff, "d_ff")
         check_dropout(dropout)
@@ -48,18 +36,6 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self,
         x:Tensor,  # (B, T, d_model), or any (..., d_model)
     )->Tensor:  # same shape as x
-        """linear2(dropout(activation(linear1(x)))), applied to each position on its own (section 3.3)
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, T, d_model), or any (..., d_model)
-
-        Returns
-        -------
-        Tensor
-            same shape as x
-        """
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("PositionwiseFeedForward", x=x)
         hidden = self.dropout(self.act(self.linear1(x)))   # (B, T, d_ff)
@@ -70,14 +46,9 @@ _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
 def check_activation(
     activation,  # the name of an activation function
-)->str:
-    """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts: "relu" or "gelu"
-
-    Parameters
-    ----------
-    activation
-        the name of an activation function
-    """
+)->str:  # activation, unchanged
+    ("Check that `activation` is one of the names `nn.TransformerEncoderLayer` "
+     "accepts: \"relu\" or \"gelu\"")
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise ValueError(f'activation should be "relu" or "gelu", got {activation!r}')
     return activation

@@ -51,24 +51,8 @@ def _connect(layer, x:Tensor, sublayer, norm:nn.Module)->Tensor:
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(nn.Module):
-    """Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads of the self-attention; must divide d_model
-    d_ff : int
-        hidden units of the feed-forward network
-    dropout : float
-        dropout on each sublayer's output, on the attention weights and inside
-        the FFN
-    norm_first : bool
-        True: pre-LN (ours); False: post-LN (the paper)
-    activation : str
-        "relu" (the paper) or "gelu\"
-    """
+    ("Self-attention, then the position-wise FFN, each inside a residual connection "
+     "with a LayerNorm (section 3.1)")
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads of the self-attention; must divide d_model
@@ -78,7 +62,6 @@ class EncoderLayer(nn.Module):
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
-        """Build a `EncoderLayer`: `help(EncoderLayer)` describes the parameters."""
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
         self.norm_first = check_norm_first(norm_first)
@@ -98,24 +81,6 @@ class EncoderLayer(nn.Module):
         need_weights:bool=True,  # False: no weights, the fast path of the attention
     # (B, S, d_model) and the self-attention weights (B, H, S, S), or None
     )->tuple[Tensor, Tensor|None]:
-        """Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, S, d_model), the source positions
-        src_mask : Tensor | None
-            boolean, True = may attend; broadcasts to (B, H, S, S), e.g.
-            padding (B, 1, 1, S)
-        need_weights : bool
-            False: no weights, the fast path of the attention
-
-        Returns
-        -------
-        tuple[Tensor, Tensor | None]
-            (B, S, d_model) and the self-attention weights (B, H, S, S), or
-            None
-        """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = {}
@@ -142,24 +107,8 @@ class EncoderLayer(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream (and of the memory)
-    num_heads : int
-        H, heads of both attentions; must divide d_model
-    d_ff : int
-        hidden units of the feed-forward network
-    dropout : float
-        dropout on each sublayer's output, on the attention weights and inside
-        the FFN
-    norm_first : bool
-        True: pre-LN (ours); False: post-LN (the paper)
-    activation : str
-        "relu" (the paper) or "gelu\"
-    """
+    ("Masked self-attention, cross-attention over the encoder output, then the FFN; "
+     "each in a residual connection")
     def __init__(self,
         d_model:int,  # width of the residual stream (and of the memory)
         num_heads:int,  # H, heads of both attentions; must divide d_model
@@ -169,7 +118,6 @@ class DecoderLayer(nn.Module):
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
-        """Build a `DecoderLayer`: `help(DecoderLayer)` describes the parameters."""
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
         self.norm_first = check_norm_first(norm_first)
@@ -192,28 +140,6 @@ class DecoderLayer(nn.Module):
         need_weights:bool=True,  # False: no weights, the fast path of both attentions
     # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
     )->tuple[Tensor, Tensor|None, Tensor|None]:
-        """Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection
-
-        Parameters
-        ----------
-        y : Tensor
-            (B, T, d_model), the target positions
-        memory : Tensor
-            (B, S, d_model), the encoder's output
-        tgt_mask : Tensor | None
-            for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T,
-            T), & padding
-        memory_mask : Tensor | None
-            for cross-attention, broadcasts to (B, H, T, S): source padding
-            (B, 1, 1, S)
-        need_weights : bool
-            False: no weights, the fast path of both attentions
-
-        Returns
-        -------
-        tuple[Tensor, Tensor | None, Tensor | None]
-            (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
-        """
         log_shapes(
             "DecoderLayer",
             y=y,
@@ -268,27 +194,7 @@ def _check_final_norm(final_norm, norm_first)->bool:
 
 # %% ../nbs/06_layers.ipynb #c016
 class Encoder(nn.Module):
-    """N encoder layers, then a final LayerNorm in pre-LN
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads per layer
-    d_ff : int
-        hidden units of each FFN
-    num_layers : int
-        N, the number of layers
-    dropout : float
-        dropout inside each layer
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-    activation : str
-        "relu" or "gelu"
-    final_norm : bool | None
-        a LayerNorm after the last layer; None: only when norm_first
-    """
+    "N encoder layers, then a final LayerNorm in pre-LN"
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads per layer
@@ -300,7 +206,6 @@ class Encoder(nn.Module):
         # a LayerNorm after the last layer; None: only when norm_first
         final_norm:bool|None=None,
     ):
-        """Build a `Encoder`: `help(Encoder)` describes the parameters."""
         super().__init__()
         check_int(num_layers, "num_layers")
         self.d_model, self.num_layers = d_model, num_layers
@@ -320,23 +225,6 @@ class Encoder(nn.Module):
     # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S,
     # S)
     )->Tensor|tuple[Tensor, list[Tensor]]:
-        """N encoder layers, then a final LayerNorm in pre-LN
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, S, d_model), the embedded source
-        src_mask : Tensor | None
-            boolean, True = may attend; broadcasts to (B, H, S, S)
-        return_attention : bool
-            also return each layer's self-attention weights
-
-        Returns
-        -------
-        Tensor | tuple[Tensor, list[Tensor]]
-            memory (B, S, d_model); with return_attention, also a list of N
-            tensors (B, H, S, S)
-        """
         log_shapes("Encoder", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
         weights = []
@@ -349,27 +237,7 @@ class Encoder(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c017
 class Decoder(nn.Module):
-    """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads per attention
-    d_ff : int
-        hidden units of each FFN
-    num_layers : int
-        N, the number of layers
-    dropout : float
-        dropout inside each layer
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-    activation : str
-        "relu" or "gelu"
-    final_norm : bool | None
-        a LayerNorm after the last layer; None: only when norm_first
-    """
+    "N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN"
     def __init__(self,
         d_model:int,  # width of the residual stream
         num_heads:int,  # H, heads per attention
@@ -381,7 +249,6 @@ class Decoder(nn.Module):
         # a LayerNorm after the last layer; None: only when norm_first
         final_norm:bool|None=None,
     ):
-        """Build a `Decoder`: `help(Decoder)` describes the parameters."""
         super().__init__()
         check_int(num_layers, "num_layers")
         self.d_model, self.num_layers = d_model, num_layers
@@ -403,27 +270,6 @@ class Decoder(nn.Module):
     # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T,
     # T), cross (B, H, T, S)
     )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:
-        """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
-
-        Parameters
-        ----------
-        y : Tensor
-            (B, T, d_model), the embedded target
-        memory : Tensor
-            (B, S, d_model), the encoder's output
-        tgt_mask : Tensor | None
-            broadcasts to (B, H, T, T)
-        memory_mask : Tensor | None
-            broadcasts to (B, H, T, S)
-        return_attention : bool
-            also return each layer's self- and cross-attention weights
-
-        Returns
-        -------
-        Tensor | tuple[Tensor, list[Tensor], list[Tensor]]
-            (B, T, d_model); with return_attention also two lists of N
-            tensors: self (B, H, T, T), cross (B, H, T, S)
-        """
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
@@ -482,20 +328,7 @@ def layer_to_torch(
     ours:nn.Module,  # an EncoderLayer, DecoderLayer, Encoder or Decoder: the source
     theirs:nn.Module,  # its torch.nn counterpart, e.g. nn.TransformerEncoderLayer
 )->nn.Module:  # `theirs`, with our weights
-    """Our layer's or stack's weights into torch's: the key map and one `load_state_dict`
-
-    Parameters
-    ----------
-    ours : nn.Module
-        an EncoderLayer, DecoderLayer, Encoder or Decoder: the source
-    theirs : nn.Module
-        its torch.nn counterpart, e.g. nn.TransformerEncoderLayer
-
-    Returns
-    -------
-    nn.Module
-        `theirs`, with our weights
-    """
+    "Our layer's or stack's weights into torch's: the key map and one `load_state_dict`"
     _check_settings(ours, theirs)
     return load_weights(theirs, to_torch_state(ours.state_dict(), LAYER_NAMES))
 
@@ -503,20 +336,7 @@ def layer_from_torch(
     theirs:nn.Module,  # e.g. an nn.TransformerDecoderLayer: the source
     ours:nn.Module,  # our counterpart (DecoderLayer, ...): receives the weights
 )->nn.Module:  # `ours`, with torch's weights
-    """torch's layer or stack weights into ours: the key map and one `load_state_dict`
-
-    Parameters
-    ----------
-    theirs : nn.Module
-        e.g. an nn.TransformerDecoderLayer: the source
-    ours : nn.Module
-        our counterpart (DecoderLayer, ...): receives the weights
-
-    Returns
-    -------
-    nn.Module
-        `ours`, with torch's weights
-    """
+    "torch's layer or stack weights into ours: the key map and one `load_state_dict`"
     _check_settings(ours, theirs)
     return load_weights(
         ours, from_torch_state(theirs.state_dict(), LAYER_NAMES), "ours"

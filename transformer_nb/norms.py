@@ -18,18 +18,8 @@ __all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_sa
 
 # %% ../nbs/05_norms.ipynb #c007
 class LayerNorm(nn.Module):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased variance, as nn.LayerNorm
-
-    Parameters
-    ----------
-    d_model : int
-        size of the last dimension, the one normalised
-    eps : float
-        added to the variance inside the square root; nn.LayerNorm's default
-    fused : bool
-        compute it with torch's one-kernel F.layer_norm (chapter "Fast path");
-        False: the lines below
-    """
+    ("(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the "
+     "biased variance, as nn.LayerNorm")
     def __init__(self,
         d_model:int,  # size of the last dimension, the one normalised
         # added to the variance inside the square root; nn.LayerNorm's default
@@ -38,7 +28,6 @@ class LayerNorm(nn.Module):
         # the lines below
         fused:bool=True,
     ):
-        """Build a `LayerNorm`: `help(LayerNorm)` describes the parameters."""
         super().__init__()
         self.d_model, self.eps = check_int(d_model, "d_model"), check_eps(eps)
         if not isinstance(fused, bool):
@@ -52,18 +41,6 @@ class LayerNorm(nn.Module):
     def forward(self,
         x:Tensor,  # (B, T, d_model), or any (..., d_model)
     )->Tensor:  # same shape as x
-        """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased variance, as nn.LayerNorm
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, T, d_model), or any (..., d_model)
-
-        Returns
-        -------
-        Tensor
-            same shape as x
-        """
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("LayerNorm", x=x)
         # the same, fused
@@ -79,16 +56,8 @@ class LayerNorm(nn.Module):
 def check_eps(
     eps,  # the value to check
     name:str="eps",  # the argument's name, used in the message
-)->float:
-    """Check that `eps` is a positive number
-
-    Parameters
-    ----------
-    eps
-        the value to check
-    name : str
-        the argument's name, used in the message
-    """
+)->float:  # eps, as a float
+    "Check that `eps` is a positive number"
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise TypeError(
             f"{name} must be a positive float, got {type(eps).__name__} {eps!r}"
@@ -99,18 +68,8 @@ def check_eps(
 
 # %% ../nbs/05_norms.ipynb #c022
 class SublayerConnection(nn.Module):
-    """Residual connection around a sublayer, with LayerNorm before it (pre-LN) or after the addition (post-LN)
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    dropout : float
-        dropout on the sublayer's output, before the addition (section 5.4)
-    norm_first : bool
-        True: x + dropout(sublayer(norm(x))); False, the paper: norm(x +
-        dropout(sublayer(x)))
-    """
+    ("Residual connection around a sublayer, with LayerNorm before it (pre-LN) or "
+     "after the addition (post-LN)")
     def __init__(self,
         d_model:int,  # width of the residual stream
         # dropout on the sublayer's output, before the addition (section 5.4)
@@ -119,7 +78,6 @@ class SublayerConnection(nn.Module):
         # dropout(sublayer(x)))
         norm_first:bool=True,
     ):
-        """Build a `SublayerConnection`: `help(SublayerConnection)` describes the parameters."""
         super().__init__()
         check_int(d_model, "d_model"); check_dropout(dropout)
         self.d_model, self.norm_first = d_model, check_norm_first(norm_first)
@@ -131,21 +89,6 @@ class SublayerConnection(nn.Module):
         # maps (B, T, d_model) to (B, T, d_model), e.g. attention or the FFN
         sublayer:Callable[[Tensor], Tensor],
     )->Tensor:  # (B, T, d_model)
-        """Residual connection around a sublayer, with LayerNorm before it (pre-LN) or after the addition (post-LN)
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, T, d_model), the residual stream
-        sublayer : Callable[[Tensor], Tensor]
-            maps (B, T, d_model) to (B, T, d_model), e.g. attention or the
-            FFN
-
-        Returns
-        -------
-        Tensor
-            (B, T, d_model)
-        """
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         if not callable(sublayer):
             raise TypeError(
@@ -162,26 +105,7 @@ def residual(
     dropout:nn.Module,  # dropout on the sublayer's output, before the addition
     norm_first:bool,  # True: pre-LN; False: post-LN (the paper)
 )->Tensor:  # (B, T, d_model)
-    """The connection as a function of its parts, for layers that keep their own norms
-
-    Parameters
-    ----------
-    x : Tensor
-        (B, T, d_model), the residual stream
-    sublayer : Callable[[Tensor], Tensor]
-        (B, T, d_model) -> the same
-    norm : nn.Module
-        the LayerNorm of this connection
-    dropout : nn.Module
-        dropout on the sublayer's output, before the addition
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-
-    Returns
-    -------
-    Tensor
-        (B, T, d_model)
-    """
+    "The connection as a function of its parts, for layers that keep their own norms"
     if norm_first:                                       # pre-LN: identity path kept
         return x + dropout(check_same_shape(sublayer(norm(x)), x))
     return norm(x + dropout(check_same_shape(sublayer(x), x)))   # post-LN: the paper
@@ -190,16 +114,9 @@ def residual(
 def check_same_shape(
     out,  # what the sublayer returned
     x:Tensor,  # the sublayer's input
-)->Tensor:
-    """Check that a sublayer returned a tensor of its input's shape, so that the residual sum cannot broadcast
-
-    Parameters
-    ----------
-    out
-        what the sublayer returned
-    x : Tensor
-        the sublayer's input
-    """
+)->Tensor:  # out, unchanged
+    ("Check that a sublayer returned a tensor of its input's shape, so that the "
+     "residual sum cannot broadcast")
     if not isinstance(out, Tensor):
         raise TypeError(
             f"sublayer must return a torch.Tensor, got {type(out).__name__}"
@@ -211,7 +128,9 @@ def check_same_shape(
         )
     return out
 
-def check_norm_first(norm_first)->bool:
+def check_norm_first(
+    norm_first,  # the flag as passed: True for pre-LN, False for post-LN
+)->bool:  # norm_first, checked
     "Check the placement flag: a bool, True for pre-LN, False for post-LN"
     if not isinstance(norm_first, bool):
         raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "

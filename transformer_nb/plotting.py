@@ -26,7 +26,7 @@ def _as_numpy(x):
     return np.asarray(x, dtype="float32")
 
 # %% ../nbs/00a_plotting.ipynb #q001
-def pyplot()->ModuleType:
+def pyplot()->ModuleType:  # the module matplotlib.pyplot
     "matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if missing"
     try:
         import matplotlib.pyplot as plt
@@ -50,7 +50,9 @@ def _lay_out(fig):
         for _ in range(2): engine.execute(fig)  # a constrained layout settles in two
     for ax in fig.axes: ax.apply_aspect()  # square cells shrink their panel
 
-def figure_legibility(fig)->dict:
+def figure_legibility(
+    fig,  # a matplotlib Figure
+)->dict:  # its natural width and height, smallest cell and smallest text, in CSS px
     "Natural size, smallest cell of a map read cell by cell, smallest text: CSS px"
     from matplotlib.text import Text
     _lay_out(fig)
@@ -72,7 +74,10 @@ def figure_legibility(fig)->dict:
                 label=round(float(min(texts)), 1) if texts else None)
 
 # %% ../nbs/00a_plotting.ipynb #f003
-def figure_png(fig, scale:int=2)->tuple[bytes, dict]:
+def figure_png(
+    fig,  # a matplotlib Figure
+    scale:int=2,  # pixels per CSS px
+)->tuple[bytes, dict]:  # the PNG's bytes, and its natural width and height in CSS px
     "PNG at `scale` x the natural size, its legibility in a text chunk; and that size"
     leg = figure_legibility(fig)
     buf = io.BytesIO()
@@ -172,51 +177,16 @@ def show_heatmaps(
     yticks:Sequence[str]|None=None,  # a label per row, e.g. the query tokens
     title:str|None=None,  # a title over the whole figure
     cmap:str="viridis",  # matplotlib colour map
-    vmin:float|None=None, vmax:float|None=None,  # colour range; the data's by default
+    vmin:float|None=None,  # lowest value of the colour range; the data's by default
+    vmax:float|None=None,  # highest value of the colour range; the data's by default
     cell_size:float=2.2,  # preferred side of a panel, inches; cells stay legible
     max_width:float=6.4,  # width of the text column, inches: more panels wrap
     colorbar:bool=True,  # draw one colour bar for the whole grid
     log:bool=False,  # logarithmic colour scale (zeros are drawn blank)
     annotate:str|None=None,  # write each value in its cell with this format, "{:.2f}"
     label_size:float=8,  # font size of tick labels, points
-)->Figure:
-    """A grid of heatmaps with one colour scale, sized for legible cells and labels
-
-    Parameters
-    ----------
-    matrices
-        (rows, cols, Q, K) tensor, or (Q, K) / (n, Q, K) which become one row
-    row_titles : Sequence[str] | None
-        a title left of each row, e.g. "layer 0"
-    col_titles : Sequence[str] | None
-        a title above each column, e.g. "head 0"
-    xlabel : str
-        label of the x axis (columns of each matrix)
-    ylabel : str
-        label of the y axis (rows of each matrix)
-    xticks : Sequence[str] | None
-        a label per column, e.g. the key tokens
-    yticks : Sequence[str] | None
-        a label per row, e.g. the query tokens
-    title : str | None
-        a title over the whole figure
-    cmap : str
-        matplotlib colour map
-    vmax : float | None
-        colour range; the data's by default
-    cell_size : float
-        preferred side of a panel, inches; cells stay legible
-    max_width : float
-        width of the text column, inches: more panels wrap
-    colorbar : bool
-        draw one colour bar for the whole grid
-    log : bool
-        logarithmic colour scale (zeros are drawn blank)
-    annotate : str | None
-        write each value in its cell with this format, "{:.2f}"
-    label_size : float
-        font size of tick labels, points
-    """
+)->Figure:  # the figure
+    "A grid of heatmaps with one colour scale, sized for legible cells and labels"
     plt = pyplot()
     from matplotlib.colors import LogNorm
     m = _as_numpy(matrices)
@@ -303,24 +273,9 @@ def show_attention(
     # a title per head; "head 0", "head 1", ... by default
     head_titles:Sequence[str]|None=None,
     **kwargs,  # passed on to `show_heatmaps`
-)->Figure:
-    """Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows are queries, columns are keys
-
-    Parameters
-    ----------
-    weights : Tensor
-        attention weights (T, S) or (H, T, S)
-    queries : Sequence[str] | None
-        a label per query (row), e.g. the target tokens
-    keys : Sequence[str] | None
-        a label per key (column), e.g. the source tokens
-    title : str | None
-        a title over the figure
-    head_titles : Sequence[str] | None
-        a title per head; "head 0", "head 1", ... by default
-    **kwargs
-        passed on to `show_heatmaps`
-    """
+)->Figure:  # the figure
+    ("Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows "
+     "are queries, columns are keys")
     if not isinstance(weights, Tensor):
         raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
     if weights.dim() not in (2, 3):
@@ -349,31 +304,15 @@ def show_attention(
 def show_curves(
     x,  # x values, shape (N,)
     curves:dict,  # {label: y values of shape (N,)}
-    xlabel:str="", ylabel:str="",  # axis labels
+    xlabel:str="",  # label of the x axis
+    ylabel:str="",  # label of the y axis
     title:str|None=None,  # a title over the plot
-    logx:bool=False, logy:bool=False,  # logarithmic axes
+    logx:bool=False,  # logarithmic x axis
+    logy:bool=False,  # logarithmic y axis
     figsize:tuple=(6, 3.2),  # size in inches
     styles:dict|None=None,  # {label: matplotlib format string}, e.g. {"scaled": "--"}
-)->Figure:
-    """Line plots of several curves against the same x values, with a legend
-
-    Parameters
-    ----------
-    x
-        x values, shape (N,)
-    curves : dict
-        {label: y values of shape (N,)}
-    ylabel : str
-        axis labels
-    title : str | None
-        a title over the plot
-    logy : bool
-        logarithmic axes
-    figsize : tuple
-        size in inches
-    styles : dict | None
-        {label: matplotlib format string}, e.g. {"scaled": "--"}
-    """
+)->Figure:  # the figure
+    "Line plots of several curves against the same x values, with a legend"
     plt = pyplot()
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     xs = _as_numpy(x)
@@ -414,21 +353,7 @@ def _token_args(name:str)->tuple[str, str]:
 
 # %% ../nbs/00a_plotting.ipynb #x003
 class AttentionExplorer:
-    """A self-contained interactive HTML view of attention maps; a notebook displays it
-
-    Parameters
-    ----------
-    maps : dict
-        {name: (weights (L, H, T, S), queries, keys, what each are)}
-    start : tuple
-        (kind, layer, head) shown first; head may be "all"
-    title : str | None
-        a title over the view
-    decimals : int
-        weights are rounded to this many decimals
-    fallback : bool
-        embed a static picture for where scripts do not run
-    """
+    "A self-contained interactive HTML view of attention maps; a notebook displays it"
     def __init__(self,
         maps:dict,  # {name: (weights (L, H, T, S), queries, keys, what each are)}
         start:tuple,  # (kind, layer, head) shown first; head may be "all"
@@ -436,7 +361,6 @@ class AttentionExplorer:
         decimals:int=3,  # weights are rounded to this many decimals
         fallback:bool=True,  # embed a static picture for where scripts do not run
     ):
-        """Build a `AttentionExplorer`: `help(AttentionExplorer)` describes the parameters."""
         self.maps, self.start, self.title = maps, start, title
         self.decimals, self.fallback = decimals, fallback
 
@@ -507,30 +431,8 @@ def attention_explorer(
     head:int|str=0,  # the head shown first, or "all" for every head at once
     decimals:int=3,  # weights are rounded to this many decimals
     fallback:bool=True,  # embed a static picture for where scripts do not run
-)->AttentionExplorer:
-    """An interactive view of attention maps: pick kind, layer and head; point at tokens
-
-    Parameters
-    ----------
-    maps : dict | Tensor
-        {name: weights (L, H, T, S) or (H, T, S)}, or one tensor
-    src_tokens : Sequence[str]
-        label the encoder self-attention, and cross's keys
-    tgt_tokens : Sequence[str] | None
-        label decoder self-attention, cross's queries
-    title : str | None
-        a title over the view
-    kind : str | None
-        the map shown first; the first of `maps` by default
-    layer : int
-        the layer shown first; negative counts from the last
-    head : int | str
-        the head shown first, or "all" for every head at once
-    decimals : int
-        weights are rounded to this many decimals
-    fallback : bool
-        embed a static picture for where scripts do not run
-    """
+)->AttentionExplorer:  # the explorer; shown when it is a cell's last value
+    "An interactive view of attention maps: pick kind, layer and head; point at tokens"
     if isinstance(maps, Tensor): maps = {"self-attention": maps}
     if not isinstance(maps, dict) or not maps:
         got = f"{type(maps).__name__} of length {len(maps)}" if isinstance(maps, dict) \

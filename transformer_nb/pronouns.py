@@ -48,22 +48,7 @@ def pronoun_pair(
     place:str,  # a key of PLACES
     adjective:str,  # a key of AGENT_ADJECTIVES or PLACE_ADJECTIVES
 )->tuple[list[str], list[str]]:  # (English words, German words)
-    """An English sentence and its German translation, its pronoun matching the referent
-
-    Parameters
-    ----------
-    agent : str
-        a key of AGENTS
-    place : str
-        a key of PLACES
-    adjective : str
-        a key of AGENT_ADJECTIVES or PLACE_ADJECTIVES
-
-    Returns
-    -------
-    tuple[list[str], list[str]]
-        (English words, German words)
-    """
+    "An English sentence and its German translation, its pronoun matching the referent"
     (agent_de, g_agent), (place_de, g_place) = AGENTS[agent], PLACES[place]
     adj_de = AGENT_ADJECTIVES.get(adjective) or PLACE_ADJECTIVES[adjective]
     gender = g_agent if adjective in AGENT_ADJECTIVES else g_place   # the referent's
@@ -77,16 +62,8 @@ def pronoun_pair(
 def make_pronoun_task(
     held_out:float=0.2,  # share of (referent, adjective) pairs kept out of training
     seed:int=0,  # which pairs are held out
-)->Task:
-    """Every sentence of the template; held-out ones pair a referent with a new adjective
-
-    Parameters
-    ----------
-    held_out : float
-        share of (referent, adjective) pairs kept out of training
-    seed : int
-        which pairs are held out
-    """
+)->Task:  # the task: vocabulary, training and held-out sentences
+    "Every sentence of the template; held-out ones pair a referent with a new adjective"
     rng = random.Random(seed)
     kinds = ((AGENTS, AGENT_ADJECTIVES), (PLACES, PLACE_ADJECTIVES))
     pairs = [sorted((n, a) for n in nouns for a in adjs) for nouns, adjs in kinds]
@@ -104,42 +81,22 @@ def make_pronoun_task(
 
 def refers_to_agent(
     english:list[str],  # an English sentence of the task
-)->bool:
-    """Does its 'it' refer to the animal (rather than the place)?
-
-    Parameters
-    ----------
-    english : list[str]
-        an English sentence of the task
-    """
+)->bool:  # True where 'it' is the animal
+    "Does its 'it' refer to the animal (rather than the place)?"
     return english[ADJECTIVE] in AGENT_ADJECTIVES
 
 def genders_differ(
     english:list[str],  # an English sentence of the task
-)->bool:
-    """Do the animal and the place differ in gender? Then the pronoun shows the reading
-
-    Parameters
-    ----------
-    english : list[str]
-        an English sentence of the task
-    """
+)->bool:  # True where the pronoun tells the two readings apart
+    "Do the animal and the place differ in gender? Then the pronoun shows the reading"
     return AGENTS[english[AGENT]][1] != PLACES[english[PLACE]][1]
 
 # %% ../nbs/11a_pronouns.ipynb #p017
 def words(
     ids:Tensor,  # (L,) token ids written by a decoder
     vocab:Vocab,  # the task's vocabulary
-)->list[str]:
-    """The words of a decoded sequence, up to its </s>
-
-    Parameters
-    ----------
-    ids : Tensor
-        (L,) token ids written by a decoder
-    vocab : Vocab
-        the task's vocabulary
-    """
+)->list[str]:  # the words, without <s> and </s>
+    "The words of a decoded sequence, up to its </s>"
     out = []
     for i in ids.tolist():
         if i == vocab.eos: break
@@ -151,20 +108,7 @@ def referent_preference(
     weights:Tensor,  # (L, B, H, S): one query's weights over the English words
     sources:list[list[str]],  # the B English sentences
 )->Tensor:  # (L, H): share of sentences where the referent outweighs the other noun
-    """How often each head prefers the noun that 'it' refers to over the other noun
-
-    Parameters
-    ----------
-    weights : Tensor
-        (L, B, H, S): one query's weights over the English words
-    sources : list[list[str]]
-        the B English sentences
-
-    Returns
-    -------
-    Tensor
-        (L, H): share of sentences where the referent outweighs the other noun
-    """
+    "How often each head prefers the noun that 'it' refers to over the other noun"
     agent_first = torch.tensor([refers_to_agent(s) for s in sources])[None, :, None]
     on_agent, on_place = weights[..., AGENT], weights[..., PLACE]        # (L, B, H)
     prefers = torch.where(agent_first, on_agent > on_place, on_place > on_agent)
@@ -173,15 +117,10 @@ def referent_preference(
 # %% ../nbs/11a_pronouns.ipynb #p100
 def show_referent_preference(
     shares:Tensor,  # (2, L, H): referent_preference of the encoder and of the decoder
+    # the titles of the two tables
     titles:tuple=("encoder: the query \"it\"", "decoder: writing er / sie / es"),
-)->Figure:
-    """Tables, layer by head, of how often each head prefers the referent (0.5: chance)
-
-    Parameters
-    ----------
-    shares : Tensor
-        (2, L, H): referent_preference of the encoder and of the decoder
-    """
+)->Figure:  # the figure
+    "Tables, layer by head, of how often each head prefers the referent (0.5: chance)"
     plt = pyplot()
     _, L, H = shares.shape
     fig, axs = plt.subplots(1, 2, figsize=(6.4, 0.75 * L + 1.3), sharey=True)
@@ -203,20 +142,8 @@ def show_links(
     query:str,  # the query word (drawn on the left of each panel)
     keys:list[str],  # the S key words (drawn on the right)
     titles:list[str]|None=None,  # a title per panel
-)->Figure:
-    """Lines from one query word to every key word, darker for more weight
-
-    Parameters
-    ----------
-    weights : Tensor
-        (n, S): one query's weights over S keys, for n panels
-    query : str
-        the query word (drawn on the left of each panel)
-    keys : list[str]
-        the S key words (drawn on the right)
-    titles : list[str] | None
-        a title per panel
-    """
+)->Figure:  # the figure
+    "Lines from one query word to every key word, darker for more weight"
     plt = pyplot()
     n, S = weights.shape
     fig, axs = plt.subplots(1, n, figsize=(3.2 * n, 0.3 * S + 0.9), squeeze=False)

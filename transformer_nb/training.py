@@ -29,24 +29,8 @@ def smoothed_targets(
     # rows whose target is this id (padding) get an all-zero distribution
     ignore_index:int|None=None,
 )->Tensor:  # (N, V), each non-ignored row sums to one
-    """The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on every other
-
-    Parameters
-    ----------
-    target : Tensor
-        (N,) true token ids
-    num_classes : int
-        V, the vocabulary size
-    eps : float
-        ε, the probability mass spread over all V tokens
-    ignore_index : int | None
-        rows whose target is this id (padding) get an all-zero distribution
-
-    Returns
-    -------
-    Tensor
-        (N, V), each non-ignored row sums to one
-    """
+    ("The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on "
+     "every other")
     check_tensor(target, "target", ndim=1, floating=False)
     if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
     q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
@@ -58,23 +42,13 @@ def smoothed_targets(
 
 # %% ../nbs/10_training.ipynb #c007
 class LabelSmoothingLoss(nn.Module):
-    """Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding
-
-    Parameters
-    ----------
-    eps : float
-        ε of section 5.4
-    ignore_index : int
-        target id that contributes nothing (padding)
-    reduction : str
-        "mean" per non-padding token, or their "sum\"
-    """
+    ("Cross-entropy against label-smoothed targets, averaged over the tokens that are "
+     "not padding")
     def __init__(self,
         eps:float=0.1,  # ε of section 5.4
         ignore_index:int=Vocab.pad,  # target id that contributes nothing (padding)
         reduction:str="mean",  # "mean" per non-padding token, or their "sum"
     ):
-        """Build a `LabelSmoothingLoss`: `help(LabelSmoothingLoss)` describes the parameters."""
         super().__init__()
         if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
         if reduction not in ("mean", "sum"):
@@ -84,20 +58,6 @@ class LabelSmoothingLoss(nn.Module):
         logits:Tensor,  # (..., V) unnormalised scores
         target:Tensor,  # (...) true token ids
     )->Tensor:  # scalar: mean (or sum) of the loss over non-padding tokens
-        """Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding
-
-        Parameters
-        ----------
-        logits : Tensor
-            (..., V) unnormalised scores
-        target : Tensor
-            (...) true token ids
-
-        Returns
-        -------
-        Tensor
-            scalar: mean (or sum) of the loss over non-padding tokens
-        """
         V = logits.shape[-1]
         logp = logits.reshape(-1, V).log_softmax(dim=-1)                 # (N, V)
         target = target.reshape(-1)                                      # (N,)
@@ -116,20 +76,8 @@ def smoothing_floor(
     vocab_size:int,  # V
     eps:float=0.1,  # ε
 )->float:  # the entropy of q, in nats
-    """The smallest possible label-smoothed loss per token, reached when the model predicts q exactly
-
-    Parameters
-    ----------
-    vocab_size : int
-        V
-    eps : float
-        ε
-
-    Returns
-    -------
-    float
-        the entropy of q, in nats
-    """
+    ("The smallest possible label-smoothed loss per token, reached when the model "
+     "predicts q exactly")
     hi, lo = 1 - eps + eps / vocab_size, eps / vocab_size
     return -(hi * math.log(hi) + (vocab_size - 1) * lo * math.log(lo))
 
@@ -139,20 +87,8 @@ def noam_lr(
     d_model:int,  # width of the model
     warmup:int=4000,  # warmup_steps: linear growth up to here
     factor:float=1.0,  # multiplies the whole curve; 1 is the paper
-)->float:
-    """The learning rate of equation 3: linear warm-up, then inverse square-root decay
-
-    Parameters
-    ----------
-    step : int
-        the optimiser step, counted from 1 (step 0 is read as 1)
-    d_model : int
-        width of the model
-    warmup : int
-        warmup_steps: linear growth up to here
-    factor : float
-        multiplies the whole curve; 1 is the paper
-    """
+)->float:  # the learning rate at `step`
+    "The learning rate of equation 3: linear warm-up, then inverse square-root decay"
     step = max(step, 1)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
@@ -162,20 +98,9 @@ def make_optimizer(
     d_model:int,  # its width, for the schedule
     warmup:int=4000,  # warm-up steps
     factor:float=1.0,  # scale of the schedule
-)->tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of equation 3
-
-    Parameters
-    ----------
-    model : nn.Module
-        the model to train
-    d_model : int
-        its width, for the schedule
-    warmup : int
-        warm-up steps
-    factor : float
-        scale of the schedule
-    """
+)->tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:  # the optimizer and its learning-rate scheduler
+    ("Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of "
+     "equation 3")
     # foreach: one call per operation for all parameters; the same numbers as a loop
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                            foreach=True)
@@ -187,20 +112,8 @@ def make_optimizer(
 
 # %% ../nbs/10_training.ipynb #c022
 class ProgressBar:
-    """A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the way when not in a terminal
-
-    Parameters
-    ----------
-    total : int
-        number of steps
-    file
-        where to write; sys.stderr by default, like other progress bars, away
-        from the results
-    width : int
-        characters of the bar
-    enabled : bool
-        False: write nothing
-    """
+    ("A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the "
+     "way when not in a terminal")
     def __init__(self,
         total:int,  # number of steps
         # where to write; sys.stderr by default, like other progress bars, away from the
@@ -209,7 +122,6 @@ class ProgressBar:
         width:int=20,  # characters of the bar
         enabled:bool=True,  # False: write nothing
     ):
-        """Build a `ProgressBar`: `help(ProgressBar)` describes the parameters."""
         self.total, self.file, self.width, self.enabled = (
             total,
             file or sys.stderr,
@@ -218,7 +130,10 @@ class ProgressBar:
         )
         self.tty = hasattr(self.file, "isatty") and self.file.isatty()
         self.last_tenth, self.t0 = 0, time.perf_counter()
-    def update(self, i:int, **metrics)->None:
+    def update(self,
+        i:int,  # the step just done, 1 to total
+        **metrics,  # name -> value to show beside the bar, e.g. loss=2.5
+    )->None:
         ("Show step `i` of `total` and the metrics (floats are shown with 3 "
          "significant digits)")
         if not self.enabled: return
@@ -241,7 +156,9 @@ class CheckpointAverage:
     "The running mean of the parameters of several checkpoints of a model"
     def __init__(self): self.sums, self.count = None, 0
     @torch.no_grad()
-    def add(self, model:nn.Module)->None:
+    def add(self,
+        model:nn.Module,  # the model whose current weights to add
+    )->None:
         "Add the model's current weights as one more checkpoint"
         state = {
             k: v.detach().clone().double()
@@ -253,7 +170,9 @@ class CheckpointAverage:
             for k, v in state.items(): self.sums[k] += v
         self.count += 1
     @torch.no_grad()
-    def apply(self, model:nn.Module)->nn.Module:
+    def apply(self,
+        model:nn.Module,  # the model to load the average into (in place)
+    )->nn.Module:  # the same model
         "Load the average of the checkpoints into the model"
         if not self.count:
             raise ValueError("no checkpoint to average: call add() first")
@@ -263,22 +182,7 @@ class CheckpointAverage:
 
 # %% ../nbs/10_training.ipynb #c028
 class History(NamedTuple):
-    """What a training run recorded
-
-    Parameters
-    ----------
-    loss : list
-        training loss of every step
-    lr : list
-        learning rate of every step
-    tokens : int
-        target tokens seen
-    seconds : float
-        wall time of the run
-    state : dict | None
-        what `train(..., resume=state)` needs to continue: optimiser, schedule,
-        weights
-    """
+    "What a training run recorded"
     loss: list  # training loss of every step
     lr: list  # learning rate of every step
     tokens: int  # target tokens seen
@@ -302,81 +206,33 @@ class SingleProcess:
         vocab:Vocab,  # their vocabulary
         batch_size:int,  # pairs per step, over all processes
         seed:int=0,  # seed of the shuffling
-    )->Iterator[Batch]:
-        """The batches this process trains on: here, all of each batch
-
-        Parameters
-        ----------
-        pairs : Sequence[tuple[str, str]]
-            the training pairs
-        vocab : Vocab
-            their vocabulary
-        batch_size : int
-            pairs per step, over all processes
-        seed : int
-            seed of the shuffling
-        """
+    )->Iterator[Batch]:  # every batch of the stream, whole
+        "The batches this process trains on: here, all of each batch"
         return batch_stream(pairs, vocab, batch_size, seed=seed)
 
     def wrap(self,
         model:nn.Module,  # the model being trained
     )->nn.Module:  # what runs forward and backward
-        """The module that shares gradients between processes: here the model itself
-
-        Parameters
-        ----------
-        model : nn.Module
-            the model being trained
-
-        Returns
-        -------
-        nn.Module
-            what runs forward and backward
-        """
+        "The module that shares gradients between processes: here the model itself"
         return model
 
     def no_sync(self,
         net:nn.Module,  # what `wrap` returned
-    )->AbstractContextManager:
-        """A context for micro-batches whose gradients need not be shared yet
-
-        Parameters
-        ----------
-        net : nn.Module
-            what `wrap` returned
-        """
+    )->AbstractContextManager:  # a context that does nothing (one process shares nothing)
+        "A context for micro-batches whose gradients need not be shared yet"
         return nullcontext()
 
     def sum(self,
         x:Tensor,  # a number of this process, as a tensor
     )->Tensor:  # its sum over all processes
-        """Add `x` up over all processes: here, `x`
-
-        Parameters
-        ----------
-        x : Tensor
-            a number of this process, as a tensor
-
-        Returns
-        -------
-        Tensor
-            its sum over all processes
-        """
+        "Add `x` up over all processes: here, `x`"
         return x
 
     def check_same(self,
         value,  # something every process must agree on: a seed, a configuration
         what:str,  # its name, for the error
     )->None:
-        """Raise unless every process has the same `value`: one process always agrees
-
-        Parameters
-        ----------
-        value
-            something every process must agree on: a seed, a configuration
-        what : str
-            its name, for the error
-        """
+        "Raise unless every process has the same `value`: one process always agrees"
 
 # %% ../nbs/10_training.ipynb #c028b
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
@@ -457,40 +313,9 @@ def train(
     processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
     resume:dict|None=None,  # `history.state` of an earlier run: continue it
     on_step:Callable|None=None,  # called as on_step(step, model) after every step
-)->History:
-    """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints
-
-    Parameters
-    ----------
-    model : Transformer
-        the model to train (in place)
-    batches : Iterable[Batch]
-        an endless iterator (`batch_stream`), or a list or DataLoader of
-        batches, restarted each epoch
-    steps : int
-        number of optimiser steps (in all, when resuming)
-    warmup : int
-        warm-up steps of the schedule
-    factor : float
-        scale of the schedule
-    smoothing : float
-        ε of label smoothing
-    average : int
-        at the end, load the average of this many checkpoints; 1: keep the last
-        weights
-    average_every : int
-        steps between the averaged checkpoints
-    progress : bool
-        show a progress bar (on stderr)
-    accumulate : int
-        micro-batches (consecutive batches) per optimiser step
-    processes : SingleProcess | None
-        several processes: `distributed.DataParallel`
-    resume : dict | None
-        `history.state` of an earlier run: continue it
-    on_step : Callable | None
-        called as on_step(step, model) after every step
-    """
+)->History:  # the losses and learning rates recorded, and the steps taken
+    ("Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average "
+     "the last checkpoints")
     _check_train_args(model, batches, steps, warmup, factor, average, average_every,
                       accumulate)
     procs = processes or SingleProcess()
@@ -538,17 +363,7 @@ def train(
 
 # %% ../nbs/10_training.ipynb #c033
 class Accuracy(NamedTuple):
-    """Teacher-forced accuracy of a model on (source, target) pairs
-
-    Parameters
-    ----------
-    tokens : float
-        share of target tokens (</s> included) whose most likely prediction is
-        right
-    sequences : float
-        share of targets right at every position: the exact match of greedy
-        decoding
-    """
+    "Teacher-forced accuracy of a model on (source, target) pairs"
     # share of target tokens (</s> included) whose most likely prediction is right
     tokens: float
     # share of targets right at every position: the exact match of greedy decoding
@@ -560,20 +375,9 @@ def teacher_forced_accuracy(
     vocab:Vocab,  # its vocabulary
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
     batch_size:int=512,  # pairs run together
-)->Accuracy:
-    """Token and whole-target accuracy of the model's most likely next token, given the true prefix
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence[tuple[str, str]]
-        (source, target) strings
-    batch_size : int
-        pairs run together
-    """
+)->Accuracy:  # the share of correct tokens and of wholly correct targets
+    ("Token and whole-target accuracy of the model's most likely next token, given the "
+     "true prefix")
     check_int(batch_size, "batch_size")
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
@@ -604,23 +408,8 @@ def save_model(
     training:dict|None=None,  # `history.state`, to resume the run later
     **meta,  # anything else worth keeping: task name, accuracy, steps...
 )->None:
-    """Save a model with its configuration and vocabulary, after checking that the configuration rebuilds the model
-
-    Parameters
-    ----------
-    path
-        file to write
-    model : Transformer
-        the model
-    config : TransformerConfig | dict
-        what built it: `Transformer.from_config(config)`
-    vocab : Vocab
-        its vocabulary
-    training : dict | None
-        `history.state`, to resume the run later
-    **meta
-        anything else worth keeping: task name, accuracy, steps...
-    """
+    ("Save a model with its configuration and vocabulary, after checking that the "
+     "configuration rebuilds the model")
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     if not isinstance(config, (dict, TransformerConfig)):
@@ -660,21 +449,7 @@ def load_checkpoint(
     path,  # file written by `save_model`
     map_location="cpu",  # where to put the weights
 )->dict:  # config (a TransformerConfig), vocab, state_dict, meta, training (or None)
-    """Read and check a checkpoint written by `save_model`, without building the model
-
-    Parameters
-    ----------
-    path
-        file written by `save_model`
-    map_location
-        where to put the weights
-
-    Returns
-    -------
-    dict
-        config (a TransformerConfig), vocab, state_dict, meta, training (or
-        None)
-    """
+    "Read and check a checkpoint written by `save_model`, without building the model"
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
     try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
@@ -701,20 +476,7 @@ def load_model(
     path,  # file written by `save_model`
     map_location="cpu",  # where to put the weights
 )->tuple[Transformer, Vocab, dict]:  # the model (eval mode), its vocabulary, metadata
-    """Rebuild a model saved by `save_model`
-
-    Parameters
-    ----------
-    path
-        file written by `save_model`
-    map_location
-        where to put the weights
-
-    Returns
-    -------
-    tuple[Transformer, Vocab, dict]
-        the model (eval mode), its vocabulary, metadata
-    """
+    "Rebuild a model saved by `save_model`"
     ckpt = load_checkpoint(path, map_location)
     model = Transformer.from_config(ckpt["config"])
     try: model.load_state_dict(ckpt["state_dict"])
@@ -731,16 +493,8 @@ def load_model(
 def task_config(
     vocab_size:int,  # size of the task's vocabulary, for source and target
     **overrides,  # fields of TransformerConfig to change, e.g. d_model=16
-)->TransformerConfig:
-    """The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64
-
-    Parameters
-    ----------
-    vocab_size : int
-        size of the task's vocabulary, for source and target
-    **overrides
-        fields of TransformerConfig to change, e.g. d_model=16
-    """
+)->TransformerConfig:  # the model's configuration
+    "The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64"
     check_int(vocab_size, "vocab_size")
     small = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                  d_ff=64, dropout=0.0, max_len=64)
@@ -757,19 +511,7 @@ TASK_SETTINGS = {
 
 # %% ../nbs/10_training.ipynb #c041
 class Trained(NamedTuple):
-    """A model trained on a task, with everything needed to use, evaluate and save it
-
-    Parameters
-    ----------
-    model : Transformer
-        in eval mode
-    config : TransformerConfig
-        Transformer.from_config(config) rebuilds it
-    task : Task
-        vocabulary, training and validation pairs
-    history : History
-        losses of the run, and its state for resuming
-    """
+    "A model trained on a task, with everything needed to use, evaluate and save it"
     model: Transformer  # in eval mode
     config: TransformerConfig  # Transformer.from_config(config) rebuilds it
     task: Task  # vocabulary, training and validation pairs
@@ -804,35 +546,8 @@ def train_task(
     processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
     resume=None,  # a checkpoint saved with training state: continue that run to `steps`
     **overrides,  # fields of task_config to change, e.g. d_model=16
-)->Trained:
-    """Make a task, build its model (`task_config`) and train it with TASK_SETTINGS
-
-    Parameters
-    ----------
-    name : str
-        "copy", "reverse" or "dates"
-    steps : int | None
-        optimiser steps; TASK_SETTINGS[name] by default
-    seed : int
-        seeds the data, the initial weights, dropout and the order of batches
-    progress : bool
-        show a progress bar (on stderr)
-    n_train : int
-        training pairs
-    n_valid : int
-        validation pairs (before removing those seen in training)
-    average : int
-        checkpoints averaged at the end (50 steps apart); 1: keep the last
-        weights
-    warmup : int | None
-        warm-up steps; None: TASK_SETTINGS[name], at most `steps`
-    processes : SingleProcess | None
-        several processes: `distributed.DataParallel`
-    resume
-        a checkpoint saved with training state: continue that run to `steps`
-    **overrides
-        fields of task_config to change, e.g. d_model=16
-    """
+)->Trained:  # the trained model, its task, vocabulary and history
+    "Make a task, build its model (`task_config`) and train it with TASK_SETTINGS"
     if steps is not None: check_int(steps, "steps")
     procs = processes or SingleProcess()
     task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
@@ -870,20 +585,7 @@ def smooth(
     xs:Sequence[float],  # a noisy curve
     k:int=25,  # window
 )->Tensor:  # the running mean over the last k values
-    """A running mean, for plotting noisy losses
-
-    Parameters
-    ----------
-    xs : Sequence[float]
-        a noisy curve
-    k : int
-        window
-
-    Returns
-    -------
-    Tensor
-        the running mean over the last k values
-    """
+    "A running mean, for plotting noisy losses"
     x = torch.tensor(xs, dtype=torch.float64)
     c = torch.cat([torch.zeros(1, dtype=x.dtype), x.cumsum(0)])
     n = torch.arange(1, len(x) + 1).clamp(max=k)
@@ -899,25 +601,8 @@ def attention_maps(
     # `decoding.translate`)
     tgt_text:str,
 )->tuple:  # (Attention with B = 1, source, decoder-input and decoder-output labels)
-    """Every attention map of one example, with the character labels of its queries and keys
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    src_text : str
-        one source string
-    tgt_text : str
-        its target, read with teacher forcing (or the model's own output, see
-        `decoding.translate`)
-
-    Returns
-    -------
-    tuple
-        (Attention with B = 1, source, decoder-input and decoder-output labels)
-    """
+    ("Every attention map of one example, with the character labels of its queries and "
+     "keys")
     b = make_batch([(src_text, tgt_text)], vocab)
     was_training = model.training; model.eval()
     _, attn = model(
@@ -938,25 +623,8 @@ def alignment_weight(
     # look
     align,
 )->Tensor:  # (layers, H): mean cross-attention weight on the expected key
-    """How much each cross-attention head attends where an alignment says it should, averaged over examples
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence[tuple[str, str]]
-        (source, target) examples, run with teacher forcing
-    align
-        align(source, target) -> [(query position, key position)]: where each
-        query should look
-
-    Returns
-    -------
-    Tensor
-        (layers, H): mean cross-attention weight on the expected key
-    """
+    ("How much each cross-attention head attends where an alignment says it should, "
+     "averaged over examples")
     b = make_batch(pairs, vocab)
     model.eval()
     _, attn = model(

@@ -21,56 +21,16 @@ __all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid
 
 # %% ../nbs/07_transformer.ipynb #c007
 class Attention(NamedTuple):
-    """Every attention map of one forward pass, each stacked over layers: (layers, B, H, queries, keys)
-
-    Parameters
-    ----------
-    encoder : Tensor
-        encoder self-attention (N_enc, B, H, S, S)
-    decoder : Tensor
-        decoder (masked) self-attention (N_dec, B, H, T, T)
-    cross : Tensor
-        decoder cross-attention over the memory (N_dec, B, H, T, S)
-    """
+    ("Every attention map of one forward pass, each stacked over layers: (layers, B, "
+     "H, queries, keys)")
     encoder: Tensor  # encoder self-attention (N_enc, B, H, S, S)
     decoder: Tensor  # decoder (masked) self-attention (N_dec, B, H, T, T)
     cross: Tensor  # decoder cross-attention over the memory (N_dec, B, H, T, S)
 
 # %% ../nbs/07_transformer.ipynb #c008
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
-
-    Parameters
-    ----------
-    src_vocab : int
-        source vocabulary size
-    tgt_vocab : int
-        target vocabulary size, V, the number of logits per position
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads of every attention
-    num_encoder_layers : int
-        N of the encoder
-    num_decoder_layers : int
-        N of the decoder
-    d_ff : int
-        hidden units of every FFN
-    dropout : float
-        P_drop: on embeddings + positions, sublayer outputs, attention weights,
-        inside FFNs
-    max_len : int
-        longest sequence the position table covers
-    norm_first : bool
-        True: pre-LN (ours); False: post-LN (the paper)
-    positions : str
-        "sinusoidal" (the paper) or "learned"
-    share_embeddings : bool
-        tie target embedding and output projection (and the source embedding, if
-        src_vocab == tgt_vocab)
-    activation : str
-        "relu" (the paper) or "gelu\"
-    """
+    ("The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and "
+     "output projection to logits")
     def __init__(self,
         src_vocab:int,  # source vocabulary size
         tgt_vocab:int,  # target vocabulary size, V, the number of logits per position
@@ -90,7 +50,6 @@ class Transformer(nn.Module):
         share_embeddings:bool=False,
         activation:str="relu",  # "relu" (the paper) or "gelu"
     ):
-        """Build a `Transformer`: `help(Transformer)` describes the parameters."""
         super().__init__()
         sizes = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
                      d_ff=d_ff, num_heads=num_heads, max_len=max_len,
@@ -151,22 +110,7 @@ class Transformer(nn.Module):
         # also return the list of per-layer self-attention weights
         return_attention:bool=False,
     )->Tensor|tuple[Tensor, list[Tensor]]:  # memory (B, S, d_model)
-        """Embed the source and run the encoder
-
-        Parameters
-        ----------
-        src : Tensor
-            (B, S) source token ids
-        src_mask : Tensor | None
-            boolean, True = may attend; e.g. padding (B, 1, 1, S)
-        return_attention : bool
-            also return the list of per-layer self-attention weights
-
-        Returns
-        -------
-        Tensor | tuple[Tensor, list[Tensor]]
-            memory (B, S, d_model)
-        """
+        "Embed the source and run the encoder"
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
@@ -186,29 +130,8 @@ class Transformer(nn.Module):
         # also return the per-layer self- and cross-attention weights
         return_attention:bool=False,
     )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:  # logits (B, T, V)
-        """Embed the target, run the decoder over the memory, project to target-vocabulary logits
-
-        Parameters
-        ----------
-        tgt : Tensor
-            (B, T) target token ids (shifted right: they start with the
-            start-of-sequence token)
-        memory : Tensor
-            (B, S, d_model), from `encode`
-        tgt_mask : Tensor | None
-            e.g. causal (1, 1, T, T), combined with target padding (B, 1, T,
-            T)
-        memory_mask : Tensor | None
-            source padding (B, 1, 1, S); None lets cross-attention see
-            padded source keys
-        return_attention : bool
-            also return the per-layer self- and cross-attention weights
-
-        Returns
-        -------
-        Tensor | tuple[Tensor, list[Tensor], list[Tensor]]
-            logits (B, T, V)
-        """
+        ("Embed the target, run the decoder over the memory, project to "
+         "target-vocabulary logits")
         log_shapes(
             "Transformer.decode",
             tgt=tgt,
@@ -244,29 +167,6 @@ class Transformer(nn.Module):
         # also return an `Attention` with every attention map
         return_attention:bool=False,
     )->Tensor|tuple[Tensor, Attention]:  # logits (B, T, V), or (logits, Attention)
-        """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
-
-        Parameters
-        ----------
-        src : Tensor
-            (B, S) source token ids
-        tgt : Tensor
-            (B, T) target token ids, shifted right
-        src_mask : Tensor | None
-            encoder self-attention mask, broadcasts to (B, H, S, S)
-        tgt_mask : Tensor | None
-            decoder self-attention mask, broadcasts to (B, H, T, T)
-        memory_mask : Tensor | None
-            cross-attention mask (B, H, T, S); None lets it see padded
-            source keys: pass src_mask
-        return_attention : bool
-            also return an `Attention` with every attention map
-
-        Returns
-        -------
-        Tensor | tuple[Tensor, Attention]
-            logits (B, T, V), or (logits, Attention)
-        """
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         if src.shape[0] != tgt.shape[0]:
@@ -321,37 +221,8 @@ class Transformer(nn.Module):
 # %% ../nbs/07_transformer.ipynb #cf01
 @dataclass(frozen=True)
 class TransformerConfig:
-    """The arguments of `Transformer`, by the same names: `Transformer.from_config(config)`, `model.config`
-
-    Parameters
-    ----------
-    src_vocab : int
-        source vocabulary size
-    tgt_vocab : int
-        target vocabulary size
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads of every attention
-    num_encoder_layers : int
-        N of the encoder
-    num_decoder_layers : int
-        N of the decoder
-    d_ff : int
-        hidden units of every FFN
-    dropout : float
-        P_drop
-    max_len : int
-        longest sequence the position table covers
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-    positions : str
-        "sinusoidal" or "learned"
-    share_embeddings : bool
-        tie target embedding and output projection
-    activation : str
-        "relu" or "gelu\"
-    """
+    ("The arguments of `Transformer`, by the same names: "
+     "`Transformer.from_config(config)`, `model.config`")
     src_vocab:int  # source vocabulary size
     tgt_vocab:int  # target vocabulary size
     d_model:int=512  # width of the residual stream
@@ -367,7 +238,9 @@ class TransformerConfig:
     activation:str="relu"  # "relu" or "gelu"
 
     @classmethod
-    def from_dict(cls, d:Mapping)->"TransformerConfig":
+    def from_dict(cls,
+        d:Mapping,  # the configuration's fields by name, or a TransformerConfig
+    )->"TransformerConfig":  # the configuration
         ("The configuration a dict describes, such as `asdict(config)` or a "
          "checkpoint's; unknown or missing keys fail")
         if isinstance(d, cls): return d
@@ -389,7 +262,10 @@ class TransformerConfig:
         return cls(**d)
 
 # %% ../nbs/07_transformer.ipynb #cf02
-def _from_config(cls, config:"TransformerConfig|Mapping")->"Transformer":
+def _from_config(
+    cls,
+    config:"TransformerConfig|Mapping",  # a TransformerConfig, or a dict such as `asdict(config)`
+)->"Transformer":  # the model, with fresh weights
     ("The Transformer that `config` describes: a `TransformerConfig`, or a dict such "
      "as `asdict(config)`")
     return cls(**asdict(TransformerConfig.from_dict(config)))
@@ -427,27 +303,8 @@ def show_attention_grid(
     title:str|None=None,  # a title over the figure
     **kwargs,  # passed on to `show_heatmaps`
 )->object:  # the matplotlib Figure
-    """A layer x head grid of attention heatmaps with token labels: rows of panels are layers, columns are heads
-
-    Parameters
-    ----------
-    maps : Tensor
-        (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:,
-        0]`
-    queries : Sequence[str] | None
-        a label per query (row)
-    keys : Sequence[str] | None
-        a label per key (column)
-    title : str | None
-        a title over the figure
-    **kwargs
-        passed on to `show_heatmaps`
-
-    Returns
-    -------
-    object
-        the matplotlib Figure
-    """
+    ("A layer x head grid of attention heatmaps with token labels: rows of panels are "
+     "layers, columns are heads")
     check_tensor(maps, "maps", ndim=4)
     L, H, T, S = maps.shape
     for labels, n, what in ((queries, T, "queries"), (keys, S, "keys")):
@@ -487,21 +344,8 @@ def ablate_heads(
     # `Attention`), layer and head counted from 0
     heads:Iterable[tuple[str, int, int]],
 )->Iterator[nn.Module]:  # the same model, the heads removed until the block ends
-    """Inside the `with` block the chosen heads contribute nothing: their columns of W^O are zero
-
-    Parameters
-    ----------
-    model : nn.Module
-        a Transformer
-    heads : Iterable[tuple[str, int, int]]
-        (kind, layer, head) triples: kind "encoder", "decoder" or "cross" (the
-        fields of `Attention`), layer and head counted from 0
-
-    Returns
-    -------
-    Iterator[nn.Module]
-        the same model, the heads removed until the block ends
-    """
+    ("Inside the `with` block the chosen heads contribute nothing: their columns of "
+     "W^O are zero")
     modules, chosen = _attention_modules(model), []
     for item in heads:
         if not (isinstance(item, tuple) and len(item) == 3):
@@ -556,20 +400,7 @@ def to_torch_transformer(
     ours:Transformer,  # the source: its encoder and decoder (torch has no embeddings)
     theirs:nn.Transformer,  # receives them; same sizes, layers, norm placement, norms
 )->nn.Transformer:  # `theirs`, with our weights
-    """Our encoder and decoder stacks into an `nn.Transformer`, by chapter 6's key map
-
-    Parameters
-    ----------
-    ours : Transformer
-        the source: its encoder and decoder (torch has no embeddings)
-    theirs : nn.Transformer
-        receives them; same sizes, layers, norm placement, norms
-
-    Returns
-    -------
-    nn.Transformer
-        `theirs`, with our weights
-    """
+    "Our encoder and decoder stacks into an `nn.Transformer`, by chapter 6's key map"
     _check_stacks(ours, theirs)
     for name in ("encoder", "decoder"):
         layer_to_torch(getattr(ours, name), getattr(theirs, name))
@@ -579,20 +410,7 @@ def from_torch_transformer(
     theirs:nn.Transformer,  # the source of the weights
     ours:Transformer,  # receives them in its stacks; embeddings and output unchanged
 )->Transformer:  # `ours`, with torch's stack weights
-    """The stacks of an `nn.Transformer` into our encoder and decoder, by the key map
-
-    Parameters
-    ----------
-    theirs : nn.Transformer
-        the source of the weights
-    ours : Transformer
-        receives them in its stacks; embeddings and output unchanged
-
-    Returns
-    -------
-    Transformer
-        `ours`, with torch's stack weights
-    """
+    "The stacks of an `nn.Transformer` into our encoder and decoder, by the key map"
     _check_stacks(ours, theirs)
     for name in ("encoder", "decoder"):
         layer_from_torch(getattr(theirs, name), getattr(ours, name))

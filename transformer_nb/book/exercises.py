@@ -20,18 +20,8 @@ EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")
 def split_directives(
     source:str,  # a code cell's source
 )->tuple[list[str], str]:  # the directive lines, and the code after them
-    """Separate the `#|` lines at the top of a cell, which nbdev reads as directives, from the code
-
-    Parameters
-    ----------
-    source : str
-        a code cell's source
-
-    Returns
-    -------
-    tuple[list[str], str]
-        the directive lines, and the code after them
-    """
+    ("Separate the `#|` lines at the top of a cell, which nbdev reads as directives, "
+     "from the code")
     lines = source.split("\n")
     n = 0
     while n < len(lines) and lines[n].startswith("#|"): n += 1
@@ -40,18 +30,7 @@ def split_directives(
 def exercise_checker(
     source:str,  # a code cell's source
 )->str|None:  # the checker's name, or None if the cell is not an exercise
-    """The checker named by the cell's `#| exercise` directive
-
-    Parameters
-    ----------
-    source : str
-        a code cell's source
-
-    Returns
-    -------
-    str | None
-        the checker's name, or None if the cell is not an exercise
-    """
+    "The checker named by the cell's `#| exercise` directive"
     return next(
         (
             m.group(1)
@@ -67,6 +46,12 @@ def _section(text:str)->str|None:
     "The last 'section 3.2.1' mentioned in `text`"
     found = re.findall(r"[Ss]ections?\s+(\d+(?:\.\d+)*)", text or "")
     return found[-1] if found else None
+
+def _summary(node)->str:
+    "The summary of a def's or class's docstring: its first paragraph, unless a section"
+    doc = (ast.get_docstring(node) or "") if node is not None else ""
+    first = doc.split("\n\n")[0]
+    return "" if "\n---" in first else " ".join(first.split())
 
 def _comment_lines(lines:list[str])->list[str]:
     ("The full-line comments among `lines`, without their `#` (the step comments of "
@@ -124,11 +109,7 @@ def _todo(
 ) -> list[str]:
     ("The TODO comment lines that replace the body of `fn` (a function, or a method of "
      "`cls`)")
-    doc = (
-        ast.get_docstring(fn)
-        or (ast.get_docstring(cls) if cls is not None else None)
-        or ""
-    )
+    doc = _summary(fn) or _summary(cls)
     where = f" Paper: section {section}." if section and not _section(doc) else ""
     if fn.name == "__init__" and cls is not None:
         made = ", ".join(_attrs(fn))
@@ -139,8 +120,8 @@ def _todo(
         ]
     elif fn.name == "forward" and cls is not None:
         lines = [
-            f"TODO: {doc.rstrip('.')}.{where} Return what the comment after the "
-            "signature describes."
+            f"TODO: {doc.rstrip('.')}.{where} Return what its docstring's "
+            "Returns section describes."
         ]
     else:
         lines = [f"TODO: {doc.rstrip('.') if doc else 'implement ' + fn.name}.{where}"]
@@ -192,21 +173,8 @@ def make_exercise_source(
     section:str|None=None,  # the paper's section to name when the docstrings name none
 # the exercise's source, and the names of the functions and classes it defines
 )->tuple[str, list[str]]:
-    """Replace the bodies of the functions and public methods of a cell by a TODO and `...`, keeping signatures and docstrings
-
-    Parameters
-    ----------
-    source : str
-        the source of a cell marked `#| exercise`, directives included
-    section : str | None
-        the paper's section to name when the docstrings name none
-
-    Returns
-    -------
-    tuple[str, list[str]]
-        the exercise's source, and the names of the functions and classes it
-        defines
-    """
+    ("Replace the bodies of the functions and public methods of a cell by a TODO and "
+     "`...`, keeping signatures and docstrings")
     src = split_directives(source)[1]
     tree = ast.parse(src)
     lines = src.split("\n")
@@ -216,18 +184,18 @@ def make_exercise_source(
         if isinstance(node, ast.FunctionDef):
             edits.append(
                 _stub_body(
-                    lines, node, None, _section(ast.get_docstring(node)) or section
+                    lines, node, None, _section(_summary(node)) or section
                 )
             )
         elif isinstance(node, ast.ClassDef):
-            sec = _section(ast.get_docstring(node)) or section
+            sec = _section(_summary(node)) or section
             for m in node.body:
                 if isinstance(m, ast.FunctionDef) and (
                     m.name == "__init__" or not m.name.startswith("_")
                 ):
                     edits.append(
                         _stub_body(
-                            lines, m, node, _section(ast.get_docstring(m)) or sec
+                            lines, m, node, _section(_summary(m)) or sec
                         )
                     )
     for first, last, stub in sorted(edits, reverse=True):
@@ -266,19 +234,8 @@ def _intro(stem:str, checkers:list[str])->str:
 def comment_out_error_lessons(
     code:str,  # the source of a lesson cell
 )->str:  # the same source with every top-level `test_fail(...)` statement commented out
-    """Comment out the book's error-message lessons, which a learner's correct answer need not satisfy
-
-    Parameters
-    ----------
-    code : str
-        the source of a lesson cell
-
-    Returns
-    -------
-    str
-        the same source with every top-level `test_fail(...)` statement
-        commented out
-    """
+    ("Comment out the book's error-message lessons, which a learner's correct answer "
+     "need not satisfy")
     try: tree = ast.parse(code)
     except SyntaxError: return code
     lines = code.split("\n")
@@ -304,20 +261,8 @@ def embed_images(
     cells:list,  # notebook cells (nbformat 4 JSON dicts), changed in place
     base:Path,  # the folder that relative image paths start from (the chapters' nbs/)
 )->list:  # the same cells
-    """Turn Markdown images with a relative path into cell attachments, so that a notebook shows them on its own
-
-    Parameters
-    ----------
-    cells : list
-        notebook cells (nbformat 4 JSON dicts), changed in place
-    base : Path
-        the folder that relative image paths start from (the chapters' nbs/)
-
-    Returns
-    -------
-    list
-        the same cells
-    """
+    ("Turn Markdown images with a relative path into cell attachments, so that a "
+     "notebook shows them on its own")
     for cell in cells:
         if cell["cell_type"] != "markdown": continue
         src = _src(cell)
@@ -341,19 +286,8 @@ def make_exercise_notebook(
     chapter:Path|str,  # a chapter notebook with cells marked `#| exercise CHECKER`
 # the exercise notebook (nbformat 4 JSON), or None if the chapter has no exercise
 )->dict|None:
-    """The exercise notebook of a chapter: exercises stubbed, each followed by its check; nbdev plumbing and outputs gone
-
-    Parameters
-    ----------
-    chapter : Path | str
-        a chapter notebook with cells marked `#| exercise CHECKER`
-
-    Returns
-    -------
-    dict | None
-        the exercise notebook (nbformat 4 JSON), or None if the chapter has no
-        exercise
-    """
+    ("The exercise notebook of a chapter: exercises stubbed, each followed by its "
+     "check; nbdev plumbing and outputs gone")
     chapter = Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
     checkers = [
@@ -461,20 +395,8 @@ def make_exercises(
     # where the exercise notebooks go (created; stale ones removed)
     out_dir:Path|str="exercises",
 )->list[Path]:  # the notebooks written
-    """Write the exercise notebook of every chapter that has exercises; remove those of chapters that have none
-
-    Parameters
-    ----------
-    nbs_dir : Path | str
-        the chapters
-    out_dir : Path | str
-        where the exercise notebooks go (created; stale ones removed)
-
-    Returns
-    -------
-    list[Path]
-        the notebooks written
-    """
+    ("Write the exercise notebook of every chapter that has exercises; remove those of "
+     "chapters that have none")
     nbs_dir, out_dir = Path(nbs_dir), Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -490,7 +412,9 @@ def make_exercises(
     return written
 
 # %% ../../nbs/90_exercises.ipynb #c019
-def main(argv:list[str]|None=None):
+def main(
+    argv:list[str]|None=None,  # the arguments; None: the command line's
+):
     "Command line: python -m transformer_nb.book.exercises [NBS_DIR] [OUT_DIR]"
     import argparse
     p = argparse.ArgumentParser(
@@ -640,27 +564,7 @@ EFFORT = {
 
 # %% ../../nbs/90_exercises.ipynb #ex-listing
 class Exercise(NamedTuple):
-    """One exercise of a chapter, as `list_exercises` finds it
-
-    Parameters
-    ----------
-    checker : str
-        the check that grades it, in transformer_nb.book.grading
-    names : list
-        the functions and classes the learner writes
-    summary : str
-        the first line of the docstring of the first of them
-    chapter : str
-        the chapter's notebook, e.g. 02_attention.ipynb
-    title : str
-        the chapter's title
-    minutes : int
-        an honest time estimate
-    level : int
-        1 (a formula) to 3 (several parts put together)
-    hint : str
-        a nudge, for a learner who is stuck
-    """
+    "One exercise of a chapter, as `list_exercises` finds it"
     checker: str  # the check that grades it, in transformer_nb.book.grading
     names: list  # the functions and classes the learner writes
     summary: str  # the first line of the docstring of the first of them
@@ -673,18 +577,8 @@ class Exercise(NamedTuple):
 def list_exercises(
     nbs_dir:Path|str="nbs",  # the chapters
 )->list[Exercise]:  # every exercise, in reading order
-    """Every exercise of the chapters, from their `#| exercise` directives, with its estimate, level and hint from `EFFORT`
-
-    Parameters
-    ----------
-    nbs_dir : Path | str
-        the chapters
-
-    Returns
-    -------
-    list[Exercise]
-        every exercise, in reading order
-    """
+    ("Every exercise of the chapters, from their `#| exercise` directives, with its "
+     "estimate, level and hint from `EFFORT`")
     out = []
     for chapter in sorted(Path(nbs_dir).glob("[0-9]*.ipynb")):
         nb = json.loads(chapter.read_text(encoding="utf-8"))
@@ -713,7 +607,7 @@ def list_exercises(
             defs = [
                 n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))
             ]
-            summary = (ast.get_docstring(defs[0]) or "").split("\n")[0] if defs else ""
+            summary = _summary(defs[0]) if defs else ""
             out.append(
                 Exercise(
                     checker,
@@ -732,19 +626,7 @@ def exercise_table(
 # an HTML table: one row per exercise, with its chapter, download, time, level and a
 # hint to open
 )->str:
-    """The table of exercises that the Exercises page shows
-
-    Parameters
-    ----------
-    exercises : list[Exercise]
-        from list_exercises
-
-    Returns
-    -------
-    str
-        an HTML table: one row per exercise, with its chapter, download, time,
-        level and a hint to open
-    """
+    "The table of exercises that the Exercises page shows"
     from html import escape
     def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))
     page = lambda nb: re.sub(r"^\d+[a-z]?_", "", Path(nb).stem) + ".html"

@@ -27,23 +27,13 @@ __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grad
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
-    """What a checker found: `passed` (also the truth value) and a `message` in plain words; shows as ✓/✗ and the message
-
-    Parameters
-    ----------
-    passed : bool
-        did the answer pass every check?
-    name : str
-        the name of the function or class that was checked
-    message : str
-        "passed: …" or the hint
-    """
+    ("What a checker found: `passed` (also the truth value) and a `message` in plain "
+     "words; shows as ✓/✗ and the message")
     def __init__(self,
         passed:bool,  # did the answer pass every check?
         name:str,  # the name of the function or class that was checked
         message:str,  # "passed: …" or the hint
     ):
-        """Build a `Verdict`: `help(Verdict)` describes the parameters."""
         self.passed, self.name, self.message = passed, name, message
     def __bool__(self): return self.passed
     def __repr__(self):
@@ -82,7 +72,9 @@ def _unfilled(obj)->list[str]:
 def _name(obj)->str: return getattr(obj, "__name__", type(obj).__name__)
 
 # %% ../../nbs/91_grading.ipynb #c010
-def checker(f):
+def checker(
+    f,  # f(answer): raises Hint, or returns a success message
+):
     ("Make `f(answer)`, which raises `Hint` or returns a success message, into a "
      "checker that returns a `Verdict`")
     @functools.wraps(f)
@@ -160,20 +152,12 @@ def _snapshot(f, args, kwargs)->list:
 def run(
     what:str,  # what is called, for the message: "your function", "your module"
     f,  # the learner's callable
-    # arguments for `f`; `advice` is appended to an error's hint
-    *args, advice:str="", **kwargs,
+    *args,  # positional arguments for `f`
+    advice:str="",  # appended to the hint when `f` raises
+    **kwargs,  # keyword arguments for `f`
 ):
-    """Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or changes a tensor it was given
-
-    Parameters
-    ----------
-    what : str
-        what is called, for the message: "your function", "your module"
-    f
-        the learner's callable
-    advice : str
-        arguments for `f`; `advice` is appended to an error's hint
-    """
+    ("Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or "
+     "changes a tensor it was given")
     before = _snapshot(f, args, kwargs)
     try: out = f(*args, **kwargs)
     except Hint: raise
@@ -264,22 +248,11 @@ def _first_match(got:Tensor, variants)->str|None:
 # %% ../../nbs/91_grading.ipynb #c016
 def build(
     cls,  # the learner's nn.Module class
-    *args, **kwargs,  # its constructor's arguments
+    *args,  # its constructor's positional arguments
+    **kwargs,  # its constructor's keyword arguments
 )->nn.Module:  # the module, in eval mode
-    """Construct the learner's module; raise a `Hint` if that fails or if it is not a proper nn.Module
-
-    Parameters
-    ----------
-    cls
-        the learner's nn.Module class
-    **kwargs
-        its constructor's arguments
-
-    Returns
-    -------
-    nn.Module
-        the module, in eval mode
-    """
+    ("Construct the learner's module; raise a `Hint` if that fails or if it is not a "
+     "proper nn.Module")
     if not isinstance(cls, type):
         raise Hint(
             f"pass the class itself (e.g. `{_name(cls)}`), not {type(cls).__name__}."
@@ -298,15 +271,8 @@ def load_reference(
     ours:nn.Module,  # the book's module, whose weights are copied
     theirs:nn.Module,  # the learner's module, which receives them
 ):
-    """Copy the book's parameters into the learner's module, by name or else in order; raise a `Hint` if impossible
-
-    Parameters
-    ----------
-    ours : nn.Module
-        the book's module, whose weights are copied
-    theirs : nn.Module
-        the learner's module, which receives them
-    """
+    ("Copy the book's parameters into the learner's module, by name or else in order; "
+     "raise a `Hint` if impossible")
     ref, mine = dict(ours.named_parameters()), dict(theirs.named_parameters())
     if len(mine) < len(ref) and len(
         list(theirs.named_parameters(remove_duplicate=False))
@@ -418,15 +384,9 @@ def grade_token_embedding(
     # your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module mapping
     # (B, T) ids to (B, T, d_model)
     cls,
-)->Verdict:
-    """Check a token embedding against `TokenEmbedding`: the lookup, the √d_model scale, the initialisation, padding_idx
-
-    Parameters
-    ----------
-    cls
-        your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module
-        mapping (B, T) ids to (B, T, d_model)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check a token embedding against `TokenEmbedding`: the lookup, the √d_model "
+     "scale, the initialisation, padding_idx")
     # d = 24: √d, d / 2 and d all differ
     V, d, pad = 50, 24, 3
     ref, m = TokenEmbedding(V, d), build(cls, V, d)
@@ -513,14 +473,9 @@ def _pe_variant(max_len:int, d:int, kind:str)->Tensor:
 @checker
 def grade_positional_encoding(
     fn,  # your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
-)->Verdict:
-    """Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), with the default and another base
-
-    Parameters
-    ----------
-    fn
-        your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), "
+     "with the default and another base")
     for L, d, base in ((50, 16, None), (7, 6, None), (9, 10, 100.0)):
         kw = {} if base is None else {"base": base}
         call = f"sinusoidal_encoding({L}, {d}{', base=' + str(base) if base else ''})"
@@ -620,15 +575,9 @@ def grade_embeddings(
     # your Embeddings class: (vocab_size, d_model, max_len, dropout, positions,
     # padding_idx) -> forward(ids, offset)
     cls,
-)->Verdict:
-    """Check the input block: scaled token embedding plus positions (sinusoidal or learned, from an offset), then dropout
-
-    Parameters
-    ----------
-    cls
-        your Embeddings class: (vocab_size, d_model, max_len, dropout,
-        positions, padding_idx) -> forward(ids, offset)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check the input block: scaled token embedding plus positions (sinusoidal or "
+     "learned, from an offset), then dropout")
     V, d, L = 30, 20, 24
     ids = torch.randint(0, V, (3, 6))
     for positions in ("sinusoidal", "learned"):
@@ -853,15 +802,9 @@ def grade_attention(
     # your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) -> (output,
     # weights)
     fn,
-)->Verdict:
-    """Check scaled dot-product attention against the book's: shapes, masks, dropout, half precision (section 3.2.1)
-
-    Parameters
-    ----------
-    fn
-        your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) ->
-        (output, weights)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check scaled dot-product attention against the book's: shapes, masks, dropout, "
+     "half precision (section 3.2.1)")
     # d_k = 8: √d_k, d_k / 2 and d_k all differ
     B, H, T, S, dk, dv = 2, 3, 5, 7, 8, 6
     q, k, v = (
@@ -990,14 +933,9 @@ def grade_attention(
 @checker
 def grade_split_heads(
     fn,  # your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
-)->Verdict:
-    """Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every position
-
-    Parameters
-    ----------
-    fn
-        your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every "
+     "position")
     B, T, d, H = 2, 5, 24, 4
     x = torch.randn(B, T, d)
     got = _tensor(run("your function", fn, x, H), "the result")
@@ -1024,14 +962,8 @@ def grade_split_heads(
 @checker
 def grade_merge_heads(
     fn,  # your merge_heads(x): (B, H, T, d_k) -> (B, T, H·d_k)
-)->Verdict:
-    """Check `merge_heads`, the inverse of `split_heads` (the Concat of section 3.2.2)
-
-    Parameters
-    ----------
-    fn
-        your merge_heads(x): (B, H, T, d_k) -> (B, T, H·d_k)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    "Check `merge_heads`, the inverse of `split_heads` (the Concat of section 3.2.2)"
     B, H, T, dk = 2, 4, 5, 6
     x = torch.randn(B, H, T, dk)
     got = _tensor(
@@ -1099,15 +1031,9 @@ def grade_multihead(
     # your MultiHeadAttention class: (d_model, num_heads, dropout, bias) ->
     # forward(query, key, value, mask, need_weights)
     cls,
-)->Verdict:
-    """Check multi-head attention against the book's, given the same weights: masks, need_weights, dropout, bias
-
-    Parameters
-    ----------
-    cls
-        your MultiHeadAttention class: (d_model, num_heads, dropout, bias) ->
-        forward(query, key, value, mask, need_weights)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check multi-head attention against the book's, given the same weights: masks, "
+     "need_weights, dropout, bias")
     # d_k = 6: √d_k, d_k / 2, √d_model all differ
     B, T, S, d, H = 2, 5, 7, 24, 4
     ref, m = MultiHeadAttention(d, H), build(cls, d, H)
@@ -1275,15 +1201,9 @@ def grade_ffn(
     # your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation) -> module
     # on (B, T, d_model)
     cls,
-)->Verdict:
-    """Check the position-wise feed-forward network against the book's, given the same weights (section 3.3)
-
-    Parameters
-    ----------
-    cls
-        your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation)
-        -> module on (B, T, d_model)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check the position-wise feed-forward network against the book's, given the same "
+     "weights (section 3.3)")
     B, T, d, dff = 2, 5, 24, 96
     x = torch.randn(B, T, d)
     with torch.no_grad():
@@ -1374,15 +1294,9 @@ def grade_layer_norm(
     # your LayerNorm class: (d_model, eps, fused) -> module normalising the last
     # dimension
     cls,
-)->Verdict:
-    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps
-
-    Parameters
-    ----------
-    cls
-        your LayerNorm class: (d_model, eps, fused) -> module normalising the
-        last dimension
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check a LayerNorm against the book's (biased variance, ε inside the square root, "
+     "weight and bias), for any eps")
     d = 12
     # entries of size 10, and tiny ones
     x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
@@ -1496,15 +1410,9 @@ def grade_sublayer(
     # your SublayerConnection class: (d_model, dropout, norm_first) -> module,
     # forward(x, sublayer)
     cls,
-)->Verdict:
-    """Check the residual connection in both placements of the norm (section 3.1; pre-LN and post-LN), with dropout
-
-    Parameters
-    ----------
-    cls
-        your SublayerConnection class: (d_model, dropout, norm_first) -> module,
-        forward(x, sublayer)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check the residual connection in both placements of the norm (section 3.1; "
+     "pre-LN and post-LN), with dropout")
     B, T, d = 2, 5, 16
     x = torch.randn(B, T, d)
     lin = nn.Linear(d, d)
@@ -1691,15 +1599,9 @@ def grade_encoder_layer(
     # your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first,
     # activation) -> forward(x, src_mask, need_weights)
     cls,
-)->Verdict:
-    """Check an encoder layer against the book's, given the same weights, in pre-LN and post-LN
-
-    Parameters
-    ----------
-    cls
-        your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first,
-        activation) -> forward(x, src_mask, need_weights)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check an encoder layer against the book's, given the same weights, in pre-LN and "
+     "post-LN")
     d, H, dff = 24, 4, 40
     _, x, pad, _ = _inputs()
     with torch.no_grad():
@@ -1769,15 +1671,9 @@ def grade_decoder_layer(
     # your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask, need_weights)
     # -> (y, self weights, cross weights)
     cls,
-)->Verdict:
-    """Check a decoder layer against the book's, given the same weights, in pre-LN and post-LN
-
-    Parameters
-    ----------
-    cls
-        your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask,
-        need_weights) -> (y, self weights, cross weights)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check a decoder layer against the book's, given the same weights, in pre-LN and "
+     "post-LN")
     d, H, dff = 24, 4, 40
     y, mem, pad_S, tgt = _inputs()
     with torch.no_grad():
@@ -2073,28 +1969,15 @@ def grade_encoder(
     # your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout, norm_first) ->
     # forward(x, src_mask)
     cls,
-)->Verdict:
-    """Check an encoder stack against the book's `Encoder`
-
-    Parameters
-    ----------
-    cls
-        your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout,
-        norm_first) -> forward(x, src_mask)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    "Check an encoder stack against the book's `Encoder`"
     return _check_stack(cls, Encoder, decoder=False)
 
 @checker
 def grade_decoder(
     cls,  # your Decoder class: forward(y, memory, tgt_mask, memory_mask)
-)->Verdict:
-    """Check a decoder stack against the book's `Decoder`
-
-    Parameters
-    ----------
-    cls
-        your Decoder class: forward(y, memory, tgt_mask, memory_mask)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    "Check a decoder stack against the book's `Decoder`"
     return _check_stack(cls, Decoder, decoder=True)
 
 # %% ../../nbs/91_grading.ipynb #c044
@@ -2103,16 +1986,9 @@ def grade_transformer(
     # your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads,
     # num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len, norm_first, ...)
     cls,
-)->Verdict:
-    """Check the full model against the book's `Transformer`, given the same weights: logits, encode, decode, attention
-
-    Parameters
-    ----------
-    cls
-        your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads,
-        num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len,
-        norm_first, ...)
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check the full model against the book's `Transformer`, given the same weights: "
+     "logits, encode, decode, attention")
     Vs, Vt, d, H, dff = 11, 13, 24, 4, 40
     _, _, pad_S, tgt_mask = _inputs()
     src, tgt = torch.randint(0, Vs, (2, 7)), torch.randint(0, Vt, (2, 5))
@@ -2270,15 +2146,9 @@ def grade_transformer(
 def grade_causal_mask(
     # your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may attend
     fn,
-)->Verdict:
-    """Check a causal mask: query t may attend to keys 0 … t, itself included, shaped (1, 1, T, T), on the device asked
-
-    Parameters
-    ----------
-    fn
-        your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may
-        attend
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check a causal mask: query t may attend to keys 0 … t, itself included, shaped "
+     "(1, 1, T, T), on the device asked")
     for T in (4, 7, 1):
         got = _tensor(run("your function", fn, T), f"the mask for T={T}")
         if (
@@ -2352,15 +2222,9 @@ def grade_padding_mask(
     # your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True = a real
     # token
     fn,
-)->Verdict:
-    """Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast against the scores
-
-    Parameters
-    ----------
-    fn
-        your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True =
-        a real token
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast "
+     "against the scores")
     for pad in (0, 3):
         ids, real = _ids(pad)
         got = _tensor(run("your function", fn, ids, pad), "the mask")
@@ -2396,14 +2260,9 @@ def grade_padding_mask(
 @checker
 def grade_target_mask(
     fn,  # your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
-)->Verdict:
-    """Check the decoder's target mask: a key may be attended to if it is a real token AND not in the future
-
-    Parameters
-    ----------
-    fn
-        your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
-    """
+)->Verdict:  # passed or not, and a message a learner can act on
+    ("Check the decoder's target mask: a key may be attended to if it is a real token "
+     "AND not in the future")
     for pad in (0, 3):
         ids, real = _ids(pad)
         T = ids.shape[1]
