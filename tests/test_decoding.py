@@ -33,7 +33,7 @@ def test_cached_steps_equal_full_decoder(norm_first):
     cache = KVCache(m, memory, smask)
     stepped = torch.stack([decode_step(m, cache, tgt[:, t]) for t in range(T)], 1)
     torch.testing.assert_close(stepped, full, atol=1e-5, rtol=0)
-    assert cache.length == T and cache.self_k[2].shape == (B, 4, T, 6)
+    assert cache.length == T and cache.layers[2].k.shape == (B, 4, T, 6)
 
 
 def test_cached_greedy_equals_uncached(trained):
@@ -136,7 +136,6 @@ def table(monkeypatch):
     box["fn"] = lambda prefix: table_logprobs(prefix, box["seed"])
     def step(model, cache, token):
         cache.prefixes = [p + (t,) for p, t in zip(cache.prefixes, token.tolist())]
-        cache.length += 1
         return torch.stack([box["fn"](p[1:]) for p in cache.prefixes])                   # without <s>
     monkeypatch.setattr(decoding, "KVCache", TableCache)
     monkeypatch.setattr(decoding, "decode_step", step)
@@ -245,11 +244,11 @@ def test_cache_writes_in_place_and_doubles_its_room(norm_first):
     ptrs, rooms, stepped = [], [], []
     for t in range(T):
         stepped.append(decode_step(m, cache, tgt[:, t]))
-        ptrs.append(cache.kv[0].data_ptr()); rooms.append(cache.kv[0].shape[3])
+        ptrs.append(cache.layers[0].kv.data_ptr()); rooms.append(cache.layers[0].kv.shape[3])
     torch.testing.assert_close(torch.stack(stepped, 1), full, atol=1e-5, rtol=0)
     assert rooms == [2, 2, 4, 4, 8, 8, 8, 8, 16]
     assert ptrs[0] == ptrs[1] and ptrs[2] == ptrs[3] and len(set(ptrs[4:8])) == 1
-    assert [k.shape for k in cache.self_k] == [(3, 4, T, 6)] * 3
+    assert [layer.k.shape for layer in cache.layers] == [(3, 4, T, 6)] * 3
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -276,7 +275,7 @@ def test_reordered_cache_equals_recomputing_the_prefixes(norm_first, shared_sour
         cache.reorder(index)
         rows = [rows[i] for i in index.tolist()]
         prefixes = [prefixes[i] + [int(torch.randint(4, 13, (), generator=g))] for i in index.tolist()]
-    if shared_source: assert cache.cross_k[0].shape[0] == 1        # never copied
+    if shared_source: assert cache.layers[0].cross[0].shape[0] == 1        # never copied
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

@@ -98,7 +98,7 @@ def test_decoder_layer_paths_agree(norm_first):
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_whole_model_paths_agree(norm_first):
-    """Transformer(...)(src, tgt) takes the fast path; with return_attention=True the readable one: same logits, and
+    """Transformer(...)(src, tgt) takes the fast path; with need_weights=True the readable one: same logits, and
     the same gradient of a training loss (mean cross-entropy) for every parameter."""
     torch.manual_seed(0)
     model = Transformer(40, 50, D, H, 2, 2, 96, dropout=0.0, norm_first=norm_first).train()
@@ -107,7 +107,7 @@ def test_whole_model_paths_agree(norm_first):
     results = []
     for readable in (True, False):
         model.zero_grad()
-        out = model(src, tgt, sm, tm, sm, return_attention=readable)
+        out = model(src, tgt, sm, tm, sm, need_weights=readable)
         logits = out[0] if readable else out
         gold = torch.randint(0, 50, (B * T,), generator=_gen(9))
         nn.functional.cross_entropy(logits.flatten(0, 1), gold).backward()
@@ -347,7 +347,7 @@ def test_eval_after_optimizer_steps_uses_the_new_weights(fused):
         model.eval()
         with torch.no_grad():
             fast = model(src, tgt, sm, tm, sm)
-            readable = model(src, tgt, sm, tm, sm, return_attention=True)[0]
+            readable = model(src, tgt, sm, tm, sm, need_weights=True)[0]
         torch.testing.assert_close(fast, readable, atol=TOL, rtol=0)
         model.train(); opt.zero_grad()
         model(src, tgt, sm, tm, sm).logsumexp(-1).mean().backward(); opt.step()

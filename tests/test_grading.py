@@ -9,7 +9,7 @@ from transformer_nb.embeddings import TokenEmbedding, Embeddings, sinusoidal_enc
 from transformer_nb.attention import scaled_dot_product_attention
 from transformer_nb.multihead import MultiHeadAttention, split_heads, merge_heads
 from transformer_nb.ffn import PositionwiseFeedForward
-from transformer_nb.norms import LayerNorm, SublayerConnection
+from transformer_nb.norms import LayerNorm, SublayerConnection, residual
 from transformer_nb.layers import EncoderLayer, DecoderLayer, Encoder, Decoder
 from transformer_nb.transformer import Transformer
 from transformer_nb.masking import padding_mask, causal_mask, target_mask
@@ -285,6 +285,11 @@ def test_sublayer_dropout_on_the_sum():
 
 # ---------------------------------------------------------------- encoder and decoder
 
+def _res(layer, x, sublayer, norm):
+    "A residual connection around `sublayer` with the layer's dropout and norm placement (chapter 5's `residual`)"
+    return residual(x, sublayer, norm, layer.dropout, layer.norm_first)
+
+
 def test_encoder_layer_mask_ignored():
     class M(EncoderLayer):
         def forward(self, x, src_mask=None): return super().forward(x, None)
@@ -299,10 +304,10 @@ def test_encoder_layer_norm_first_ignored():
 def test_encoder_layer_ffn_first():
     class M(EncoderLayer):
         def forward(self, x, src_mask=None):
-            x = self._residual(x, self.ffn, self.norm1)
+            x = _res(self, x, self.ffn, self.norm1)
             out = {}
             def att(h): o, out["w"] = self.self_attn(h, h, h, mask=src_mask); return o
-            return self._residual(x, att, self.norm2), out["w"]
+            return _res(self, x, att, self.norm2), out["w"]
     fails_with(grade_encoder_layer(M), "self-attention comes first")
 
 class Dec(DecoderLayer):
@@ -310,7 +315,7 @@ class Dec(DecoderLayer):
     def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
         tm = None if self.mistake == "no tgt mask" else tgt_mask
         mm = None if self.mistake in ("no memory mask", "self kv") else memory_mask
-        s0, s1, s2 = ((lambda h, f, n=n: self._residual(h, f, n)) for n in (self.norm1, self.norm2, self.norm3))
+        s0, s1, s2 = ((lambda h, f, n=n: _res(self, h, f, n)) for n in (self.norm1, self.norm2, self.norm3))
         ws, wc = {}, {}
         def a(h): o, ws["w"] = self.self_attn(h, h, h, mask=tm); return o
         def c(h):
@@ -358,7 +363,7 @@ def test_transformer_returns_probabilities():
 
 def test_transformer_memory_mask_not_passed():
     class M(Transformer):
-        def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, return_attention=False):
+        def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, need_weights=False):
             return super().forward(src, tgt, src_mask, tgt_mask, None)
     fails_with(grade_transformer(M), "memory_mask is not passed")
 
@@ -407,14 +412,14 @@ def test_target_mask_causal_off_by_one(): fails_with(grade_target_mask(tmask(lam
 
 def test_pre_ln_encoder_without_masks_gets_a_hint_not_a_crash():
     class M(Encoder):
-        def forward(self, x, src_mask=None, return_attention=False):
-            return super().forward(x, None, return_attention)
+        def forward(self, x, src_mask=None, need_weights=False):
+            return super().forward(x, None, need_weights)
     fails_with(grade_encoder(M), "masks are not passed")
 
 def test_pre_ln_decoder_without_memory_mask_gets_a_hint_not_a_crash():
     class M(Decoder):
-        def forward(self, y, memory, tgt_mask=None, memory_mask=None, return_attention=False):
-            return super().forward(y, memory, tgt_mask, None, return_attention)
+        def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=False):
+            return super().forward(y, memory, tgt_mask, None, need_weights)
     fails_with(grade_decoder(M), "memory_mask is not passed")
 
 def test_an_error_inside_the_checker_becomes_a_verdict():
@@ -656,7 +661,7 @@ def test_encoder_layer_without_attention():
     class M(EncoderLayer):
         def forward(self, x, src_mask=None, need_weights=True):
             w = self.self_attn(x, x, x, mask=src_mask)[1] if need_weights else None
-            return self._residual(x, self.ffn, self.norm2), w
+            return _res(self, x, self.ffn, self.norm2), w
     fails_with(grade_encoder_layer(M), "self-attention sublayer is missing")
 
 def test_decoder_layer_without_cross_attention():
@@ -664,8 +669,8 @@ def test_decoder_layer_without_cross_attention():
         def forward(self, y, memory, tgt_mask=None, memory_mask=None, need_weights=True):
             ws = self.self_attn(y, y, y, mask=tgt_mask)[1]
             wc = self.cross_attn(y, memory, memory, mask=memory_mask)[1]
-            y = self._residual(y, lambda h: self.self_attn(h, h, h, mask=tgt_mask)[0], self.norm1)
-            return self._residual(y, self.ffn, self.norm3), ws, wc
+            y = _res(self, y, lambda h: self.self_attn(h, h, h, mask=tgt_mask)[0], self.norm1)
+            return _res(self, y, self.ffn, self.norm3), ws, wc
     fails_with(grade_decoder_layer(M), "cross-attention sublayer is missing")
 
 def test_post_ln_encoder_ignoring_final_norm_true():
@@ -673,11 +678,11 @@ def test_post_ln_encoder_ignoring_final_norm_true():
         def __init__(self, *a, final_norm=None, **kw): super().__init__(*a, **kw)
     fails_with(grade_encoder(M), "final_norm=True")
 
-def test_encoder_return_attention_repeats_the_first_layer():
+def test_encoder_need_weights_repeats_the_first_layer():
     class M(Encoder):
-        def forward(self, x, src_mask=None, return_attention=False):
-            out = super().forward(x, src_mask, return_attention)
-            return (out[0], [out[1][0]] * len(out[1])) if return_attention else out
+        def forward(self, x, src_mask=None, need_weights=False):
+            out = super().forward(x, src_mask, need_weights)
+            return (out[0], [out[1][0]] * len(out[1])) if need_weights else out
     fails_with(grade_encoder(M), "weights of layer 1")
 
 def test_decoder_activation_not_passed():
@@ -696,7 +701,7 @@ def test_encoder_dropout_not_passed():
 
 def test_encoder_keeps_only_the_last_layer():
     class M(Encoder):
-        def forward(self, x, src_mask=None, return_attention=False):
+        def forward(self, x, src_mask=None, need_weights=False):
             h = x
             for layer in self.layers: h = layer(x, src_mask)[0]
             return self.norm(h) if self.norm is not None else h
@@ -713,20 +718,20 @@ def test_transformer_norm_first_not_passed():
 
 def test_transformer_attention_of_the_last_layer_only():
     class M(Transformer):
-        def forward(self, *a, return_attention=False, **kw):
-            out = super().forward(*a, return_attention=return_attention, **kw)
-            if not return_attention: return out
+        def forward(self, *a, need_weights=False, **kw):
+            out = super().forward(*a, need_weights=need_weights, **kw)
+            if not need_weights: return out
             att = out[1]
             return out[0], att._replace(encoder=att.encoder[-1:])
     fails_with(grade_transformer(M), "`.encoder`", "every layer")
 
 def test_transformer_decode_without_projection():
     class M(Transformer):
-        def decode(self, tgt, memory, tgt_mask=None, memory_mask=None, return_attention=False):
+        def decode(self, tgt, memory, tgt_mask=None, memory_mask=None, need_weights=False):
             return self.decoder(self.tgt_embed(tgt), memory, tgt_mask, memory_mask)
-        def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, return_attention=False):
-            return Transformer.forward(self, src, tgt, src_mask, tgt_mask, memory_mask, return_attention) \
-                if return_attention else self.output(self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask))
+        def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, need_weights=False):
+            return Transformer.forward(self, src, tgt, src_mask, tgt_mask, memory_mask, need_weights) \
+                if need_weights else self.output(self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask))
     fails_with(grade_transformer(M), "decode(...)", "output projection")
 
 

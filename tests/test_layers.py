@@ -1,12 +1,11 @@
 """Chapter 6: EncoderLayer/DecoderLayer against nn.TransformerEncoderLayer/nn.TransformerDecoderLayer (outputs and every
-gradient, both norm placements, masks), weight copying both ways, stacks, return_attention, errors."""
-import re
+gradient, both norm placements, masks), weight copying both ways, stacks, need_weights, errors."""
 
 import pytest
 import torch
 from torch import nn
 
-from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder, LAYER_NAMES, layer_to_torch,
+from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder, LayerCache, LAYER_NAMES, layer_to_torch,
                                    layer_from_torch)
 from transformer_nb.multihead import to_torch_masks, to_torch_state
 from transformer_nb.norms import LayerNorm
@@ -135,37 +134,15 @@ def test_copy_refuses_mismatches():
         layer_to_torch(theirs, EncoderLayer(D, H, F))
 
 
-def old_names(state):
-    "A state dict as the layers wrote it before their norms took torch's names: sublayers.{i}.norm"
-    return {re.sub(r"(^|\.)norm(\d)\.", lambda m: f"{m[1]}sublayers.{int(m[2]) - 1}.norm.", k): v
-            for k, v in state.items()}
-
-
-@pytest.mark.parametrize("make", [lambda: EncoderLayer(D, H, F), lambda: DecoderLayer(D, H, F, norm_first=False),
-                                  lambda: Decoder(D, H, F, 2), lambda: Encoder(D, H, F, 3, final_norm=True)])
-def test_checkpoints_with_old_names_still_load(make, tmp_path):
-    torch.manual_seed(0)
-    ours = make()
-    with torch.no_grad():
-        for p in ours.parameters(): p.normal_()
-    old = old_names(ours.state_dict())
-    assert any(".norm." in k and "sublayers." in k for k in old) and not any(re.search(r"norm\d", k) for k in old)
-    torch.save(old, tmp_path / "old.pt")                       # as a checkpoint written before the renaming
-    fresh = make()
-    fresh.load_state_dict(torch.load(tmp_path / "old.pt"))     # strict: every key found, none left over
-    for (n, a), b in zip(ours.state_dict().items(), fresh.state_dict().values()): assert torch.equal(a, b), n
-    assert list(torch.load(tmp_path / "old.pt")) == list(old)  # the caller's dict is left as it was
-
-
-def test_return_attention_shapes_and_masks():
+def test_need_weights_shapes_and_masks():
     torch.manual_seed(0)
     enc, dec = Encoder(D, H, F, 2, dropout=0.0), Decoder(D, H, F, 3, dropout=0.0)
     y, x = inputs()
     src_mask = pad_mask([S, 4], S)
-    mem, ws = enc(x, src_mask, return_attention=True)
+    mem, ws = enc(x, src_mask, need_weights=True)
     assert len(ws) == 2 and all(w.shape == (B, H, S, S) for w in ws)
     torch.testing.assert_close(enc(x, src_mask), mem, atol=1e-5, rtol=0)   # the fast path: the same, up to rounding
-    out, sw, cw = dec(y, mem, causal(T), src_mask, return_attention=True)
+    out, sw, cw = dec(y, mem, causal(T), src_mask, need_weights=True)
     assert out.shape == (B, T, D) and len(sw) == len(cw) == 3
     assert all(w.shape == (B, H, T, T) for w in sw) and all(w.shape == (B, H, T, S) for w in cw)
     assert all((w.triu(1) == 0).all() for w in sw)
@@ -194,3 +171,87 @@ def test_errors():
     with pytest.raises(ValueError, match="x must have 3 dimensions"): EncoderLayer(D, H, F)(mem[0])
     with pytest.raises(ValueError, match="x must hold at least one position"): Encoder(D, H, F, 1)(mem[:, :0])
     with pytest.raises(TypeError, match="dtype torch.bool"): EncoderLayer(D, H, F)(mem, src_mask=torch.ones(B, 1, 1, S))
+
+
+# ---------------------------------------------------------------- the key/value cache, the decoder-only layer
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("cross", [True, False])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_cached_steps_equal_the_full_layer(norm_first, cross, need_weights):
+    """One DecoderLayer, fed the target one position at a time with a LayerCache, gives the outputs and attention
+    weights of one pass over the whole target (row t of the full weights, the future left out)."""
+    torch.manual_seed(0)
+    layer = DecoderLayer(D, H, F, dropout=0.0, norm_first=norm_first, cross_attention=cross).eval()
+    y, x = inputs()
+    memory, mm = (x, pad_mask([S, 4], S)) if cross else (None, None)
+    with torch.no_grad():
+        full, ws, wc = layer(y, memory, causal(T), mm)
+        cache = LayerCache()
+        steps = [layer(y[:, t:t + 1], memory, None, mm, need_weights=need_weights, cache=cache) for t in range(T)]
+    torch.testing.assert_close(torch.cat([s[0] for s in steps], 1), full, atol=1e-6, rtol=0)
+    assert len(cache) == T and cache.k.shape == (B, H, T, D // H)
+    assert (cache.cross is not None) == cross
+    for t, (_, s_w, c_w) in enumerate(steps):
+        if not need_weights: assert s_w is None and c_w is None; continue
+        torch.testing.assert_close(s_w[:, :, 0], ws[:, :, t, :t + 1], atol=1e-6, rtol=0)
+        if cross: torch.testing.assert_close(c_w[:, :, 0], wc[:, :, t], atol=1e-6, rtol=0)
+        else: assert c_w is None and wc is None
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cache_takes_several_positions_at_once(norm_first):
+    "A prompt of 3 positions (causal mask), then 2 more with a (2, 5) mask that sees the cached 3: equal to one pass"
+    torch.manual_seed(0)
+    layer = DecoderLayer(D, H, F, dropout=0.0, norm_first=norm_first, cross_attention=False).eval()
+    y, _ = inputs()
+    with torch.no_grad():
+        full = layer(y, tgt_mask=causal(T))[0]
+        cache = LayerCache()
+        first = layer(y[:, :3], tgt_mask=causal(3), cache=cache)[0]
+        rest = layer(y[:, 3:], tgt_mask=causal(T)[..., 3:, :], cache=cache, need_weights=False)[0]
+    torch.testing.assert_close(torch.cat([first, rest], 1), full, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cached_decoder_stack_equals_full(norm_first):
+    "Decoder(..., cache=[LayerCache() per layer]) step by step: the final norm and every layer as one pass"
+    torch.manual_seed(0)
+    dec = Decoder(D, H, F, 3, dropout=0.0, norm_first=norm_first).eval()
+    y, x = inputs()
+    mm = pad_mask([S, 4], S)
+    with torch.no_grad():
+        full = dec(y, x, causal(T), mm)
+        cache = [LayerCache() for _ in dec.layers]
+        steps = torch.cat([dec(y[:, t:t + 1], x, None, mm, cache=cache) for t in range(T)], 1)
+    torch.testing.assert_close(steps, full, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="cache must hold one LayerCache per layer, 3, got 2"):
+        dec(y, x, cache=cache[:2])
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_only_layer_matches_torch_encoder_layer_with_causal_mask(norm_first):
+    """DecoderLayer(cross_attention=False), GPT's layer, is nn.TransformerEncoderLayer with a causal mask: outputs and
+    every gradient, once its FFN norm (norm3, as in every decoder layer) is named norm2."""
+    torch.manual_seed(0)
+    ours = DecoderLayer(D, H, F, dropout=0.0, norm_first=norm_first, cross_attention=False)
+    assert ours.cross_attn is None and ours.norm2 is None
+    names = LAYER_NAMES | {"norm3": "norm2"}
+    theirs = nn.TransformerEncoderLayer(D, H, F, dropout=0.0, batch_first=True, norm_first=norm_first)
+    theirs.load_state_dict(to_torch_state(ours.state_dict(), names))
+    y, _ = inputs()
+    mask, _ = to_torch_masks(causal(T), H)
+    diffs = compare_modules(lambda y: ours(y, tgt_mask=causal(T))[0], lambda y: theirs(y, src_mask=mask), y,
+                            modules=(ours, theirs, lambda s: to_torch_state(s, names)), seed=1)
+    assert max(diffs.values()) < TOL, diffs
+
+
+def test_cross_attention_switch_errors():
+    y, x = inputs()
+    gpt = DecoderLayer(D, H, F, cross_attention=False)
+    with pytest.raises(ValueError, match="memory must be None: this decoder has no cross-attention"): gpt(y, x)
+    with pytest.raises(ValueError, match="memory is required"): DecoderLayer(D, H, F)(y)
+    with pytest.raises(ValueError, match="memory is required"): Decoder(D, H, F, 2)(y)
+    with pytest.raises(TypeError, match="cross_attention must be a bool, got 1"): DecoderLayer(D, H, F, cross_attention=1)
+    assert "norm2" not in dict(gpt.named_children()) or gpt.norm2 is None
+    assert not any(k.startswith(("cross_attn", "norm2")) for k in gpt.state_dict())

@@ -74,7 +74,7 @@ def test_an_all_padding_sequence_gives_finite_outputs(dtype):
     src = pad_batch([[3, 4, 5], [PAD]], PAD)
     m = padding_mask(src, PAD)
     with torch.no_grad():
-        out, at = mdl(src, TGT, src_mask=m, tgt_mask=target_mask(TGT, PAD), memory_mask=m, return_attention=True)
+        out, at = mdl(src, TGT, src_mask=m, tgt_mask=target_mask(TGT, PAD), memory_mask=m, need_weights=True)
     assert torch.isfinite(out).all()
     assert (at.encoder[:, 1] == 0).all() and (at.cross[:, 1] == 0).all()   # zero weights: the chosen semantics
 

@@ -1,6 +1,5 @@
-"""Chapter 7: the full Transformer: shapes, return_attention, encode/decode == forward, weight sharing, initialisation,
+"""Chapter 7: the full Transformer: shapes, need_weights, encode/decode == forward, weight sharing, initialisation,
 equality of the stacks with nn.Transformer (outputs and every gradient, pre-LN and post-LN), weight copy, errors."""
-import re
 import warnings
 import pytest
 import torch
@@ -9,10 +8,10 @@ from torch import nn
 from transformer_nb.transformer import Transformer, Attention, to_torch_transformer, from_torch_transformer
 from transformer_nb.transformer import show_attention_grid
 from transformer_nb.multihead import to_torch_masks, to_torch_state
-from transformer_nb.layers import LAYER_NAMES
+from transformer_nb.layers import LAYER_NAMES, LayerCache
 from transformer_nb.core import compare_modules
 from transformer_nb.norms import LayerNorm
-from transformer_nb.masking import padding_mask, target_mask
+from transformer_nb.masking import padding_mask, target_mask, causal_mask
 
 D, H, F, VS, VT, PAD = 24, 4, 40, 11, 13, 0
 TOL = 1e-5
@@ -31,7 +30,7 @@ def model(**kw):
 
 def test_shapes_and_attention():
     m = model()
-    logits, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, return_attention=True)
+    logits, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)
     assert logits.shape == (B, T, VT) and isinstance(attn, Attention)
     assert attn.encoder.shape == (2, B, H, S, S)
     assert attn.decoder.shape == (3, B, H, T, T)
@@ -126,19 +125,6 @@ def test_copy_round_trip_and_refusals():
         to_torch_transformer(ours, ours)
 
 
-def test_checkpoint_with_old_names_still_loads(tmp_path):
-    "A model saved before the layers' norms took torch's names (sublayers.{i}.norm) loads into today's"
-    ours = model()
-    with torch.no_grad():
-        for p in ours.parameters(): p.normal_()
-    old = {re.sub(r"\.norm(\d)\.", lambda m: f".sublayers.{int(m[1]) - 1}.norm.", k): v
-           for k, v in ours.state_dict().items()}
-    assert "encoder.layers.0.sublayers.1.norm.weight" in old and "decoder.layers.2.sublayers.2.norm.bias" in old
-    torch.save({"model": old}, tmp_path / "old.pt")
-    fresh = model(); fresh.load_state_dict(torch.load(tmp_path / "old.pt")["model"])
-    for (n, a), b in zip(ours.state_dict().items(), fresh.state_dict().values()): assert torch.equal(a, b), n
-
-
 def test_errors():
     m = model()
     with pytest.raises(ValueError, match="src and tgt must have the same batch size B, got 2 and 1"): m(SRC, TGT[:1])
@@ -155,7 +141,7 @@ def test_ablate_heads_equals_zeroing_the_head_and_restores():
     from transformer_nb.transformer import ablate_heads
     from transformer_nb.decoding import greedy_search
     m = model().eval()
-    ref, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, return_attention=True)
+    ref, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     # one cross-attention head: the layer's output equals W_o applied to the heads with that head zeroed
     mha = m.decoder.layers[1].cross_attn
@@ -173,7 +159,7 @@ def test_ablate_heads_equals_zeroing_the_head_and_restores():
     every = [("cross", l, h) for l in range(3) for h in range(H)]
     other = SRC.flip(0)
     with torch.no_grad(), ablate_heads(m, every):
-        a = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, return_attention=True)[0]
+        a = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)[0]
         b = m(other, TGT, padding_mask(other, PAD), TGT_MASK, padding_mask(other, PAD))
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
         for cache in (True, False):
@@ -188,7 +174,7 @@ def test_ablate_heads_equals_zeroing_the_head_and_restores():
             assert (m.encoder.layers[0].self_attn.W_o.weight[:, :D // H] == 0).all()
             raise RuntimeError("boom")
     assert all(torch.equal(v, m.state_dict()[k]) for k, v in before.items())
-    torch.testing.assert_close(m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, return_attention=True)[0], ref,
+    torch.testing.assert_close(m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)[0], ref,
                                atol=0, rtol=0)
 
 
@@ -206,3 +192,19 @@ def test_ablate_heads_errors(heads, err, match):
         with ablate_heads(m, heads): pass
     with pytest.raises(TypeError, match="model must be a Transformer"):
         with ablate_heads(nn.Linear(2, 2), []): pass
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decode_with_a_cache_equals_one_pass(norm_first):
+    "decode(tgt[:, t:t+1], ..., cache=...) step by step: the positions continue after the cached ones; same logits"
+    m = model(norm_first=norm_first).eval()
+    T = TGT.shape[1]
+    with torch.no_grad():
+        memory = m.encode(SRC, SRC_MASK)
+        full = m.decode(TGT, memory, causal_mask(T), SRC_MASK)
+        cache = [LayerCache() for _ in m.decoder.layers]
+        steps = torch.cat([m.decode(TGT[:, t:t + 1], memory, None, SRC_MASK, cache=cache) for t in range(T)], 1)
+        torch.testing.assert_close(steps, full, atol=1e-5, rtol=0)
+        # with a cache, a mask covers the cached positions too: (2, T + 2), not (2, 2)
+        with pytest.raises(ValueError, match=rf"tgt_mask of shape \(1, 1, 2, 2\) does not broadcast .* \(2, {H}, 2, {T + 2}\)"):
+            m.decode(TGT[:, :2], memory, causal_mask(2), SRC_MASK, cache=cache)

@@ -6,10 +6,9 @@
 from __future__ import annotations
 from typing import NamedTuple, Sequence
 import torch
-import torch.nn.functional as F
 from torch import nn, Tensor
 from .core import check_int, check_tensor, check_nonempty, check_mask
-from .multihead import split_heads
+from .layers import LayerCache
 from .masking import causal_mask, padding_mask, pad_batch
 from .transformer import Transformer
 from .data import Vocab
@@ -19,125 +18,64 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
            'sequence_logprob', 'beam_translate']
 
 # %% ../nbs/11_decoding.ipynb #c006
-def _stacked(*linears)->tuple[Tensor, Tensor|None]:
-    ("Several nn.Linear reading the same input as one (weight, bias): one matrix "
-     "multiply")
-    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
-    return torch.cat([l.weight for l in linears]), bias
+class _Room(LayerCache):
+    ("One layer's cache with room set aside: each step writes its keys and values in "
+     "place, and the room doubles when it runs out")
+    def __init__(self,
+        kv:Tensor,  # (B, 2, H, room, d_k): room for keys and values side by side
+    ):
+        super().__init__()
+        self.kv = kv
 
-class _Weights(NamedTuple):
-    ("The tensors one decoding step of a DecoderLayer reads, looked up once per "
-     "decoding")
-    pre: bool  # norm_first
-    norms: tuple  # norm1, norm2, norm3 as (weight, bias, eps)
-    qkv: tuple  # self-attention's W_q, W_k, W_v stacked: (weight, bias)
-    self_out: tuple  # self-attention's W_o
-    cross_q: tuple  # cross-attention's W_q (its K and V are cached)
-    cross_out: tuple  # cross-attention's W_o
-    ffn_in: tuple  # the FFN's linear1
-    act: object  # the FFN's activation
-    ffn_out: tuple  # the FFN's linear2
+    def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
+        "Write the new positions' keys and values (B, H, T, d_k) into the room; views"
+        t, T = len(self), k.shape[2]
+        while t + T > self.kv.shape[3]:                     # full: double the room
+            self.kv = torch.cat([self.kv, torch.empty_like(self.kv)], dim=3)
+        self.kv[:, 0, :, t:t + T], self.kv[:, 1, :, t:t + T] = k, v
+        self.k, self.v = self.kv[:, 0, :, :t + T], self.kv[:, 1, :, :t + T]
+        return self.k, self.v                               # (B, H, t + T, d_k)
 
-    @classmethod
-    def of(cls, layer:nn.Module)->"_Weights":
-        sa, ca, ffn = layer.self_attn, layer.cross_attn, layer.ffn
-        wb = lambda lin: (lin.weight, lin.bias)
-        norms = tuple((n.weight, n.bias, n.eps) for n in (layer.norm1, layer.norm2,
-                                                          layer.norm3))
-        return cls(layer.norm_first, norms, _stacked(sa.W_q, sa.W_k, sa.W_v),
-                   wb(sa.W_o), wb(ca.W_q), wb(ca.W_o), wb(ffn.linear1), ffn.act,
-                   wb(ffn.linear2))
+    def reorder(self, index:Tensor)->None:
+        "Keep the rows `index` of the batch, in that order"
+        t = len(self)
+        self.kv = self.kv.index_select(0, index)
+        self.k, self.v = self.kv[:, 0, :, :t], self.kv[:, 1, :, :t]
+        # one source shared by every row (beam search): nothing to move
+        if self.cross is not None and self.cross[0].shape[0] != 1:
+            self.cross = tuple(c.index_select(0, index) for c in self.cross)
 
 class KVCache:
     ("Keys and values of every decoder layer: self-attention's grow by one position "
-     "per step, cross-attention's are fixed")
+     "per step, cross-attention's are made once")
     def __init__(self,
         model:Transformer,  # the model whose decoder is cached
         memory:Tensor,  # (B, S, d_model), the encoder's output
         memory_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
         capacity:int=32,  # positions to make room for; doubled whenever they run out
     ):
-        layers, H = model.decoder.layers, model.num_heads
-        B, d_k = memory.shape[0], model.d_model // H
         check_int(capacity, "capacity")
-        # length: positions cached so far
-        self.memory_mask, self.length = memory_mask, 0
-        # self-attention's keys and values side by side, filled up to length:
-        # per layer (B, 2, H, capacity, d_k)
-        self.kv = [memory.new_empty(B, 2, H, capacity, d_k) for _ in layers]
-        # cross-attention's: computed once per source, (B, H, S, d_k) per layer
-        self.cross_k = [split_heads(l.cross_attn.W_k(memory), H) for l in layers]
-        self.cross_v = [split_heads(l.cross_attn.W_v(memory), H) for l in layers]
-        # each layer's weights looked up once, its W_q, W_k, W_v stacked once
-        self.weights = [_Weights.of(l) for l in layers]
-
-    def append(self,
-        i:int,  # the layer
-        kv:Tensor,  # (B, 2, H, 1, d_k): the new position's keys and values
-    )->tuple[Tensor, Tensor]:  # keys, values of positions 0 … t: (B, H, t + 1, d_k)
-        "Write the new position's keys and values into layer i's room; return views"
-        t = self.length
-        if t == self.kv[i].shape[3]:                        # full: double the room
-            self.kv[i] = torch.cat([self.kv[i], torch.empty_like(self.kv[i])], dim=3)
-        self.kv[i][:, :, :, t:t + 1] = kv
-        filled = self.kv[i][:, :, :, :t + 1]                # (B, 2, H, t + 1, d_k)
-        return filled[:, 0], filled[:, 1]
+        B, H = memory.shape[0], model.num_heads
+        self.memory, self.memory_mask = memory, memory_mask
+        # one per decoder layer, which DecoderLayer.forward(..., cache=) extends
+        self.layers = [_Room(memory.new_empty(B, 2, H, capacity, model.d_model // H))
+                       for _ in model.decoder.layers]
 
     @property
-    def self_k(self)->list[Tensor]:
-        "Self-attention's cached keys, (B, H, length, d_k) per layer"
-        return [kv[:, 0, :, :self.length] for kv in self.kv]
-
-    @property
-    def self_v(self)->list[Tensor]:
-        "Self-attention's cached values, (B, H, length, d_k) per layer"
-        return [kv[:, 1, :, :self.length] for kv in self.kv]
+    def length(self)->int:
+        "Positions cached so far"
+        return len(self.layers[0])
 
     def reorder(self,
         index:Tensor,  # (B',) long: the rows to keep, in their new order
     )->None:
         ("Keep the rows `index` of the batch, in that order (beam search reorders its "
          "hypotheses at every step)")
-        self.kv = [kv.index_select(0, index) for kv in self.kv]
-        # one source shared by every row (beam search): nothing to move
-        if self.cross_k[0].shape[0] == 1: return
-        sel = lambda ts: [t.index_select(0, index) for t in ts]
-        self.cross_k, self.cross_v = sel(self.cross_k), sel(self.cross_v)
+        for layer in self.layers: layer.reorder(index)
+        if self.memory.shape[0] == 1: return                # one source for every row
+        self.memory = self.memory.index_select(0, index)
         if self.memory_mask is not None:
             self.memory_mask = self.memory_mask.index_select(0, index)
-
-# %% ../nbs/11_decoding.ipynb #c008
-def _step_layer(
-    w:_Weights,  # a DecoderLayer's weights (eval mode: dropout is the identity)
-    x:Tensor,  # (B, d_model), the new position of each row
-    cache:KVCache,  # the cache
-    i:int,  # which of its layers this is
-)->Tensor:  # (B, d_model)
-    B, (n1, n2, n3) = x.shape[0], w.norms
-    H = cache.kv[i].shape[2]
-    norm = lambda x, n: F.layer_norm(x, x.shape[-1:], *n)      # chapter 5's LayerNorm
-    # 1) masked self-attention over the cache: no mask, every cached position is past
-    h = norm(x, n1) if w.pre else x
-    qkv = F.linear(h, *w.qkv)                                   # (B, 3 d_model)
-    q, kv = qkv.view(B, 3, H, 1, -1).split([1, 2], dim=1)       # (B, 1|2, H, 1, d_k)
-    k, v = cache.append(i, kv)                                  # (B, H, t + 1, d_k)
-    a = F.scaled_dot_product_attention(q[:, 0], k, v)           # (B, H, 1, d_k)
-    a = F.linear(a.reshape(B, -1), *w.self_out)                 # (B, d_model)
-    x = x + a if w.pre else norm(x + a, n1)
-    # 2) cross-attention over the cached projections of the memory
-    h = norm(x, n2) if w.pre else x
-    q = F.linear(h, *w.cross_q).view(B, H, 1, -1)               # (B, H, 1, d_k)
-    k, v = cache.cross_k[i], cache.cross_v[i]                   # (B or 1, H, S, d_k)
-    mask = cache.memory_mask
-    if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
-    if mask is not None and mask.shape[0] != B: mask = mask.expand(B, -1, -1, -1)
-    a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    a = F.linear(a.reshape(B, -1), *w.cross_out)
-    x = x + a if w.pre else norm(x + a, n2)
-    # 3) the feed-forward network
-    h = norm(x, n3) if w.pre else x
-    a = F.linear(w.act(F.linear(h, *w.ffn_in)), *w.ffn_out)
-    return x + a if w.pre else norm(x + a, n3)
 
 # %% ../nbs/11_decoding.ipynb #c009
 @torch.no_grad()
@@ -147,14 +85,10 @@ def decode_step(
     token:Tensor,  # (B,) the token at position cache.length (<s> first)
 )->Tensor:  # (B, V) logits for the next token
     "Run the decoder on one new position, reading and extending the key/value cache"
-    # (B, d_model): one position per row, so the batch stays two-dimensional
-    x = model.tgt_embed(token[:, None], offset=cache.length)[:, 0]
-    for i, w in enumerate(cache.weights):
-        x = _step_layer(w, x, cache, i)                         # (B, d_model)
-    if (norm := model.decoder.norm) is not None:
-        x = F.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
-    cache.length += 1
-    return model.output(x)                                              # (B, V)
+    # beam search: one source for every row, a view
+    memory = cache.memory.expand(token.shape[0], -1, -1)              # (B, S, d_model)
+    return model.decode(
+        token[:, None], memory, None, cache.memory_mask, cache=cache.layers)[:, -1]
 
 # %% ../nbs/11_decoding.ipynb #c011b
 def _check_model(model)->nn.Module:

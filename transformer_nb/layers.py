@@ -4,19 +4,22 @@
 
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
+from contextlib import contextmanager
 import torch
 from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_last_dim, check_nonempty)
 from .core import Dropout, recompute_saved
+from .attention import scaled_dot_product_attention, fused_attention
 from .multihead import (
-    MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights)
+    MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights,
+    split_heads, merge_heads)
 from .ffn import PositionwiseFeedForward
-from .norms import LayerNorm, check_norm_first, residual
+from .norms import LayerNorm, check_norm_first
 
 # %% auto #0
-__all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder', 'layer_to_torch',
-           'layer_from_torch']
+__all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'cached_attention', 'Encoder',
+           'Decoder', 'layer_to_torch', 'layer_from_torch']
 
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int)->Tensor:
@@ -26,31 +29,58 @@ def _check_seq(x, name:str, d_model:int)->Tensor:
     check_nonempty(x, name, dim=1)
     return x
 
-# %% ../nbs/06_layers.ipynb #r001
-def _rename_old_norms(state_dict:dict, prefix:str):
-    "In place: `sublayers.{i}.norm.*`, the keys before the norms took torch's names"
-    old = prefix + "sublayers."
-    for k in [k for k in state_dict if k.startswith(old)]:
-        i, _, rest = k[len(old):].partition(".norm.")
-        state_dict[f"{prefix}norm{int(i) + 1}.{rest}"] = state_dict.pop(k)
+# %% ../nbs/06_layers.ipynb #c006b
+def _check_target(y, memory, d_model:int, cross:bool):
+    "y (B, T, d_model); memory (B, S, d_model) exactly when there is cross-attention"
+    _check_seq(y, "y", d_model)
+    if not cross:
+        if memory is not None:
+            raise ValueError(
+                "memory must be None: this decoder has no cross-attention "
+                "(cross_attention=False)"
+            )
+        return
+    if memory is None:
+        raise ValueError(
+            "memory is required: pass the encoder's output (B, S, d_model)")
+    _check_seq(memory, "memory", d_model)
+    if y.shape[0] != memory.shape[0]:
+        raise ValueError(
+            f"y and memory must have the same batch size B, got {y.shape[0]} and "
+            f"{memory.shape[0]}"
+        )
 
 # %% ../nbs/06_layers.ipynb #r002
 # below this size (256 kB) recomputing saves little memory for its Python bookkeeping,
 # which chapter 10's small models (about 100 kB per tensor) would pay at every step
 RECOMPUTE_MIN_BYTES = 2**18
 
-def _connect(layer, x:Tensor, sublayer, norm:nn.Module)->Tensor:
-    ("Chapter 5's `residual` with the layer's dropout and placement; in pre-LN, "
-     "autograd keeps x instead of norm(x) and computes norm(x) again for backward")
-    if (layer.norm_first and layer.recompute_norm and not torch.compiler.is_compiling()
-            and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES):
-        inner = sublayer
-        def sublayer(h):
-            with recompute_saved(h, lambda: norm(x)): return inner(h)
-    return residual(x, sublayer, norm, layer.dropout, layer.norm_first)
+class _Sublayers(nn.Module):
+    "What the encoder and decoder layers share: the sublayers' plumbing"
+    # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
+    recompute_norm = True
+
+    @contextmanager
+    def _normed(self, norm:nn.Module, x:Tensor):
+        ("`with self._normed(norm, x) as h:` h = norm(x); for a large x autograd "
+         "keeps x instead of h, and computes h again for the backward pass")
+        h = norm(x)
+        if (self.recompute_norm and not torch.compiler.is_compiling()
+                and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES):
+            with recompute_saved(h, lambda: norm(x)): yield h
+        else: yield h
+
+    def _sa_block(self, h, mask, need_weights, cache=None):
+        "Self-attention of h; with a cache, over the cached positions and h's own"
+        sa = self.self_attn
+        if cache is None: return sa(h, h, h, mask=mask, need_weights=need_weights)
+        # only the new positions go through W_k and W_v
+        k, v = cache.append(split_heads(sa.W_k(h), sa.num_heads),
+                            split_heads(sa.W_v(h), sa.num_heads))    # (B, H, t, d_k)
+        return cached_attention(sa, h, k, v, mask, need_weights)
 
 # %% ../nbs/06_layers.ipynb #c007
-class EncoderLayer(nn.Module):
+class EncoderLayer(_Sublayers):
     ("Self-attention, then the position-wise FFN, each inside a residual connection "
      "with a LayerNorm (section 3.1)")
     def __init__(self,
@@ -83,30 +113,19 @@ class EncoderLayer(nn.Module):
     )->tuple[Tensor, Tensor|None]:
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
-        weights = {}
-        # h: x, or norm(x) in pre-LN
-        def attend(h):
-            out, weights["self"] = self.self_attn(
-                h, h, h, mask=src_mask, need_weights=need_weights
-            )
-            return out
-        # each sublayer in its residual connection: attention with norm1, FFN with norm2
-        x = self._residual(x, attend, self.norm1)                 # (B, S, d_model)
-        x = self._residual(x, self.ffn, self.norm2)               # (B, S, d_model)
-        return x, weights["self"]
-
-    # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
-    recompute_norm = True
-
-    def _residual(self, x, sublayer, norm):
-        return _connect(self, x, sublayer, norm)
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        _rename_old_norms(state_dict, prefix)   # checkpoints from before the renaming
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if self.norm_first:                   # pre-LN (ours): x + Sublayer(LN(x))
+            with self._normed(self.norm1, x) as h:
+                a, w = self._sa_block(h, src_mask, need_weights)
+            x = x + self.dropout(a)                                   # (B, S, d_model)
+            with self._normed(self.norm2, x) as h: x = x + self.dropout(self.ffn(h))
+        else:                                 # post-LN (the paper): LN(x + Sublayer(x))
+            a, w = self._sa_block(x, src_mask, need_weights)
+            x = self.norm1(x + self.dropout(a))                       # (B, S, d_model)
+            x = self.norm2(x + self.dropout(self.ffn(x)))
+        return x, w
 
 # %% ../nbs/06_layers.ipynb #c011
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Sublayers):
     ("Masked self-attention, cross-attention over the encoder output, then the FFN; "
      "each in a residual connection")
     def __init__(self,
@@ -117,28 +136,40 @@ class DecoderLayer(nn.Module):
         dropout:float=0.1,
         norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
         activation:str="relu",  # "relu" (the paper) or "gelu"
+        # False: no cross-attention (and no norm2), the layer of a decoder-only model
+        cross_attention:bool=True,
     ):
         super().__init__()
+        if not isinstance(cross_attention, bool):
+            raise TypeError(f"cross_attention must be a bool, got {cross_attention!r}")
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
         self.norm_first = check_norm_first(norm_first)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = (
+            MultiHeadAttention(d_model, num_heads, dropout=dropout)
+            if cross_attention else None
+        )
         self.ffn = PositionwiseFeedForward(
             d_model, d_ff, dropout=dropout, activation=activation
         )
         # the norms of self-attention, cross-attention and FFN, named as torch's
-        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model) if cross_attention else None
+        self.norm3 = LayerNorm(d_model)
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
 
     def forward(self,
-        y:Tensor,  # (B, T, d_model), the target positions
-        memory:Tensor,  # (B, S, d_model), the encoder's output
-        # for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), & padding
+        y:Tensor,  # (B, T, d_model), the target positions (with a cache: the new ones)
+        memory:Tensor|None=None,  # (B, S, d_model), the encoder's output, if cross
+        # for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), &
+        # padding; with a cache to (B, H, T, t), t the positions cached and new
         tgt_mask:Tensor|None=None,
         # for cross-attention, broadcasts to (B, H, T, S): source padding (B, 1, 1, S)
         memory_mask:Tensor|None=None,
         need_weights:bool=True,  # False: no weights, the fast path of both attentions
-    # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
+        # keys and values of earlier calls, extended in place: decoding step by step
+        cache:"LayerCache|None"=None,  # (the class is defined further down)
+    # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S) or None
     )->tuple[Tensor, Tensor|None, Tensor|None]:
         log_shapes(
             "DecoderLayer",
@@ -147,40 +178,76 @@ class DecoderLayer(nn.Module):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
-        if y.shape[0] != memory.shape[0]:
-            raise ValueError(
-                f"y and memory must have the same batch size B, got {y.shape[0]} and "
-                f"{memory.shape[0]}"
-            )
-        weights = {}
-        # h: y, or norm(y) in pre-LN
-        def attend_self(h):
-            out, weights["self"] = self.self_attn(
-                h, h, h, mask=tgt_mask, need_weights=need_weights
-            )
-            return out
-        # queries from the decoder, keys/values from memory
-        def attend_memory(h):
-            out, weights["cross"] = self.cross_attn(
-                h, memory, memory, mask=memory_mask, need_weights=need_weights
-            )
-            return out
-        # self-attention with norm1, cross-attention with norm2, the FFN with norm3
-        y = self._residual(y, attend_self, self.norm1)             # (B, T, d_model)
-        y = self._residual(y, attend_memory, self.norm2)           # (B, T, d_model)
-        y = self._residual(y, self.ffn, self.norm3)                # (B, T, d_model)
-        return y, weights["self"], weights["cross"]
+        _check_target(y, memory, self.d_model, self.cross_attn is not None)
+        w_cross = None
+        if self.norm_first:                   # pre-LN (ours): y + Sublayer(LN(y))
+            with self._normed(self.norm1, y) as h:
+                a, w_self = self._sa_block(h, tgt_mask, need_weights, cache)
+            y = y + self.dropout(a)                                   # (B, T, d_model)
+            if self.cross_attn is not None:
+                with self._normed(self.norm2, y) as h:
+                    a, w_cross = self._ca_block(
+                        h, memory, memory_mask, need_weights, cache)
+                y = y + self.dropout(a)
+            with self._normed(self.norm3, y) as h: y = y + self.dropout(self.ffn(h))
+        else:                                 # post-LN (the paper): LN(y + Sublayer(y))
+            a, w_self = self._sa_block(y, tgt_mask, need_weights, cache)
+            y = self.norm1(y + self.dropout(a))                       # (B, T, d_model)
+            if self.cross_attn is not None:
+                a, w_cross = self._ca_block(y, memory, memory_mask, need_weights, cache)
+                y = self.norm2(y + self.dropout(a))
+            y = self.norm3(y + self.dropout(self.ffn(y)))
+        return y, w_self, w_cross
 
-    # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
-    recompute_norm = True
+    def _ca_block(self, h, memory, mask, need_weights, cache=None):
+        "Cross-attention: queries from h, keys and values from the memory"
+        ca = self.cross_attn
+        if cache is None:
+            return ca(h, memory, memory, mask=mask, need_weights=need_weights)
+        if cache.cross is None:         # first call: the memory's keys and values, once
+            cache.cross = (split_heads(ca.W_k(memory), ca.num_heads),
+                           split_heads(ca.W_v(memory), ca.num_heads))  # (B, H, S, d_k)
+        return cached_attention(ca, h, *cache.cross, mask, need_weights)
 
-    def _residual(self, x, sublayer, norm):
-        return _connect(self, x, sublayer, norm)
+# %% ../nbs/06_layers.ipynb #k001
+class LayerCache:
+    ("One decoder layer's keys and values from earlier calls, which `DecoderLayer` "
+     "reads and extends")
+    def __init__(self):
+        self.k = self.v = None  # self-attention's, (B, H, t, d_k): all positions so far
+        self.cross = None  # cross-attention's (k, v) of the memory, (B, H, S, d_k)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        _rename_old_norms(state_dict, prefix)   # checkpoints from before the renaming
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+    def append(self,
+        k:Tensor, v:Tensor,  # (B, H, T, d_k): keys and values of the T new positions
+    )->tuple[Tensor, Tensor]:  # those of every position so far, (B, H, t + T, d_k)
+        "Store the new positions' keys and values after the earlier ones"
+        if self.k is not None:
+            k, v = torch.cat([self.k, k], 2), torch.cat([self.v, v], 2)
+        self.k, self.v = k, v
+        return k, v
+
+    def __len__(self)->int:
+        "The number of positions cached"
+        return 0 if self.k is None else self.k.shape[2]
+
+# %% ../nbs/06_layers.ipynb #k002
+def cached_attention(
+    mha:MultiHeadAttention,  # whose W_q, W_o, heads and dropout are used
+    query:Tensor,  # (B, T, d_model), the new positions
+    # (B or 1, H, S, d_k) each: keys and values already through W_k, W_v, split
+    k:Tensor, v:Tensor,
+    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
+    need_weights:bool=False,  # also return the weights (chapter 2's attention)
+)->tuple[Tensor, Tensor|None]:  # (B, T, d_model), and weights (B, H, T, S) or None
+    "`mha(query, key, value, mask)` for keys and values projected earlier, e.g. cached"
+    B = query.shape[0]
+    q = split_heads(mha.W_q(query), mha.num_heads)                    # (B, H, T, d_k)
+    # beam search: one source's keys and values for every row, a view
+    if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
+    p = mha.dropout if mha.training else 0.0
+    if need_weights: out, w = scaled_dot_product_attention(q, k, v, mask, p)
+    else: out, w = fused_attention(q, k, v, mask, p), None         # (B, H, T, d_k)
+    return mha.W_o(merge_heads(out)), w                               # (B, T, d_model)
 
 # %% ../nbs/06_layers.ipynb #c015
 def _check_final_norm(final_norm, norm_first)->bool:
@@ -192,8 +259,28 @@ def _check_final_norm(final_norm, norm_first)->bool:
         )
     return final_norm
 
+class _Stack(nn.Module):
+    "N layers, then a final LayerNorm in pre-LN: what Encoder and Decoder share"
+    def __init__(self, layers:list, norm_first:bool, final_norm:bool|None):
+        super().__init__()
+        self.d_model, self.num_layers = layers[0].d_model, len(layers)
+        self.layers = nn.ModuleList(layers)
+        self.norm = (LayerNorm(self.d_model)
+                     if _check_final_norm(final_norm, norm_first) else None)
+
+    def _run(self, x, cache=None, **kwargs):
+        ("x through every layer (layer i with cache[i]), then the final norm; and the "
+         "layers' attention weights, one list per attention")
+        weights = []
+        for i, layer in enumerate(self.layers):
+            extra = {} if cache is None else {"cache": cache[i]}
+            x, *w = layer(x, **kwargs, **extra)                      # (B, T, d_model)
+            weights.append(w)
+        if self.norm is not None: x = self.norm(x)
+        return x, [list(ws) for ws in zip(*weights)]
+
 # %% ../nbs/06_layers.ipynb #c016
-class Encoder(nn.Module):
+class Encoder(_Stack):
     "N encoder layers, then a final LayerNorm in pre-LN"
     def __init__(self,
         d_model:int,  # width of the residual stream
@@ -206,37 +293,25 @@ class Encoder(nn.Module):
         # a LayerNorm after the last layer; None: only when norm_first
         final_norm:bool|None=None,
     ):
-        super().__init__()
         check_int(num_layers, "num_layers")
-        self.d_model, self.num_layers = d_model, num_layers
-        self.layers = nn.ModuleList(
+        super().__init__([
             EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
-            for _ in range(num_layers)
-        )
-        self.norm = (
-            LayerNorm(d_model) if _check_final_norm(final_norm, norm_first) else None
-        )
+            for _ in range(num_layers)], norm_first, final_norm)
 
     def forward(self,
         x:Tensor,  # (B, S, d_model), the embedded source
         # boolean, True = may attend; broadcasts to (B, H, S, S)
         src_mask:Tensor|None=None,
-        return_attention:bool=False,  # also return each layer's self-attention weights
-    # memory (B, S, d_model); with return_attention, also a list of N tensors (B, H, S,
-    # S)
+        need_weights:bool=False,  # also return each layer's self-attention weights
+    # memory (B, S, d_model); with need_weights, also a list of N tensors (B, H, S, S)
     )->Tensor|tuple[Tensor, list[Tensor]]:
         log_shapes("Encoder", x=x, src_mask=src_mask)
         _check_seq(x, "x", self.d_model)
-        weights = []
-        for layer in self.layers:
-            # (B, S, d_model), (B, H, S, S)
-            x, w = layer(x, src_mask, return_attention)
-            weights.append(w)
-        if self.norm is not None: x = self.norm(x)
-        return (x, weights) if return_attention else x
+        x, (self_ws,) = self._run(x, src_mask=src_mask, need_weights=need_weights)
+        return (x, self_ws) if need_weights else x
 
 # %% ../nbs/06_layers.ipynb #c017
-class Decoder(nn.Module):
+class Decoder(_Stack):
     "N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN"
     def __init__(self,
         d_model:int,  # width of the residual stream
@@ -248,44 +323,39 @@ class Decoder(nn.Module):
         activation:str="relu",  # "relu" or "gelu"
         # a LayerNorm after the last layer; None: only when norm_first
         final_norm:bool|None=None,
+        cross_attention:bool=True,  # False: layers without memory (decoder-only model)
     ):
-        super().__init__()
         check_int(num_layers, "num_layers")
-        self.d_model, self.num_layers = d_model, num_layers
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
-            for _ in range(num_layers)
-        )
-        self.norm = (
-            LayerNorm(d_model) if _check_final_norm(final_norm, norm_first) else None
-        )
+        super().__init__([
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation,
+                         cross_attention) for _ in range(num_layers)],
+            norm_first, final_norm)
 
     def forward(self,
-        y:Tensor,  # (B, T, d_model), the embedded target
-        memory:Tensor,  # (B, S, d_model), the encoder's output
-        tgt_mask:Tensor|None=None,  # broadcasts to (B, H, T, T)
+        y:Tensor,  # (B, T, d_model), the embedded target (with a cache: new positions)
+        memory:Tensor|None=None,  # (B, S, d_model), the encoder's output
+        tgt_mask:Tensor|None=None,  # broadcasts to (B, H, T, T); with a cache, T x t
         memory_mask:Tensor|None=None,  # broadcasts to (B, H, T, S)
         # also return each layer's self- and cross-attention weights
-        return_attention:bool=False,
-    # (B, T, d_model); with return_attention also two lists of N tensors: self (B, H, T,
-    # T), cross (B, H, T, S)
+        need_weights:bool=False,
+        # one LayerCache per layer, extended in place: decoding step by step
+        cache:list[LayerCache]|None=None,
+    # (B, T, d_model); with need_weights also two lists of N tensors: self (B, H, T, T),
+    # cross (B, H, T, S) (None without cross-attention)
     )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
-        _check_seq(y, "y", self.d_model); _check_seq(memory, "memory", self.d_model)
-        if y.shape[0] != memory.shape[0]:
+        _check_target(y, memory, self.d_model, self.layers[0].cross_attn is not None)
+        if cache is not None and len(cache) != self.num_layers:
             raise ValueError(
-                f"y and memory must have the same batch size B, got {y.shape[0]} and "
-                f"{memory.shape[0]}"
+                f"cache must hold one LayerCache per layer, {self.num_layers}, got "
+                f"{len(cache)}"
             )
-        self_ws, cross_ws = [], []
-        for layer in self.layers:
-            # (B, T, d_model), (B, H, T, T), (B, H, T, S)
-            y, ws, wc = layer(y, memory, tgt_mask, memory_mask, return_attention)
-            self_ws.append(ws); cross_ws.append(wc)
-        if self.norm is not None: y = self.norm(y)
-        return (y, self_ws, cross_ws) if return_attention else y
+        y, (self_ws, cross_ws) = self._run(
+            y, cache, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+            need_weights=need_weights)
+        return (y, self_ws, cross_ws) if need_weights else y
 
 # %% ../nbs/06_layers.ipynb #c023
 # our names -> torch.nn's, where only the name differs

@@ -606,7 +606,7 @@ def attention_maps(
     b = make_batch([(src_text, tgt_text)], vocab)
     was_training = model.training; model.eval()
     _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True
+        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
     )
     model.train(was_training)
     labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
@@ -628,7 +628,7 @@ def alignment_weight(
     b = make_batch(pairs, vocab)
     model.eval()
     _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, return_attention=True
+        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
     )
     total, n = 0, 0
     for i, (s, t) in enumerate(pairs):

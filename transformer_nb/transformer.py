@@ -12,7 +12,8 @@ from torch import nn, Tensor
 from .core import (
     log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask)
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
-from .layers import Encoder, Decoder, layer_to_torch, layer_from_torch
+from .layers import (
+    Encoder, Decoder, LayerCache, layer_to_torch, layer_from_torch)
 from .plotting import show_heatmaps
 
 # %% auto #0
@@ -108,14 +109,14 @@ class Transformer(nn.Module):
         # boolean, True = may attend; e.g. padding (B, 1, 1, S)
         src_mask:Tensor|None=None,
         # also return the list of per-layer self-attention weights
-        return_attention:bool=False,
+        need_weights:bool=False,
     )->Tensor|tuple[Tensor, list[Tensor]]:  # memory (B, S, d_model)
         "Embed the source and run the encoder"
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
         return self.encoder(
-            self.src_embed(src), src_mask, return_attention=return_attention
+            self.src_embed(src), src_mask, need_weights=need_weights
         )
 
     def decode(self,
@@ -128,7 +129,10 @@ class Transformer(nn.Module):
         # source padding (B, 1, 1, S); None lets cross-attention see padded source keys
         memory_mask:Tensor|None=None,
         # also return the per-layer self- and cross-attention weights
-        return_attention:bool=False,
+        need_weights:bool=False,
+        # one LayerCache per decoder layer (chapter 6), extended in place: tgt then
+        # holds only the new positions, which follow the len(cache[0]) cached ones
+        cache:Sequence[LayerCache]|None=None,
     )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:  # logits (B, T, V)
         ("Embed the target, run the decoder over the memory, project to "
          "target-vocabulary logits")
@@ -141,16 +145,18 @@ class Transformer(nn.Module):
         )
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         self._check_memory(memory, tgt)
-        self._check_mask(tgt_mask, "tgt_mask", tgt, tgt.shape[1], tgt.shape[1])
-        self._check_mask(memory_mask, "memory_mask", tgt, tgt.shape[1], memory.shape[1])
+        T, past = tgt.shape[1], 0 if cache is None else len(cache[0])
+        self._check_mask(tgt_mask, "tgt_mask", tgt, T, past + T)
+        self._check_mask(memory_mask, "memory_mask", tgt, T, memory.shape[1])
         out = self.decoder(
-            self.tgt_embed(tgt),
+            self.tgt_embed(tgt, offset=past),
             memory,
             tgt_mask,
             memory_mask,
-            return_attention=return_attention,
+            need_weights=need_weights,
+            cache=cache,
         )
-        if not return_attention: return self.output(out)          # (B, T, V)
+        if not need_weights: return self.output(out)          # (B, T, V)
         y, self_ws, cross_ws = out
         return self.output(y), self_ws, cross_ws
 
@@ -165,7 +171,7 @@ class Transformer(nn.Module):
         # src_mask
         memory_mask:Tensor|None=None,
         # also return an `Attention` with every attention map
-        return_attention:bool=False,
+        need_weights:bool=False,
     )->Tensor|tuple[Tensor, Attention]:  # logits (B, T, V), or (logits, Attention)
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
@@ -174,11 +180,11 @@ class Transformer(nn.Module):
                 f"src and tgt must have the same batch size B, got {src.shape[0]} and "
                 f"{tgt.shape[0]}"
             )
-        if not return_attention:
+        if not need_weights:
             return self.decode(tgt, self.encode(src, src_mask), tgt_mask, memory_mask)
-        memory, enc_ws = self.encode(src, src_mask, return_attention=True)
+        memory, enc_ws = self.encode(src, src_mask, need_weights=True)
         logits, self_ws, cross_ws = self.decode(
-            tgt, memory, tgt_mask, memory_mask, return_attention=True
+            tgt, memory, tgt_mask, memory_mask, need_weights=True
         )
         return logits, Attention(
             torch.stack(enc_ws), torch.stack(self_ws), torch.stack(cross_ws)

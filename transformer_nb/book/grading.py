@@ -1827,7 +1827,7 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
             got = run("your module", m, *args)
             if isinstance(got, (tuple, list)):
                 raise Hint(
-                    "with return_attention=False, forward returns only the output "
+                    "with need_weights=False, forward returns only the output "
                     f"tensor, not a {type(got).__name__}."
                 )
             want = ref(*args)
@@ -1908,12 +1908,12 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                    f"{_far(got, want)}."
             )
         ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0)
-        res = run("your module", m, *args, return_attention=True)
+        res = run("your module", m, *args, need_weights=True)
         n = 3 if decoder else 2
         res = _tuple(
             res,
             n,
-            "forward(..., return_attention=True)",
+            "forward(..., need_weights=True)",
             "the output and "
             + (
                 "the lists of self- and cross-attention weights"
@@ -1921,22 +1921,22 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                 else "the list of attention weights"
             ),
         )
-        want = ref(*args, return_attention=True)
+        want = ref(*args, need_weights=True)
         if not _close(res[0], want[0]):
             raise Hint(
-                "with return_attention=True the output differs: "
+                "with need_weights=True the output differs: "
                 f"{_far(res[0], want[0])}."
             )
         for ws, wants in zip(res[1:], want[1:]):
             if not isinstance(ws, (list, tuple)) or len(ws) != N:
                 raise Hint(
-                    "with return_attention=True, return one attention tensor per "
+                    "with need_weights=True, return one attention tensor per "
                     f"layer ({N} here) in a list."
                 )
             for i, (w, ww) in enumerate(zip(ws, wants)):
                 if not _close(w, ww):
                     raise Hint(
-                        f"with return_attention=True, the weights of layer {i} are "
+                        f"with need_weights=True, the weights of layer {i} are "
                         "not that layer's: "
                         f"{_far(w, ww)}."
                     )
@@ -2101,18 +2101,18 @@ def grade_transformer(
                     pad_S,
                     tgt_mask,
                     pad_S,
-                    return_attention=True,
+                    need_weights=True,
                 ),
                 2,
-                "forward(..., return_attention=True)",
+                "forward(..., need_weights=True)",
                 "the logits and an Attention",
             )
-            want_a = ref(src, tgt, pad_S, tgt_mask, pad_S, return_attention=True)[1]
+            want_a = ref(src, tgt, pad_S, tgt_mask, pad_S, need_weights=True)[1]
             for field in want_a._fields:
                 a = getattr(res[1], field, None)
                 if not _close(a, getattr(want_a, field)):
                     raise Hint(
-                        f"with return_attention=True, `.{field}` of the returned "
+                        f"with need_weights=True, `.{field}` of the returned "
                         "Attention must stack every "
                         f"layer's weights, shape {_shape(getattr(want_a, field))}; "
                         "yours: "

@@ -141,8 +141,8 @@ def readable_forward(
 ):
     ("`model(src, tgt, ...)` with every attention weight requested (so chapter 2's "
      "code runs), the weights dropped")
-    memory, _ = model.encode(src, src_mask, return_attention=True)
-    return model.decode(tgt, memory, tgt_mask, memory_mask, return_attention=True)[0]
+    memory, _ = model.encode(src, src_mask, need_weights=True)
+    return model.decode(tgt, memory, tgt_mask, memory_mask, need_weights=True)[0]
 
 IMPLEMENTATIONS = ("readable", "fast", "torch")
 
