@@ -318,7 +318,7 @@ def show_strips(
     hue:list|None=None,  # a legend label per position in each row (e.g. the split)
     marks:dict|None=None,  # x: label of a dashed vertical line, e.g. {0.5: "chance"}
     title:str|None=None,  # the figure's title
-)->Figure:
+)->Figure:  # the figure
     ("One row of dots per label: a distribution over trained models, narrow enough for "
      "a phone")
     plt = pyplot()
