@@ -1,15 +1,15 @@
-"""What `help()` and editors show: every public function, class and method of the package has its
-own docstring, whose numpydoc Parameters/Returns sections say what the docments in the notebooks
-say (tools/nbdev_docstrings.py writes them at export); the public API carries return annotations;
-the main names are importable from `transformer_nb` without importing anything."""
-import importlib, inspect, json, pkgutil, subprocess, sys, textwrap
+"""The documentation is written in the cells as numpydoc docstrings, which `help()`, fastcore's
+`docments` and nbdev's `show_doc` all read: over the whole public API (every module's `__all__`
+and the methods of its public classes), every parameter, and the return value where it is
+annotated, is documented in each of the three. A class's constructor parameters are in its
+`__init__` docstring (where `docments(cls)` reads them), a NamedTuple's or dataclass's fields
+in the class docstring. The public API carries return annotations; the main names are
+importable from `transformer_nb` without importing anything."""
+import importlib, inspect, json, pkgutil, pydoc, re, subprocess, sys
 import pytest
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tools"))
-from nbdev_docstrings import add_docstrings  # noqa: E402
-
-import transformer_nb  # noqa: E402
+import transformer_nb
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(transformer_nb.__path__, "transformer_nb.")
                  if not m.name.split(".")[-1].startswith("_"))
@@ -26,18 +26,53 @@ def public_api():
             yield f"{modname}.{name}", obj
             if inspect.isclass(obj):
                 for k, v in vars(obj).items():
+                    if not isinstance(v, staticmethod): BOUND.add(f"{modname}.{name}.{k}")
+                    v = v.__func__ if isinstance(v, (classmethod, staticmethod)) else v
                     if inspect.isfunction(v) and (not k.startswith("_") or k == "__init__"):
                         yield f"{modname}.{name}.{k}", v
+
+
+BOUND = set()  # the methods that receive self or cls
 
 
 API = dict(public_api())
 
 
-def sections(doc: str) -> dict[str, str]:
-    "numpydoc Parameters as {name: text} (one line of words each), without *args and **kwargs"
-    from fastcore.docments import parse_docstring
-    return {name: " ".join(" ".join(p.desc).split())
-            for name, p in parse_docstring(doc)["Parameters"].items() if "*" not in name}
+def is_record(obj) -> bool:
+    "A NamedTuple or a dataclass: its fields are its parameters, documented in its docstring"
+    import dataclasses
+    return inspect.isclass(obj) and (hasattr(obj, "_fields") and issubclass(obj, tuple)
+                                     or dataclasses.is_dataclass(obj))
+
+
+def generated(obj) -> bool:
+    "Written by @dataclass or NamedTuple: no source of its own"
+    return inspect.isfunction(obj) and not obj.__code__.co_filename.endswith(".py")
+
+
+def parameters(obj, name: str = "") -> list[str]:
+    "The names a caller passes (without self and cls), as the docstring lists them"
+    bound = name in BOUND
+    if inspect.isclass(obj) and not is_record(obj):
+        if "__init__" not in vars(obj): return []       # e.g. an exception class
+        obj, bound = obj.__init__, True
+    params = [p.name for p in inspect.signature(obj).parameters.values()]
+    return params[1:] if bound else params
+
+
+def returns(obj) -> bool:
+    "A function whose return annotation says it returns something"
+    return inspect.isfunction(obj) and inspect.signature(obj).return_annotation not in (
+        inspect.Signature.empty, None, "None")
+
+
+def documented(name, obj, ret=False):
+    "Skip what has nothing to document: no parameters (and, with `ret`, no return value)."
+    if generated(obj): pytest.skip("written by @dataclass or NamedTuple")
+    if inspect.isfunction(obj) and obj.__name__ == "__init__":
+        pytest.skip("a constructor: tested through its class")
+    if not parameters(obj, name) and not (ret and returns(obj)):
+        pytest.skip("nothing to document")
 
 
 def test_the_api_is_large_enough_to_mean_something():
@@ -48,31 +83,54 @@ def test_the_api_is_large_enough_to_mean_something():
 def test_own_docstring(name):
     "No public callable shows an inherited text such as nn.Module's 'Should be overridden…'."
     obj = API[name]
-    if inspect.isfunction(obj) and not obj.__code__.co_filename.endswith(".py"):
-        pytest.skip("written by @dataclass or NamedTuple")
+    if generated(obj): pytest.skip("written by @dataclass or NamedTuple")
     if obj.__name__ == "__init__" and list(inspect.signature(obj).parameters) == ["self"]:
         pytest.skip("nothing to describe: Python's own text is right")
     assert obj.__doc__ and obj.__doc__.strip(), f"{name} has no docstring of its own"
 
 
 @pytest.mark.parametrize("name", sorted(API))
-def test_docstring_agrees_with_the_docments(name):
-    from fastcore.docments import docments
+def test_help_lists_every_parameter(name):
+    "pydoc's text (what help() prints) has an entry `name : type` or `name` for each parameter."
     obj = API[name]
-    try:
-        docs, params = docments(obj), inspect.signature(obj).parameters
-    except Exception:
-        pytest.skip("no source or signature to read")
-    star = {k for k, p in params.items() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    # fastcore reads *args/**kwargs comments by line (two on one line: it guesses): not compared
-    documented = {k: " ".join(v.split()) for k, v in docs.items()
-                  if v and k != "return" and k not in star}
-    if inspect.isfunction(obj) and obj.__name__ == "__init__":
-        return  # a class's parameters are in the class docstring, checked there
-    if inspect.isclass(obj) and not documented:  # a NamedTuple: fastcore reads no fields
-        assert set(sections(obj.__doc__ or "")) <= set(getattr(obj, "_fields", ())), name
+    documented(name, obj)
+    text = pydoc.render_doc(obj, renderer=pydoc.plaintext)
+    entries = {m.group(1) for m in re.finditer(r"^[ |]*(\w+)(?: : .*)?$", text, re.M)}
+    missing = [p for p in parameters(obj, name) if p not in entries]
+    assert not missing, f"help({name}) does not list {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(API))
+def test_docments_read_every_parameter_and_the_return(name):
+    from fastcore.docments import docments, parse_docstring
+    obj = API[name]
+    documented(name, obj, ret=True)
+    if is_record(obj) and not hasattr(obj, "__dataclass_fields__"):
+        # fastcore reads a NamedTuple's constructor, which is tuple's: its docstring, then
+        docs = {k: " ".join(p.desc) for k, p in parse_docstring(obj)["Parameters"].items()}
+        missing = [p for p in parameters(obj, name) if not docs.get(p)]
+        assert not missing, f"{name}: no text for the fields {missing}"
         return
-    assert sections(obj.__doc__ or "") == documented, name
+    dm = docments(obj, full=True)
+    missing = [p for p in parameters(obj, name) if not (dm.get(p) or {}).get("docment")]
+    assert not missing, f"docments({name}) has no text for {missing}"
+    if returns(obj):
+        assert dm["return"]["docment"], f"docments({name}) has no text for the return value"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, o in API.items() if not is_record(o)
+                                        or hasattr(o, "__dataclass_fields__")))
+def test_show_doc_renders_every_parameter(name):
+    "nbdev's card shows each parameter's text as a comment beside it in the signature."
+    from fastcore.docments import docments
+    from nbdev.showdoc import show_doc
+    obj = API[name]
+    documented(name, obj)
+    md = show_doc(obj)._repr_markdown_()
+    dm = docments(obj, full=True)
+    for p in parameters(obj, name):
+        text = (dm.get(p) or {}).get("docment") or ""
+        assert text and f"# {text.splitlines()[0]}" in md, f"show_doc({name}): {p}\n{md}"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, o in API.items() if inspect.isfunction(o)
@@ -85,7 +143,6 @@ def test_return_annotation(name):
 
 
 def test_help_of_the_model_shows_parameters_and_shapes():
-    import pydoc
     from transformer_nb.transformer import Transformer
     text = pydoc.render_doc(Transformer, renderer=pydoc.plaintext)
     for piece in ("Parameters", "d_model : int", "num_heads : int", "(B, S) source token ids",
@@ -94,52 +151,36 @@ def test_help_of_the_model_shows_parameters_and_shapes():
     assert "Should be overridden by all subclasses" not in text
 
 
-def test_generator_on_every_layout():
-    src = textwrap.dedent('''\
-        def f(
-            a:int,  # the first
-            # the second, described
-            # above it
-            b:str="x",
-        # what comes back
-        )->int:
-            "Summary"
-            return a
+def test_the_checks_can_fail(tmp_path, monkeypatch):
+    "A function with an undocumented parameter fails each of the three checks above."
+    (tmp_path / "tnb_probe.py").write_text(
+        'def f(a:int, b:int)->int:\n    """Sum\n\n    Parameters\n    ----------\n'
+        '    a : int\n        the first\n    """\n    return a + b\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = importlib.import_module("tnb_probe").f
+    from fastcore.docments import docments
+    text = pydoc.render_doc(f, renderer=pydoc.plaintext)
+    assert re.search(r"^\s*a : int$", text, re.M) and not re.search(r"^\s*b( : .*)?$", text, re.M)
+    dm = docments(f, full=True)
+    assert dm["a"]["docment"] == "the first" and not dm["b"]["docment"]
+    assert not dm["return"]["docment"]
 
-        def g(x): return x  # a one-line def is left alone
 
-        def _private(a:int,  # not public
-                    ): pass
-
-        class C:
-            "A class"
-            def __init__(self,
-                n:int,  # how many
-            ):
-                self.n = n
-            def forward(self,
-                x:float,  # input
-            )->float:  # output
-                return x
-
-        class P(NamedTuple):
-            "Fields"
-            loss: float  # the loss
-            step: int  # the step
-        ''')
-    out = add_docstrings(src)
-    ns = {"NamedTuple": __import__("typing").NamedTuple}
-    exec(out, ns)
-    assert ns["f"].__doc__.split("\n")[0] == "Summary"
-    assert sections(ns["f"].__doc__) == {"a": "the first", "b": "the second, described above it"}
-    assert "Returns\n-------\nint\n    what comes back" in inspect.cleandoc(ns["f"].__doc__)
-    assert ns["g"].__doc__ is None and ns["_private"].__doc__ is None
-    assert sections(ns["C"].__doc__) == {"n": "how many"}
-    assert "help(C)" in ns["C"].__init__.__doc__
-    assert ns["C"].forward.__doc__.startswith("A class")  # a forward without one: the class's
-    assert sections(ns["C"].forward.__doc__) == {"x": "input"}
-    assert sections(ns["P"].__doc__) == {"loss": "the loss", "step": "the step"}
-    assert add_docstrings("def broken(:\n") == "def broken(:\n"  # never makes things worse
+def test_no_docments_comment_is_left_in_a_signature():
+    """The parameters are documented once, in the docstring: no exported signature of the
+    package carries a comment that fastcore would read as a second copy."""
+    import ast, io, tokenize
+    found = []
+    for path in sorted((ROOT / "transformer_nb").rglob("*.py")):
+        src = path.read_text()
+        comments = {t.start[0] for t in tokenize.generate_tokens(io.StringIO(src).readline)
+                    if t.type == tokenize.COMMENT}
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+                header = range(node.lineno, node.body[0].lineno)
+                if any(k in comments for k in header) and ast.get_docstring(node):
+                    found.append(f"{path.name}:{node.lineno} {node.name}")
+    assert not found, found
 
 
 def test_main_names_are_lazy_and_complete():

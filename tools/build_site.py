@@ -367,17 +367,20 @@ def _layout(head: str, params: list[tuple[str, str]], tail: str, width: int = 88
 
 
 def namedtuple_fields(cls) -> str:
-    "The fields of a NamedTuple as its source declares them, each with its type, default and comment"
+    """The fields of a NamedTuple as its source declares them, each with its type, default and meaning (a comment
+    beside it, else its entry in the class docstring's numpydoc Parameters)"""
     import ast
     import inspect
     import io
     import textwrap
     import tokenize
+    from fastcore.docments import parse_docstring
     src = textwrap.dedent(inspect.getsource(cls))
     comments = {}
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type == tokenize.COMMENT:
             comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    documented = {k: " ".join(p.desc) for k, p in parse_docstring(cls)["Parameters"].items()}
     node = ast.parse(src).body[0]
     lines = []
     for st in node.body:
@@ -385,9 +388,17 @@ def namedtuple_fields(cls) -> str:
             s = f"{st.target.id}:{ast.unparse(st.annotation).replace(' ', '')}"
             if st.value is not None:
                 s += f" = {ast.unparse(st.value)}"
-            lines.append(f"    {s}{_comment(comments.get(st.lineno))}")
+            doc = comments.get(st.lineno) or documented.get(st.target.id)
+            lines.append(f"    {s}{_comment(doc)}")
     bases = ", ".join(ast.unparse(b) for b in node.bases) or "NamedTuple"
     return f"class {cls.__name__}({bases}):\n" + "\n".join(lines)
+
+
+def whole_summary(md: str) -> str:
+    """A card's summary in italics as a whole: where a docstring's summary runs over several lines, nbdev puts only the
+    first in italics."""
+    return re.sub(r"(```\n\n)\*([^\n]+)\*\n((?:[^\n]+\n?)+)",
+                  lambda m: f"{m.group(1)}*{m.group(2)} {' '.join(m.group(3).split())}*\n", md, count=1)
 
 
 def card_signature(obj, name: str) -> str:
@@ -587,7 +598,7 @@ def postprocess_notebooks(cache: Path, renames: dict[str, str]) -> dict[str, int
                             if mime == "text/markdown" and m:
                                 current = [m.group(1)] + [x for x in modules if x != m.group(1)]
                             if mime == "text/markdown" and v.startswith("---") and "```python" in v:
-                                v, ok = fix_card(v, current)
+                                v, ok = fix_card(whole_summary(v), current)
                                 stats["cards"] += ok
                             if mime == "text/markdown":
                                 v, n = FOREIGN_SOURCE.subn("", v)

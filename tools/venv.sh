@@ -6,9 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
 PY=${PYTHON:-python3}
-hash=$(cat settings.ini setup.py pyproject.toml tools/constraints.txt tools/venv.sh tools/nbdev_guard.py \
-       tools/nbdev_docstrings.py \
-       | sha1sum | cut -c1-16)
+hash=$(cat settings.ini setup.py pyproject.toml tools/constraints.txt tools/venv.sh | sha1sum | cut -c1-16)
 stamp="$VENV/.stamp-$hash"
 if [ -f "$stamp" ]; then exit 0; fi
 TORCH=$(grep -m1 '^torch==' tools/constraints.txt) || { echo "venv: no torch== line in tools/constraints.txt" >&2; exit 1; }
@@ -22,12 +20,31 @@ quiet "$VENV/bin/pip" install -q "$TORCH"
 # newest setuptools into a throwaway environment).
 quiet "$VENV/bin/pip" install -q -c tools/constraints.txt setuptools wheel
 quiet "$VENV/bin/pip" install -q --no-build-isolation -c tools/constraints.txt -e ".[dev]"
-# nbdev_docs/nbdev_preview/nbdev_readme… without Quarto stop with one line instead of running sudo and pip.
+# nbdev itself is stock: no .pth file patches it (earlier versions of this script installed two; remove them).
 site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-cp tools/nbdev_guard.py "$site/_tnb_nbdev_guard.py"
-# ...and nbdev_export writes docstrings for help() from the docments (tools/nbdev_docstrings.py).
-cp tools/nbdev_docstrings.py "$site/_tnb_docstrings.py"
-echo "import _tnb_nbdev_guard; _tnb_nbdev_guard.install()" > "$site/_tnb_nbdev_guard.pth"
+rm -f "$site/_tnb_nbdev_guard.pth" "$site/_tnb_nbdev_guard.py" "$site/_tnb_docstrings.py"
+# Without `quarto` on the PATH, nbdev's nbdev_docs, nbdev_preview, nbdev_proc_nbs, nbdev_install and
+# nbdev_install_quarto download Quarto and run `sudo dpkg -i` (then nbdev_install runs `pip install -e .[dev]`
+# with the first pip on the PATH). Their launchers in .venv/bin, which pip wrote, are replaced by ones that stop
+# first with one line while `quarto` is missing, and otherwise call nbdev's own function.
+launcher() {  # command, function of nbdev.quarto
+  cat > "$VENV/bin/$1" <<EOF
+#!$(cd "$VENV" && pwd)/bin/python
+# Written by tools/venv.sh in place of pip's launcher: without Quarto, nbdev would install it with sudo.
+import shutil, sys
+if shutil.which("quarto") is None:
+    sys.exit("$1: needs Quarto, which is not on the PATH; stopped before nbdev runs sudo or pip "
+             "to install it. Instead, build the site with \`make site\`, serve it with \`make serve\`.")
+from nbdev.quarto import $2
+sys.exit($2())
+EOF
+  chmod +x "$VENV/bin/$1"
+}
+launcher nbdev_docs nbdev_docs
+launcher nbdev_preview nbdev_preview
+launcher nbdev_proc_nbs nbdev_proc_nbs
+launcher nbdev_install install
+launcher nbdev_install_quarto install_quarto
 rm -f "$VENV"/.stamp-*
 touch "$stamp"
 echo "venv: ready"

@@ -25,26 +25,8 @@ def scaled_dot_product_attention(
     dropout_p:float=0.0,  # dropout on the weights; pass 0.0 when not training
 # output (..., T, d_v) and weights (..., T, S), the weights before dropout
 )->tuple[Tensor, Tensor]:
-    """softmax(QKᵀ/√d_k)V, where a query with no key allowed gets zero weights and a zero output
-
-    Parameters
-    ----------
-    q : Tensor
-        queries (..., T, d_k)
-    k : Tensor
-        keys (..., S, d_k)
-    v : Tensor
-        values (..., S, d_v)
-    mask : Tensor | None
-        boolean, True = may attend; broadcasts to (..., T, S)
-    dropout_p : float
-        dropout on the weights; pass 0.0 when not training
-
-    Returns
-    -------
-    tuple[Tensor, Tensor]
-        output (..., T, d_v) and weights (..., T, S), the weights before dropout
-    """
+    ("softmax(QKᵀ/√d_k)V, where a query with no key allowed gets zero weights and a "
+     "zero output")
     check_qkv(q, k, v); check_dropout(dropout_p, "dropout_p")
     log_shapes("attention", q=q, k=k, v=v, mask=mask)
     d_k = q.shape[-1]
@@ -65,7 +47,11 @@ def scaled_dot_product_attention(
     return dropped @ v, weights
 
 # %% ../nbs/02_attention.ipynb #c007
-def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
+def check_qkv(
+    q:Tensor,  # queries (..., T, d_k)
+    k:Tensor,  # keys (..., S, d_k)
+    v:Tensor,  # values (..., S, d_v)
+)->None:
     ("Check queries, keys and values: float tensors (..., T, d_k), (..., S, d_k), "
      "(..., S, d_v), with T, S >= 1")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -90,27 +76,12 @@ def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
 def softmax_saturation(
     d_k:int,  # width of queries and keys
     scale:bool=True,  # divide the scores by √d_k
-    n_queries:int=2000, n_keys:int=16,  # how many random queries and keys
+    n_queries:int=2000,  # how many random queries
+    n_keys:int=16,  # how many random keys each query sees
     seed:int=0,  # random seed
 )->tuple[float, float]:  # (mean largest weight, mean gradient norm per query)
-    """How peaked softmax(q·k) is, and how much gradient reaches the scores, for random unit-variance q and k
-
-    Parameters
-    ----------
-    d_k : int
-        width of queries and keys
-    scale : bool
-        divide the scores by √d_k
-    n_keys : int
-        how many random queries and keys
-    seed : int
-        random seed
-
-    Returns
-    -------
-    tuple[float, float]
-        (mean largest weight, mean gradient norm per query)
-    """
+    ("How peaked softmax(q·k) is, and how much gradient reaches the scores, for random "
+     "unit-variance q and k")
     g = torch.Generator().manual_seed(seed)
     q, k = (
         torch.randn(n_queries, d_k, generator=g),
@@ -126,17 +97,11 @@ def softmax_saturation(
 # %% ../nbs/02_attention.ipynb #a101
 def is_causal(
     mask:Tensor|None,  # boolean, True = may attend
-    T:int, S:int,  # query and key lengths
-)->bool:
-    """Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's kernels can skip the masked half
-
-    Parameters
-    ----------
-    mask : Tensor | None
-        boolean, True = may attend
-    S : int
-        query and key lengths
-    """
+    T:int,  # query length
+    S:int,  # key length
+)->bool:  # True where torch's kernels may take the mask as is_causal=True
+    ("Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's "
+     "kernels can skip the masked half")
     if (
         mask is None
         or T != S
@@ -157,26 +122,7 @@ def fused_attention(
     mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
     dropout_p:float=0.0,  # dropout on the weights; pass 0.0 when not training
 )->Tensor:  # (B, H, T, d_v), without the weights
-    """softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels
-
-    Parameters
-    ----------
-    q : Tensor
-        (B, H, T, d_k)
-    k : Tensor
-        (B, H, S, d_k)
-    v : Tensor
-        (B, H, S, d_v)
-    mask : Tensor | None
-        boolean, True = may attend; broadcasts to (B, H, T, S)
-    dropout_p : float
-        dropout on the weights; pass 0.0 when not training
-
-    Returns
-    -------
-    Tensor
-        (B, H, T, d_v), without the weights
-    """
+    "softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels"
     T, S = q.shape[-2], k.shape[-2]
     # a compiler draws its own dropout mask,
     compiling = torch.compiler.is_compiling()

@@ -25,15 +25,8 @@ def log_shapes(
     where:str,  # who is logging, e.g. "attention"
     **tensors:Tensor|None,  # the tensors to describe; None values are skipped
 )->None:
-    """Log each tensor's shape at DEBUG level: one cheap check when off, silent when compiling
-
-    Parameters
-    ----------
-    where : str
-        who is logging, e.g. "attention"
-    **tensors : Tensor | None
-        the tensors to describe; None values are skipped
-    """
+    ("Log each tensor's shape at DEBUG level: one cheap check when off, silent when "
+     "compiling")
     if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG): return
     parts = [f"{k} {tuple(v.shape)}" for k, v in tensors.items() if v is not None]
     logger.debug("%s: %s", where, ", ".join(parts))
@@ -44,19 +37,7 @@ def trace_shapes(
     # where to write the trace; `sys.stdout` by default so that it shows in a notebook
     stream=None,
 )->Iterator[logging.Logger]:  # the package's logger, while the trace is on
-    """Inside this `with` block, print the shape of every tensor each module receives
-
-    Parameters
-    ----------
-    stream
-        where to write the trace; `sys.stdout` by default so that it shows in a
-        notebook
-
-    Returns
-    -------
-    Iterator[logging.Logger]
-        the package's logger, while the trace is on
-    """
+    "Inside this `with` block, print the shape of every tensor each module receives"
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(logging.Formatter("%(message)s"))
     old_level = logger.level
@@ -72,18 +53,8 @@ def check_int(
     value,  # the value to check
     name:str,  # the argument's name, used in the message
     min_value:int=1,  # smallest allowed value
-)->int:
-    """Check that `value` is an int (not a bool) no smaller than `min_value`
-
-    Parameters
-    ----------
-    value
-        the value to check
-    name : str
-        the argument's name, used in the message
-    min_value : int
-        smallest allowed value
-    """
+)->int:  # value, unchanged
+    "Check that `value` is an int (not a bool) no smaller than `min_value`"
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < min_value:
@@ -94,16 +65,8 @@ def check_int(
 def check_dropout(
     p,  # a dropout probability
     name:str="dropout",  # the argument's name, used in the message
-)->float:
-    """Check that a dropout probability is a number in [0, 1)
-
-    Parameters
-    ----------
-    p
-        a dropout probability
-    name : str
-        the argument's name, used in the message
-    """
+)->float:  # p, as a float
+    "Check that a dropout probability is a number in [0, 1)"
     if isinstance(p, bool) or not isinstance(p, (int, float)):
         raise TypeError(
             f"{name} must be a float in [0, 1), got {type(p).__name__} {p!r}"
@@ -119,20 +82,9 @@ def check_tensor(
     ndim:int|tuple|None=None,  # allowed number(s) of dimensions
     # True: must be a floating dtype; False: must be an integer dtype
     floating:bool|None=None,
-)->Tensor:
-    """Check that `x` is a tensor with the expected number of dimensions and kind of dtype
-
-    Parameters
-    ----------
-    x
-        the value to check
-    name : str
-        the argument's name, used in the message
-    ndim : int | tuple | None
-        allowed number(s) of dimensions
-    floating : bool | None
-        True: must be a floating dtype; False: must be an integer dtype
-    """
+)->Tensor:  # x, unchanged
+    ("Check that `x` is a tensor with the expected number of dimensions and kind of "
+     "dtype")
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if ndim is not None:
@@ -157,20 +109,8 @@ def check_last_dim(
     size:int,  # the size its last dimension must have
     name:str,  # the argument's name, used in the message
     what:str="d_model",  # the name of the size, used in the message
-)->Tensor:
-    """Check that the last dimension of `x` is `size`
-
-    Parameters
-    ----------
-    x : Tensor
-        the tensor to check
-    size : int
-        the size its last dimension must have
-    name : str
-        the argument's name, used in the message
-    what : str
-        the name of the size, used in the message
-    """
+)->Tensor:  # x, unchanged
+    "Check that the last dimension of `x` is `size`"
     if x.dim() == 0 or x.shape[-1] != size:
         raise ValueError(
             f"{name} must have last dimension {what}={size}, got shape {tuple(x.shape)}"
@@ -182,18 +122,8 @@ def check_nonempty(
     x:Tensor,  # a (B, T, ...) or (T, ...) tensor of positions
     name:str,  # the argument's name, used in the message
     dim:int=-1,  # the dimension that holds the positions
-)->Tensor:
-    """Check that a sequence has at least one position
-
-    Parameters
-    ----------
-    x : Tensor
-        a (B, T, ...) or (T, ...) tensor of positions
-    name : str
-        the argument's name, used in the message
-    dim : int
-        the dimension that holds the positions
-    """
+)->Tensor:  # x, unchanged
+    "Check that a sequence has at least one position"
     if x.shape[dim] == 0:
         raise ValueError(
             f"{name} must hold at least one position, got shape {tuple(x.shape)}"
@@ -206,20 +136,8 @@ def check_mask(
     scores_shape:tuple,  # the shape the mask must broadcast to, e.g. (B, H, T, S)
     name:str="mask",  # the argument's name, used in the message
     device:torch.device|None=None,  # the scores' device, which the mask must share
-)->Tensor|None:
-    """Check that a mask is boolean, broadcasts to the scores and lies on their device
-
-    Parameters
-    ----------
-    mask : Tensor | None
-        a boolean mask, True = may attend
-    scores_shape : tuple
-        the shape the mask must broadcast to, e.g. (B, H, T, S)
-    name : str
-        the argument's name, used in the message
-    device : torch.device | None
-        the scores' device, which the mask must share
-    """
+)->Tensor|None:  # mask, unchanged (None stays None)
+    "Check that a mask is boolean, broadcasts to the scores and lies on their device"
     if mask is None: return None
     if not isinstance(mask, Tensor):
         raise TypeError(
@@ -252,22 +170,8 @@ def drop_mask(
     p:float,  # the probability of dropping an element
     device:torch.device|str|None=None,  # where to make the mask
 )->Tensor:  # boolean, True (drop) with probability p, independently per element
-    """A dropout mask from 32 random bits per element, drawn 64 at a time from torch's RNG
-
-    Parameters
-    ----------
-    shape : tuple
-        the shape of the tensor to drop out
-    p : float
-        the probability of dropping an element
-    device : torch.device | str | None
-        where to make the mask
-
-    Returns
-    -------
-    Tensor
-        boolean, True (drop) with probability p, independently per element
-    """
+    ("A dropout mask from 32 random bits per element, drawn 64 at a time from torch's "
+     "RNG")
     n = math.prod(shape)
     bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
     bits = bits.random_(-2**63, None)                # the full 64-bit range
@@ -280,22 +184,8 @@ def dropout(
     p:float=0.5,  # probability of dropping each element
     training:bool=True,  # False: return x unchanged
 )->Tensor:  # same shape as x
-    """F.dropout(x, p, training) with the mask of `drop_mask` on a CPU (torch's elsewhere)
-
-    Parameters
-    ----------
-    x : Tensor
-        any tensor
-    p : float
-        probability of dropping each element
-    training : bool
-        False: return x unchanged
-
-    Returns
-    -------
-    Tensor
-        same shape as x
-    """
+    ("F.dropout(x, p, training) with the mask of `drop_mask` on a CPU (torch's "
+     "elsewhere)")
     if not training or p == 0.0: return x
     if (p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling()
             or torch_dropout_masks.active):
@@ -312,26 +202,19 @@ class torch_dropout_masks:
 
 class Dropout(nn.Dropout):
     "`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"
-    def forward(self, x:Tensor)->Tensor:
-        """`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"""
+    def forward(self,
+        x:Tensor,  # any shape
+    # x with each element zeroed with probability p and the rest scaled by 1/(1-p) while
+    # training; x in eval mode
+    )->Tensor:
         return dropout(x, self.p, self.training)
 
 # %% ../nbs/00_core.ipynb #k009a
 def saved_for_backward(
     step,  # a function whose forward pass runs once here (its backward may run too)
 )->float:  # MB
-    """MB of the distinct storages that autograd keeps from the forward pass for the backward pass, in one call of `step`
-
-    Parameters
-    ----------
-    step
-        a function whose forward pass runs once here (its backward may run too)
-
-    Returns
-    -------
-    float
-        MB
-    """
+    ("MB of the distinct storages that autograd keeps from the forward pass for the "
+     "backward pass, in one call of `step`")
     storages = {}
     def pack(t):
         s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
@@ -343,16 +226,9 @@ def saved_for_backward(
 def recompute_saved(
     t:Tensor,  # a tensor that is cheap to compute again
     fn,  # fn() computes t again: the same values, shape and strides
-)->Iterator[None]:
-    """Inside this `with` block, autograd keeps `fn` instead of `t` (or its views) for backward
-
-    Parameters
-    ----------
-    t : Tensor
-        a tensor that is cheap to compute again
-    fn
-        fn() computes t again: the same values, shape and strides
-    """
+)->Iterator[None]:  # nothing: a context manager
+    ("Inside this `with` block, autograd keeps `fn` instead of `t` (or its views) for "
+     "backward")
     # no backward to serve; a compiler plans its own recomputation; torch.func's
     # transforms wrap tensors in a way these hooks cannot see through
     if (
@@ -400,31 +276,7 @@ def compare_modules(
     modules:tuple|None=None,
     seed:int=0,  # seed of the random gradient sent back through both outputs
 )->dict[str, float]:  # largest difference per "output", "grad input i", "grad <name>"
-    """Run both on the same inputs and upstream gradient; compare outputs and gradients
-
-    Parameters
-    ----------
-    ours
-        ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
-    theirs
-        the same for the reference, e.g. a torch.nn module with the same weights
-    params
-        (name, ours, theirs): parameters (or tuples of them) whose grads must
-        agree
-    modules : tuple | None
-        (our module, theirs, key_map): the gradient of every parameter, ours
-        renamed by key_map, a function of a dict such as
-        multihead.to_torch_state
-    seed : int
-        seed of the random gradient sent back through both outputs
-    *inputs
-        tensors (floating ones get gradients, compared too) or other arguments
-
-    Returns
-    -------
-    dict[str, float]
-        largest difference per "output", "grad input i", "grad <name>\"
-    """
+    "Run both on the same inputs and upstream gradient; compare outputs and gradients"
     def run(fn, side):
         xs = [
             x.detach().clone().requires_grad_()

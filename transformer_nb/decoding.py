@@ -50,26 +50,14 @@ class _Room(LayerCache):
             self.cross = tuple(c.index_select(0, index) for c in self.cross)
 
 class KVCache:
-    """Keys and values of every decoder layer: self-attention's grow by one position per step, cross-attention's are made once
-
-    Parameters
-    ----------
-    model : Transformer
-        the model whose decoder is cached
-    memory : Tensor
-        (B, S, d_model), the encoder's output
-    memory_mask : Tensor | None
-        (B, 1, 1, S) source padding mask
-    capacity : int
-        positions to make room for; doubled whenever they run out
-    """
+    ("Keys and values of every decoder layer: self-attention's grow by one position "
+     "per step, cross-attention's are made once")
     def __init__(self,
         model:Transformer,  # the model whose decoder is cached
         memory:Tensor,  # (B, S, d_model), the encoder's output
         memory_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
         capacity:int=32,  # positions to make room for; doubled whenever they run out
     ):
-        """Build a `KVCache`: `help(KVCache)` describes the parameters."""
         check_int(capacity, "capacity")
         B, H = memory.shape[0], model.num_heads
         self.memory, self.memory_mask = memory, memory_mask
@@ -82,7 +70,9 @@ class KVCache:
         "Positions cached so far"
         return len(self.layers[0])
 
-    def reorder(self, index:Tensor)->None:
+    def reorder(self,
+        index:Tensor,  # (B',) long: the rows to keep, in their new order
+    )->None:
         ("Keep the rows `index` of the batch, in that order (beam search reorders its "
          "hypotheses at every step)")
         for layer in self.layers: layer.reorder(index)
@@ -98,22 +88,7 @@ def decode_step(
     cache:KVCache,  # its cache for this batch of sources; updated in place
     token:Tensor,  # (B,) the token at position cache.length (<s> first)
 )->Tensor:  # (B, V) logits for the next token
-    """Run the decoder on one new position, reading and extending the key/value cache
-
-    Parameters
-    ----------
-    model : Transformer
-        a model in eval mode
-    cache : KVCache
-        its cache for this batch of sources; updated in place
-    token : Tensor
-        (B,) the token at position cache.length (<s> first)
-
-    Returns
-    -------
-    Tensor
-        (B, V) logits for the next token
-    """
+    "Run the decoder on one new position, reading and extending the key/value cache"
     # beam search: one source for every row, a view
     memory = cache.memory.expand(token.shape[0], -1, -1)              # (B, S, d_model)
     return model.decode(
@@ -174,35 +149,13 @@ def greedy_search(
     src_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
     max_len:int=32,  # most tokens to write (not counting <s>)
     use_cache:bool=True,  # False: run the decoder over the whole prefix at every step
-    bos:int=Vocab.bos, pad:int=Vocab.pad,  # special token ids
+    bos:int=Vocab.bos,  # id of the start token <s>
+    pad:int=Vocab.pad,  # id of the padding written after </s>
     # the end token; None: write max_len tokens, never stop early
     eos:int|None=Vocab.eos,
 # ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
 )->tuple[Tensor, Tensor]:
-    """Greedy decoding, with or without the key/value cache
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    src : Tensor
-        (B, S) source ids
-    src_mask : Tensor | None
-        (B, 1, 1, S) source padding mask
-    max_len : int
-        most tokens to write (not counting <s>)
-    use_cache : bool
-        False: run the decoder over the whole prefix at every step
-    pad : int
-        special token ids
-    eos : int | None
-        the end token; None: write max_len tokens, never stop early
-
-    Returns
-    -------
-    tuple[Tensor, Tensor]
-        ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
-    """
+    "Greedy decoding, with or without the key/value cache"
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
@@ -239,22 +192,8 @@ def translate(
     texts:Sequence[str],  # source strings
     max_len:int|None=None,  # most tokens to write; the longest source + 8 by default
     batch_size:int=512,  # sources decoded together
-)->list[str]:
-    """Greedy-decode a list of strings, with the key/value cache
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    texts : Sequence[str]
-        source strings
-    max_len : int | None
-        most tokens to write; the longest source + 8 by default
-    batch_size : int
-        sources decoded together
-    """
+)->list[str]:  # one output string per input string
+    "Greedy-decode a list of strings, with the key/value cache"
     texts = _check_texts(texts)
     _check_model(model)
     check_int(batch_size, "batch_size")
@@ -274,22 +213,7 @@ def exact_match(
     vocab:Vocab,  # its vocabulary
     pairs:Sequence[tuple[str, str]],  # (source, target) strings
 )->float:  # the fraction of targets reproduced exactly
-    """Exact-match accuracy of greedy decoding: the whole output must equal the target
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence[tuple[str, str]]
-        (source, target) strings
-
-    Returns
-    -------
-    float
-        the fraction of targets reproduced exactly
-    """
+    "Exact-match accuracy of greedy decoding: the whole output must equal the target"
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
     outs = translate(model, vocab, [s for s, _ in pairs])
@@ -297,19 +221,7 @@ def exact_match(
 
 # %% ../nbs/11_decoding.ipynb #c019
 class Hypothesis(NamedTuple):
-    """One output of beam search
-
-    Parameters
-    ----------
-    tokens : list
-        token ids written, without <s> and </s>
-    logprob : float
-        log P(tokens + </s> | source), or of the tokens alone if not finished
-    score : float
-        logprob divided by the length penalty
-    finished : bool
-        True if it ended with </s>
-    """
+    "One output of beam search"
     tokens: list  # token ids written, without <s> and </s>
     # log P(tokens + </s> | source), or of the tokens alone if not finished
     logprob: float
@@ -319,16 +231,8 @@ class Hypothesis(NamedTuple):
 def length_penalty(
     length:int,  # number of tokens written, </s> included
     alpha:float=0.6,  # α >= 0; 0 turns the penalty off
-)->float:
-    """The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha
-
-    Parameters
-    ----------
-    length : int
-        number of tokens written, </s> included
-    alpha : float
-        α >= 0; 0 turns the penalty off
-    """
+)->float:  # the divisor of a hypothesis's log-probability
+    "The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha"
     return ((5 + length) / 6) ** alpha
 
 # %% ../nbs/11_decoding.ipynb #c020
@@ -339,30 +243,11 @@ def beam_search(
     beam_size:int=4,  # k, hypotheses kept at every step
     max_len:int=32,  # most tokens to write, </s> included
     alpha:float=0.6,  # length penalty α >= 0; 0: rank by log-probability only
-    bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
+    bos:int=Vocab.bos,  # id of the start token <s>
+    eos:int=Vocab.eos,  # id of the end token </s>
 )->list[Hypothesis]:  # up to beam_size hypotheses, best score first
-    """Beam search over one source, with the key/value cache, a length penalty and finished hypotheses set aside
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    src : Tensor
-        (S,) the ids of one source
-    beam_size : int
-        k, hypotheses kept at every step
-    max_len : int
-        most tokens to write, </s> included
-    alpha : float
-        length penalty α >= 0; 0: rank by log-probability only
-    eos : int
-        special token ids
-
-    Returns
-    -------
-    list[Hypothesis]
-        up to beam_size hypotheses, best score first
-    """
+    ("Beam search over one source, with the key/value cache, a length penalty and "
+     "finished hypotheses set aside")
     _check_model(model); _check_source(src, ndim=1)
     check_int(beam_size, "beam_size")
     check_int(max_len, "max_len")
@@ -430,23 +315,10 @@ def sequence_logprob(
     src:Tensor,  # (S,) source ids
     tokens:Sequence[int],  # the output, without <s> and </s>
     finished:bool=True,  # include the probability of </s> at the end
-    bos:int=Vocab.bos, eos:int=Vocab.eos,  # special token ids
-)->float:
-    """log P(tokens [+ </s>] | src) under the model, by teacher forcing
-
-    Parameters
-    ----------
-    model : Transformer
-        a model
-    src : Tensor
-        (S,) source ids
-    tokens : Sequence[int]
-        the output, without <s> and </s>
-    finished : bool
-        include the probability of </s> at the end
-    eos : int
-        special token ids
-    """
+    bos:int=Vocab.bos,  # id of the start token <s>
+    eos:int=Vocab.eos,  # id of the end token </s>
+)->float:  # the log-probability, in nats
+    "log P(tokens [+ </s>] | src) under the model, by teacher forcing"
     _check_model(model)
     _check_source(src, ndim=1)
     _check_tokens(model, bos=bos, eos=eos)
@@ -470,24 +342,8 @@ def beam_translate(
     beam_size:int=4,  # k
     alpha:float=0.6,  # length penalty
     max_len:int|None=None,  # most tokens; the source length + 8 by default
-)->list[str]:
-    """The best beam-search output for each string
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    texts : Sequence[str]
-        source strings
-    beam_size : int
-        k
-    alpha : float
-        length penalty
-    max_len : int | None
-        most tokens; the source length + 8 by default
-    """
+)->list[str]:  # one output string per input string
+    "The best beam-search output for each string"
     texts = _check_texts(texts); _check_model(model)
     if max_len is not None: check_int(max_len, "max_len")
     out = []

@@ -18,24 +18,13 @@ __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'Sinusoid
 
 # %% ../nbs/01_embeddings.ipynb #c006
 class TokenEmbedding(nn.Module):
-    """Token ids to vectors: a lookup table scaled by √d_model (section 3.4)
-
-    Parameters
-    ----------
-    vocab_size : int
-        V, number of distinct token ids
-    d_model : int
-        width of each vector
-    padding_idx : int | None
-        a token id whose vector stays zero and gets no gradient
-    """
+    "Token ids to vectors: a lookup table scaled by √d_model (section 3.4)"
     def __init__(self,
         vocab_size:int,  # V, number of distinct token ids
         d_model:int,  # width of each vector
         # a token id whose vector stays zero and gets no gradient
         padding_idx:int|None=None,
     ):
-        """Build a `TokenEmbedding`: `help(TokenEmbedding)` describes the parameters."""
         super().__init__()
         self.vocab_size, self.d_model = (
             check_int(vocab_size, "vocab_size"),
@@ -50,18 +39,6 @@ class TokenEmbedding(nn.Module):
     def forward(self,
         ids:Tensor,  # (B, T) integer token ids in [0, vocab_size)
     )->Tensor:  # (B, T, d_model)
-        """Token ids to vectors: a lookup table scaled by √d_model (section 3.4)
-
-        Parameters
-        ----------
-        ids : Tensor
-            (B, T) integer token ids in [0, vocab_size)
-
-        Returns
-        -------
-        Tensor
-            (B, T, d_model)
-        """
         log_shapes("TokenEmbedding", ids=ids)
         if self.checks: check_token_ids(ids, self.vocab_size)
         return self.embed(ids) * self.scale  # (B, T, d_model)
@@ -74,18 +51,9 @@ def check_token_ids(
     ids:Tensor,  # integer token ids
     vocab_size:int,  # ids must lie in [0, vocab_size)
     name:str="ids",  # the argument's name, used in the message
-)->Tensor:
-    """Check that token ids are integers in [0, vocab_size), and that the sequence is not empty
-
-    Parameters
-    ----------
-    ids : Tensor
-        integer token ids
-    vocab_size : int
-        ids must lie in [0, vocab_size)
-    name : str
-        the argument's name, used in the message
-    """
+)->Tensor:  # ids, unchanged
+    ("Check that token ids are integers in [0, vocab_size), and that the sequence is "
+     "not empty")
     check_tensor(ids, name, floating=False)
     # the two dtypes nn.Embedding accepts
     if ids.dtype not in (torch.long, torch.int32):
@@ -112,22 +80,7 @@ def sinusoidal_encoding(
     d_model:int,  # width of each position vector; must be even
     base:float=10000.0,  # the paper's 10000: the longest wavelength is base·2π
 )->Tensor:  # (max_len, d_model)
-    """The fixed sin/cos position table of section 3.5
-
-    Parameters
-    ----------
-    max_len : int
-        number of positions to encode
-    d_model : int
-        width of each position vector; must be even
-    base : float
-        the paper's 10000: the longest wavelength is base·2π
-
-    Returns
-    -------
-    Tensor
-        (max_len, d_model)
-    """
+    "The fixed sin/cos position table of section 3.5"
     check_int(max_len, "max_len"); check_int(d_model, "d_model")
     if d_model % 2:
         raise ValueError(
@@ -146,20 +99,11 @@ def sinusoidal_encoding(
 
 # %% ../nbs/01_embeddings.ipynb #c024
 class SinusoidalPositions(nn.Module):
-    """Add the fixed sin/cos table of section 3.5 to a (B, T, d_model) input
-
-    Parameters
-    ----------
-    d_model : int
-        width of the vectors; must be even
-    max_len : int
-        longest sequence supported
-    """
+    "Add the fixed sin/cos table of section 3.5 to a (B, T, d_model) input"
     def __init__(self,
         d_model:int,  # width of the vectors; must be even
         max_len:int=5000,  # longest sequence supported
     ):
-        """Build a `SinusoidalPositions`: `help(SinusoidalPositions)` describes the parameters."""
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         # a buffer: moves with .to(device), is not trained, and is not saved (it is
@@ -172,40 +116,18 @@ class SinusoidalPositions(nn.Module):
         x:Tensor,  # (B, T, d_model)
         offset:int=0,  # position of x[:, 0]
     )->Tensor:  # (B, T, d_model)
-        """Add the fixed sin/cos table of section 3.5 to a (B, T, d_model) input
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, T, d_model)
-        offset : int
-            position of x[:, 0]
-
-        Returns
-        -------
-        Tensor
-            (B, T, d_model)
-        """
         check_positions(x, self.d_model, self.max_len, offset)
         return x + self.pe[offset:offset + x.shape[1]].to(x.dtype)
 
 # %% ../nbs/01_embeddings.ipynb #c025
 class LearnedPositions(nn.Module):
-    """Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a (B, T, d_model) input
-
-    Parameters
-    ----------
-    d_model : int
-        width of the vectors
-    max_len : int
-        longest sequence supported: a learned table cannot extrapolate
-    """
+    ("Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a "
+     "(B, T, d_model) input")
     def __init__(self,
         d_model:int,  # width of the vectors
         # longest sequence supported: a learned table cannot extrapolate
         max_len:int=512,
     ):
-        """Build a `LearnedPositions`: `help(LearnedPositions)` describes the parameters."""
         super().__init__()
         self.d_model, self.max_len = (
             check_int(d_model, "d_model"),
@@ -218,26 +140,17 @@ class LearnedPositions(nn.Module):
         x:Tensor,  # (B, T, d_model)
         offset:int=0,  # position of x[:, 0]
     )->Tensor:  # (B, T, d_model)
-        """Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a (B, T, d_model) input
-
-        Parameters
-        ----------
-        x : Tensor
-            (B, T, d_model)
-        offset : int
-            position of x[:, 0]
-
-        Returns
-        -------
-        Tensor
-            (B, T, d_model)
-        """
         check_positions(x, self.d_model, self.max_len, offset)
         idx = torch.arange(offset, offset + x.shape[1], device=x.device)   # (T,)
         return x + self.pos(idx).to(x.dtype)
 
 # %% ../nbs/01_embeddings.ipynb #c026
-def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0)->None:
+def check_positions(
+    x:Tensor,  # the input of the position module, (B, T, d_model)
+    d_model:int,  # the module's width
+    max_len:int,  # the module's number of positions
+    offset:int=0,  # the position of x's first row
+)->None:
     "Check the input of a position module: (B, T, d_model), 1 <= offset+T <= max_len"
     check_tensor(x, "x", ndim=3, floating=True)
     check_last_dim(x, d_model, "x")
@@ -252,23 +165,8 @@ def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0)->None:
 
 # %% ../nbs/01_embeddings.ipynb #c030
 class Embeddings(nn.Module):
-    """Token embedding scaled by √d_model, plus positions, then dropout: the input of each stack
-
-    Parameters
-    ----------
-    vocab_size : int
-        V, number of distinct token ids
-    d_model : int
-        width of the vectors
-    max_len : int
-        longest sequence supported
-    dropout : float
-        dropout on the sum (P_drop of section 5.4)
-    positions : str
-        "sinusoidal" (the paper) or "learned"
-    padding_idx : int | None
-        a token id whose embedding stays zero
-    """
+    ("Token embedding scaled by √d_model, plus positions, then dropout: the input of "
+     "each stack")
     def __init__(self,
         vocab_size:int,  # V, number of distinct token ids
         d_model:int,  # width of the vectors
@@ -277,7 +175,6 @@ class Embeddings(nn.Module):
         positions:str="sinusoidal",  # "sinusoidal" (the paper) or "learned"
         padding_idx:int|None=None,  # a token id whose embedding stays zero
     ):
-        """Build a `Embeddings`: `help(Embeddings)` describes the parameters."""
         super().__init__()
         check_dropout(dropout)
         self.tokens = TokenEmbedding(vocab_size, d_model, padding_idx=padding_idx)
@@ -294,19 +191,5 @@ class Embeddings(nn.Module):
         ids:Tensor,  # (B, T) token ids
         offset:int=0,  # position of ids[:, 0], for step-by-step decoding
     )->Tensor:  # (B, T, d_model)
-        """Token embedding scaled by √d_model, plus positions, then dropout: the input of each stack
-
-        Parameters
-        ----------
-        ids : Tensor
-            (B, T) token ids
-        offset : int
-            position of ids[:, 0], for step-by-step decoding
-
-        Returns
-        -------
-        Tensor
-            (B, T, d_model)
-        """
         check_tensor(ids, "ids", ndim=2, floating=False)
         return self.dropout(self.positions(self.tokens(ids), offset=offset))

@@ -45,18 +45,8 @@ def _rss()->tuple[int, int]:
 def peak_memory(
     step,  # a `training_step`: called once here
 )->float|None:  # MB, or None where it cannot be measured
-    """MB by which one call of `step` raises the peak resident memory (Linux), or the CUDA peak; None elsewhere
-
-    Parameters
-    ----------
-    step
-        a `training_step`: called once here
-
-    Returns
-    -------
-    float | None
-        MB, or None where it cannot be measured
-    """
+    ("MB by which one call of `step` raises the peak resident memory (Linux), or the "
+     "CUDA peak; None elsewhere")
     if torch.cuda.is_available() and next(step.module.parameters()).is_cuda:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated(); step()
@@ -86,18 +76,8 @@ def release_freed_memory()->None:
 def step_flops(
     step,  # a `training_step`: called once here, under a FLOP counter
 )->int:  # FLOPs of one step
-    """Floating-point operations of the matrix multiplies (attention included) in one call of `step`
-
-    Parameters
-    ----------
-    step
-        a `training_step`: called once here, under a FLOP counter
-
-    Returns
-    -------
-    int
-        FLOPs of one step
-    """
+    ("Floating-point operations of the matrix multiplies (attention included) in one "
+     "call of `step`")
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter: step()
     return counter.get_total_flops()
@@ -107,22 +87,8 @@ def matmul_peak(
     reps:int=5,  # multiplies timed per size
     device="cpu",  # where to multiply
 )->float:  # FLOP/s of the best size
-    """The best float32 FLOP/s of square matrix multiplies on this machine, with torch's current threads
-
-    Parameters
-    ----------
-    sizes
-        sides of the square matrices tried
-    reps : int
-        multiplies timed per size
-    device
-        where to multiply
-
-    Returns
-    -------
-    float
-        FLOP/s of the best size
-    """
+    ("The best float32 FLOP/s of square matrix multiplies on this machine, with "
+     "torch's current threads")
     best = 0.0
     for n in sizes:
         a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
@@ -146,18 +112,7 @@ PROFILE_GROUPS = (  # (group, pieces of torch's operator names); the first match
 def op_group(
     name:str,  # an operator as torch's profiler names it, e.g. "aten::addmm"
 )->str:  # a group of PROFILE_GROUPS, else "everything else"
-    """The group of `PROFILE_GROUPS` that operator `name` falls in
-
-    Parameters
-    ----------
-    name : str
-        an operator as torch's profiler names it, e.g. "aten::addmm"
-
-    Returns
-    -------
-    str
-        a group of PROFILE_GROUPS, else "everything else\"
-    """
+    "The group of `PROFILE_GROUPS` that operator `name` falls in"
     return next((g for g, pieces in PROFILE_GROUPS if any(p in name for p in pieces)),
                 "everything else")
 
@@ -165,20 +120,8 @@ def profile_groups(
     fn,  # a function to profile: a training step, a forward pass, a decoding
     calls:int=3,  # profiled calls, averaged: one alone is at the mercy of the machine
 )->dict:  # {"ms": group -> milliseconds, "operators": calls of aten operators}
-    """Self time (CPU) of one call of `fn` per group of operators (`op_group`), and how many operators it called; the average of `calls` calls
-
-    Parameters
-    ----------
-    fn
-        a function to profile: a training step, a forward pass, a decoding
-    calls : int
-        profiled calls, averaged: one alone is at the mercy of the machine
-
-    Returns
-    -------
-    dict
-        {"ms": group -> milliseconds, "operators": calls of aten operators}
-    """
+    ("Self time (CPU) of one call of `fn` per group of operators (`op_group`), and "
+     "how many operators it called; the average of `calls` calls")
     ms = dict.fromkeys([g for g, _ in PROFILE_GROUPS] + ["everything else"], 0.0)
     ops = profile_ops(fn, calls)
     for e in ops: ms[op_group(e.key)] += e.self_cpu_time_total / 1000 / calls
@@ -194,27 +137,8 @@ def bench_training(
     default_adam=("fast", "torch"),
     profile:bool=False,  # also profile one step of each (`profile_groups`)
 )->dict:  # implementation -> timings and tokens_per_s; "flops" of a step
-    """Training-step time and tokens/s of the implementations `impls`, and the step's FLOPs
-
-    Parameters
-    ----------
-    config : RunConfig
-        the model and batch to train on
-    reps : int
-        timed rounds
-    impls
-        which implementations, e.g. ("fast", "compiled")
-    default_adam
-        also timed with torch's default Adam (not fused), as "<impl>, default
-        Adam"
-    profile : bool
-        also profile one step of each (`profile_groups`)
-
-    Returns
-    -------
-    dict
-        implementation -> timings and tokens_per_s; "flops" of a step
-    """
+    ("Training-step time and tokens/s of the implementations `impls`, and the step's "
+     "FLOPs")
     steps = {k: training_step(k, config) for k in impls}
     steps |= {f"{k}, default Adam": training_step(k, config, fused_adam=False)
               for k in default_adam}
@@ -235,20 +159,8 @@ def bench_bf16(
     config:RunConfig,  # the model and batch to train on
     reps:int=7,  # timed rounds
 )->dict:  # "float32"/"bfloat16" -> timings and tokens_per_s
-    """Training steps of the fast path in float32 and under the CPU's autocast to bfloat16, interleaved
-
-    Parameters
-    ----------
-    config : RunConfig
-        the model and batch to train on
-    reps : int
-        timed rounds
-
-    Returns
-    -------
-    dict
-        "float32"/"bfloat16" -> timings and tokens_per_s
-    """
+    ("Training steps of the fast path in float32 and under the CPU's autocast to "
+     "bfloat16, interleaved")
     f32, b16 = training_step("fast", config), training_step("fast", config)
     def bf16():
         with torch.autocast("cpu", dtype=torch.bfloat16): b16()
@@ -258,18 +170,8 @@ def bench_bf16(
 def bench_memory(
     configs:dict,  # name -> RunConfig
 )->dict:  # name -> implementation -> {"peak_mb", "saved_mb"}
-    """Peak memory of a training step (MB above the memory before it) and MB saved for backward, per implementation
-
-    Parameters
-    ----------
-    configs : dict
-        name -> RunConfig
-
-    Returns
-    -------
-    dict
-        name -> implementation -> {"peak_mb", "saved_mb"}
-    """
+    ("Peak memory of a training step (MB above the memory before it) and MB saved for "
+     "backward, per implementation")
     # In a fresh process, where glibc returns freed blocks from the start (see
     # `release_freed_memory`): here, blocks
     # freed by earlier measurements would be reused without showing in the resident
@@ -308,22 +210,7 @@ def bench_forward(
     reps:int=5,  # timed rounds
     profile:bool=False,  # also profile one forward pass of each (`profile_groups`)
 )->dict:  # implementation -> timings and tokens_per_s
-    """Forward (eval mode, no gradients) time and tokens/s of the three implementations
-
-    Parameters
-    ----------
-    config : RunConfig
-        the model and batch
-    reps : int
-        timed rounds
-    profile : bool
-        also profile one forward pass of each (`profile_groups`)
-
-    Returns
-    -------
-    dict
-        implementation -> timings and tokens_per_s
-    """
+    "Forward (eval mode, no gradients) time and tokens/s of the three implementations"
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
     for m, _ in impls.values(): m.eval()
@@ -341,26 +228,8 @@ def bench_decoding(
     reps:int=5,  # timed rounds
     profile:bool=False,  # also profile one decoding of each (`profile_groups`)
 )->dict:  # "cached"/"uncached" -> timings and tokens_per_s
-    """Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value cache (the fast model)
-
-    Parameters
-    ----------
-    config : RunConfig
-        the model; its seq_len is the source length
-    new_tokens : int
-        tokens generated per sequence
-    batch_size : int
-        sources decoded together
-    reps : int
-        timed rounds
-    profile : bool
-        also profile one decoding of each (`profile_groups`)
-
-    Returns
-    -------
-    dict
-        "cached"/"uncached" -> timings and tokens_per_s
-    """
+    ("Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value "
+     "cache (the fast model)")
     model = build(config)["fast"][0].eval()
     src = random_batch(replace(config, batch_size=batch_size))[0]
     run = lambda cache: greedy_search(
@@ -377,18 +246,8 @@ def bench_decoding(
 def bench_kernels(
     reps:int=7,  # timed rounds
 )->dict:  # "float"/"mask" -> {"eager", "compiled"} milliseconds
-    """One elementwise function that returns floats and one that returns a boolean mask, on a (4096, 512) tensor, eager and through torch.compile
-
-    Parameters
-    ----------
-    reps : int
-        timed rounds
-
-    Returns
-    -------
-    dict
-        "float"/"mask" -> {"eager", "compiled"} milliseconds
-    """
+    ("One elementwise function that returns floats and one that returns a boolean "
+     "mask, on a (4096, 512) tensor, eager and through torch.compile")
     x = torch.randn(4096, 512)
     # a mask like those ReLU's gradient and dropout keep for the backward pass
     fns = {"float": lambda x: torch.relu(x) * 2 + 1, "mask": lambda x: x <= 0}
@@ -414,17 +273,7 @@ def rung_step(
     config:RunConfig,  # the model and the batch
     seed:int=0,  # of the weights and the batch
 ):
-    """A `training_step` with the first `rung` optimisations of `RUNGS` on, in that order
-
-    Parameters
-    ----------
-    rung : int
-        0 to len(RUNGS) - 1: how many optimisations are on
-    config : RunConfig
-        the model and the batch
-    seed : int
-        of the weights and the batch
-    """
+    "A `training_step` with the first `rung` optimisations of `RUNGS` on, in that order"
     if (
         isinstance(rung, bool)
         or not isinstance(rung, int)
@@ -447,20 +296,7 @@ def check_rungs(
     config:RunConfig,  # the model and the batch; its dropout is set to 0 here
     seed:int=0,  # of the weights and the batch
 )->dict[str, float]:  # rung -> largest difference of the loss and of any gradient
-    """One training step of every rung, without dropout, against rung 0: the differences
-
-    Parameters
-    ----------
-    config : RunConfig
-        the model and the batch; its dropout is set to 0 here
-    seed : int
-        of the weights and the batch
-
-    Returns
-    -------
-    dict[str, float]
-        rung -> largest difference of the loss and of any gradient
-    """
+    "One training step of every rung, without dropout, against rung 0: the differences"
     config = config.with_model(dropout=0.0)
     def run(rung):
         step = rung_step(rung, config, seed)
@@ -479,22 +315,8 @@ def bench_ladder(
     reps:int=7,  # timed rounds
     tol:float=1e-5,  # largest difference from rung 0 allowed (see `check_rungs`)
 )->dict:  # rung (and "torch") -> timings, tokens_per_s, saved_mb, max_diff
-    """Training tokens/s and MB kept for backward of every rung of `RUNGS` and of torch.nn.Transformer, interleaved; refused if a rung computes something else
-
-    Parameters
-    ----------
-    config : RunConfig
-        the model and batch to train on
-    reps : int
-        timed rounds
-    tol : float
-        largest difference from rung 0 allowed (see `check_rungs`)
-
-    Returns
-    -------
-    dict
-        rung (and "torch") -> timings, tokens_per_s, saved_mb, max_diff
-    """
+    ("Training tokens/s and MB kept for backward of every rung of `RUNGS` and of "
+     "torch.nn.Transformer, interleaved; refused if a rung computes something else")
     worst = check_rungs(config)
     if any(v > tol for v in worst.values()):
         raise RuntimeError(f"a rung differs from the readable path by more than {tol}: "
@@ -517,25 +339,9 @@ def run_benchmark(
     # per setting)
     compiled:bool=False,
     log=print,  # where progress goes
-)->dict:
-    """Every measurement of this chapter; a dict that `save_results` writes and `show_benchmark` draws
-
-    Parameters
-    ----------
-    seq_lens
-        training lengths of the small configuration
-    dropouts
-        training dropouts: the paper's, and none
-    reps : int
-        timed rounds per measurement
-    quick : bool
-        tiny sizes and few rounds: checks that everything runs, measures nothing
-    compiled : bool
-        also train the fast path through torch.compile (seconds to a minute of
-        compiling per setting)
-    log
-        where progress goes
-    """
+)->dict:  # the measurements, as `save_results` writes them
+    ("Every measurement of this chapter; a dict that `save_results` writes and "
+     "`show_benchmark` draws")
     torch.manual_seed(0)
     res = dict(
         torch=torch.__version__,
@@ -613,18 +419,8 @@ def _processor()->str:
 def summary(
     res:dict,  # from run_benchmark or load_results
 )->dict[str, float]:  # name -> ratio
-    """The ratios of a benchmark result: speed-ups, memory ratios and the fast path's share of the matmul peak
-
-    Parameters
-    ----------
-    res : dict
-        from run_benchmark or load_results
-
-    Returns
-    -------
-    dict[str, float]
-        name -> ratio
-    """
+    ("The ratios of a benchmark result: speed-ups, memory ratios and the fast path's "
+     "share of the matmul peak")
     out = {}
     for key, r in res["train"].items():
         out[f"train {key}: fast / torch tokens/s"] = (
@@ -691,18 +487,7 @@ def summary(
 def spread(
     runs:list[dict],  # several results of run_benchmark
 )->dict[str, tuple[float, float]]:  # ratio name -> (min, max) over the runs
-    """The lowest and highest value of every ratio over several runs of the benchmark
-
-    Parameters
-    ----------
-    runs : list[dict]
-        several results of run_benchmark
-
-    Returns
-    -------
-    dict[str, tuple[float, float]]
-        ratio name -> (min, max) over the runs
-    """
+    "The lowest and highest value of every ratio over several runs of the benchmark"
     ratios = [summary(r) for r in runs]
     return {k: (min(r[k] for r in ratios), max(r[k] for r in ratios))
             for k in ratios[0] if all(k in r for r in ratios)}
@@ -711,20 +496,7 @@ def save_results(
     res:dict,  # from run_benchmark
     path,  # a .json file to write; its folder is created
 )->Path:  # the path written
-    """Write a benchmark result as JSON
-
-    Parameters
-    ----------
-    res : dict
-        from run_benchmark
-    path
-        a .json file to write; its folder is created
-
-    Returns
-    -------
-    Path
-        the path written
-    """
+    "Write a benchmark result as JSON"
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1) + "\n")
     return path
@@ -732,18 +504,7 @@ def save_results(
 def load_results(
     path,  # a .json file written by save_results
 )->dict:  # the result
-    """Read a result written by `save_results`
-
-    Parameters
-    ----------
-    path
-        a .json file written by save_results
-
-    Returns
-    -------
-    dict
-        the result
-    """
+    "Read a result written by `save_results`"
     return json.loads(Path(path).read_text())
 
 # %% ../../nbs/13_benchmark.ipynb #c019
@@ -805,20 +566,8 @@ def show_benchmark(
     res:dict,  # from run_benchmark or load_results
     title:str|None=None,  # over the figure; by default the machine and torch version
 )->object:  # the matplotlib Figure
-    """Four panels: training tokens/s, peak training memory, base-model forward tokens/s, decoding tokens/s
-
-    Parameters
-    ----------
-    res : dict
-        from run_benchmark or load_results
-    title : str | None
-        over the figure; by default the machine and torch version
-
-    Returns
-    -------
-    object
-        the matplotlib Figure
-    """
+    ("Four panels: training tokens/s, peak training memory, base-model forward "
+     "tokens/s, decoding tokens/s")
     plt = pyplot()
     fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))
     train = {
@@ -855,20 +604,8 @@ def met(
     lo_hi:tuple[float, float],  # a ratio's lowest and highest value over the runs
     target:tuple[float, str],  # (value, "at least" or "at most")
 )->bool:  # True when every run met the target
-    """Whether every run met a target: the lowest value at least it, or the highest at most
-
-    Parameters
-    ----------
-    lo_hi : tuple[float, float]
-        a ratio's lowest and highest value over the runs
-    target : tuple[float, str]
-        (value, "at least" or "at most")
-
-    Returns
-    -------
-    bool
-        True when every run met the target
-    """
+    ("Whether every run met a target: the lowest value at least it, or the highest at "
+     "most")
     value, how = target
     if how not in ("at least", "at most"):
         raise ValueError(f'target must say "at least" or "at most", got {how!r}')
@@ -879,22 +616,8 @@ def show_spread(
     targets:dict|None=None,  # ratio name -> (target, "at least" or "at most")
     title:str|None=None,  # over the figure
 )->object:  # the matplotlib Figure
-    """Every ratio as a bar from its lowest to its highest value over the runs, with its target: blue where every run met it, red where one did not
-
-    Parameters
-    ----------
-    ranges : dict
-        ratio name -> (lowest, highest), from `spread`
-    targets : dict | None
-        ratio name -> (target, "at least" or "at most")
-    title : str | None
-        over the figure
-
-    Returns
-    -------
-    object
-        the matplotlib Figure
-    """
+    ("Every ratio as a bar from its lowest to its highest value over the runs, with "
+     "its target: blue where every run met it, red where one did not")
     plt = pyplot()
     names, targets = list(ranges), targets or {}
     fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(names) + 1.2))
@@ -928,20 +651,8 @@ def ladder_ratios(
     res:dict,  # one result of run_benchmark, with its "ladder"
     key:str,  # a setting of the ladder, e.g. "T=128, dropout 0.1"
 )->dict[str, float]:  # rung (then "compiled", "bfloat16", "torch") -> tokens/s ratio
-    """Every rung's training tokens/s relative to the readable path; the top rung compiled and under bfloat16 autocast, and torch.nn, where the run has them
-
-    Parameters
-    ----------
-    res : dict
-        one result of run_benchmark, with its "ladder"
-    key : str
-        a setting of the ladder, e.g. "T=128, dropout 0.1"
-
-    Returns
-    -------
-    dict[str, float]
-        rung (then "compiled", "bfloat16", "torch") -> tokens/s ratio
-    """
+    ("Every rung's training tokens/s relative to the readable path; the top rung "
+     "compiled and under bfloat16 autocast, and torch.nn, where the run has them")
     lad = res["ladder"][key]
     base, top = lad[RUNGS[0]]["tokens_per_s"], lad[RUNGS[-1]]["tokens_per_s"]
     out = {name: lad[name]["tokens_per_s"] / base for name in RUNGS}
@@ -960,18 +671,8 @@ def ladder_ratios(
 def show_ladder(
     runs:list[dict],  # results of run_benchmark (one or more runs)
 )->object:  # the matplotlib Figure
-    """One panel per setting, one above the other: each rung's training speed relative to the readable path, median and range over the runs, with torch.nn dashed
-
-    Parameters
-    ----------
-    runs : list[dict]
-        results of run_benchmark (one or more runs)
-
-    Returns
-    -------
-    object
-        the matplotlib Figure
-    """
+    ("One panel per setting, one above the other: each rung's training speed relative "
+     "to the readable path, median and range over the runs, with torch.nn dashed")
     import statistics
     plt = pyplot()
     keys = list(runs[0]["ladder"])
@@ -1038,18 +739,8 @@ GROUP_STYLE = {
 def profiled(
     res:dict,  # one result of run_benchmark
 )->dict[str, dict[str, dict]]:  # panel -> bar -> timings, with "profile"
-    """The measurements of a result that were profiled, by panel (a training setting, the forward pass, decoding) and implementation
-
-    Parameters
-    ----------
-    res : dict
-        one result of run_benchmark
-
-    Returns
-    -------
-    dict[str, dict[str, dict]]
-        panel -> bar -> timings, with "profile\"
-    """
+    ("The measurements of a result that were profiled, by panel (a training setting, "
+     "the forward pass, decoding) and implementation")
     out = {}
     for part, title in (("train", "training, "), ("compiled", "torch.compile, "),
                         ("forward_base", "forward, base model"),
@@ -1067,18 +758,9 @@ def profiled(
 def profile_summary(
     res:dict,  # one result of run_benchmark, with profiles
 )->dict[str, dict]:  # panel -> bar -> {"ms", "share", "operators"}; and "ceiling"
-    """Each profile in figures: operator time, its share in matrix multiplies and the attention kernel, operators called; and where a panel has both, `ceiling`: the fast path's timed speed over torch's if only those two groups cost it time
-
-    Parameters
-    ----------
-    res : dict
-        one result of run_benchmark, with profiles
-
-    Returns
-    -------
-    dict[str, dict]
-        panel -> bar -> {"ms", "share", "operators"}; and "ceiling\"
-    """
+    ("Each profile in figures: operator time, its share in matrix multiplies and the "
+     "attention kernel, operators called; and where a panel has both, `ceiling`: "
+     "the fast path's timed speed over torch's if only those two groups cost it time")
     out = {}
     for title, bars in profiled(res).items():
         out[title] = {}
@@ -1096,18 +778,9 @@ def profile_summary(
 def profile_table(
     runs:list[dict],  # results of run_benchmark, with profiles
 )->str:  # a table in plain text, at most 68 columns wide
-    """The profiles of several runs as a table: per panel and implementation, the lowest and highest milliseconds of each group that took any, the share in matrix multiplies and attention (core), the operators called, and each run's ceiling
-
-    Parameters
-    ----------
-    runs : list[dict]
-        results of run_benchmark, with profiles
-
-    Returns
-    -------
-    str
-        a table in plain text, at most 68 columns wide
-    """
+    ("The profiles of several runs as a table: per panel and implementation, the "
+     "lowest and highest milliseconds of each group that took any, the share in matrix "
+     "multiplies and attention (core), the operators called, and each run's ceiling")
     if not isinstance(runs, (list, tuple)) or not runs:
         raise ValueError(f"runs must be a non-empty list of results, got {runs!r:.60}")
     def span(vals):
@@ -1144,13 +817,8 @@ def profile_table(
 def show_profiles(
     res:dict,  # one result of run_benchmark, with profiles
 ):
-    """Stacked bars: where one call of each implementation spends its time, by group of operators (`profile_groups`)
-
-    Parameters
-    ----------
-    res : dict
-        one result of run_benchmark, with profiles
-    """
+    ("Stacked bars: where one call of each implementation spends its time, by group of "
+     "operators (`profile_groups`)")
     plt = pyplot()
     panels = profiled(res)
     rows = [len(b) for b in panels.values()]

@@ -237,19 +237,8 @@ def diagram_texts(
     fig,  # a figure returned by one of the `draw_` functions
 # every string written on it, from the bottom to the top, then from left to right
 )->list[str]:
-    """The text of a diagram, in reading order from the bottom up: what the tests of the diagrams check
-
-    Parameters
-    ----------
-    fig
-        a figure returned by one of the `draw_` functions
-
-    Returns
-    -------
-    list[str]
-        every string written on it, from the bottom to the top, then from left
-        to right
-    """
+    ("The text of a diagram, in reading order from the bottom up: what the tests of "
+     "the diagrams check")
     items = [t for ax in fig.axes for t in ax.texts if t.get_text()]
     items.sort(
         key=lambda t: (round(float(t.get_position()[1]), 3), float(t.get_position()[0]))
@@ -309,15 +298,8 @@ def _sublayers(kind:str):
 def draw_architecture(
     # pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
     norm_first:bool=True,
-):  # a matplotlib Figure
-    """The encoder-decoder Transformer, as built in this project
-
-    Parameters
-    ----------
-    norm_first : bool
-        pre-LN (our default, with a final LayerNorm per stack) or post-LN (the
-        paper)
-    """
+)->Figure:  # the figure
+    "The encoder-decoder Transformer, as built in this project"
     sk, ex, dx, w = _Sketch(), 2.55, 7.2, 2.9
     src = sk.box(ex, 0.4, "source tokens", "io", w=2.2, h=0.4)
     tgt = sk.box(dx, 0.4, "target tokens (shifted right)", "io", w=2.9, h=0.4)
@@ -510,14 +492,9 @@ HEAD_COLORS = ("#fbd3a0", "#f6b26b", "#fde6c4", "#e9a15a")
 # %% ../../nbs/00b_diagrams.ipynb #c027
 def draw_multihead(
     num_heads:int=4,  # H, the number of heads drawn
-):  # a matplotlib Figure
-    """Multi-head attention: project, split d_model into heads, attend per head, merge, project
-
-    Parameters
-    ----------
-    num_heads : int
-        H, the number of heads drawn
-    """
+)->Figure:  # the figure
+    ("Multi-head attention: project, split d_model into heads, attend per head, merge, "
+     "project")
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
     H, sk, xs = num_heads, _Sketch(), (2.0, 5.0, 8.0)
@@ -630,16 +607,8 @@ def draw_multihead(
 def draw_layer(
     kind:str="encoder",  # "encoder" (two sublayers) or "decoder" (three)
     norm_first:bool=True,  # pre-LN (our default) or post-LN (the paper)
-):  # a matplotlib Figure
-    """One encoder or decoder layer: where LayerNorm, dropout and the residual sit
-
-    Parameters
-    ----------
-    kind : str
-        "encoder" (two sublayers) or "decoder" (three)
-    norm_first : bool
-        pre-LN (our default) or post-LN (the paper)
-    """
+)->Figure:  # the figure
+    "One encoder or decoder layer: where LayerNorm, dropout and the residual sit"
     if kind not in ("encoder", "decoder"):
         raise ValueError(f'kind must be "encoder" or "decoder", got {kind!r}')
     sk, cx, w = _Sketch(), 5.0, 3.4
@@ -682,16 +651,9 @@ MAY, BLOCKED = "#6aa84f", "#eeeeee"   # colours of True (may attend) and False (
 def draw_masks(
     lengths:tuple=(5, 3),  # the real length of each sequence of the batch, at most T
     T:int=5,  # the padded length (S = T: the keys are the same sequence)
-):  # a matplotlib Figure
-    """The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and the decoder's both at once
-
-    Parameters
-    ----------
-    lengths : tuple
-        the real length of each sequence of the batch, at most T
-    T : int
-        the padded length (S = T: the keys are the same sequence)
-    """
+)->Figure:  # the figure
+    ("The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and "
+     "the decoder's both at once")
     from matplotlib.patches import Rectangle, Patch
     if not isinstance(T, int) or T < 1:
         raise ValueError(f"T must be a positive int, got {T!r}")
@@ -805,14 +767,9 @@ def draw_masks(
 # %% ../../nbs/00b_diagrams.ipynb #c042b
 def draw_data_parallel(
     world_size:int=2,  # how many processes to draw
-)->Figure:
-    """Data parallelism: shards of one batch, a copy of the model each, gradients all-reduced
-
-    Parameters
-    ----------
-    world_size : int
-        how many processes to draw
-    """
+)->Figure:  # the figure
+    ("Data parallelism: shards of one batch, a copy of the model each, gradients "
+     "all-reduced")
     check_int(world_size, "world_size")
     sk = _Sketch()
     xs = [sk.width * (r + 0.5) / world_size for r in range(world_size)]
@@ -880,20 +837,7 @@ def save_diagrams(
     # file names of the diagrams to write; all by default
     names:Sequence[str]|None=None,
 )->list[Path]:  # the files written, in the order of `DIAGRAMS`
-    """Write every diagram as a PNG with a fixed name; the same code gives the same bytes
-
-    Parameters
-    ----------
-    out_dir : str | Path
-        folder to write into; created if missing
-    names : Sequence[str] | None
-        file names of the diagrams to write; all by default
-
-    Returns
-    -------
-    list[Path]
-        the files written, in the order of `DIAGRAMS`
-    """
+    "Write every diagram as a PNG with a fixed name; the same code gives the same bytes"
     unknown = sorted(set(names or ()) - set(DIAGRAMS))
     if unknown: raise ValueError(f"names: no diagram called {unknown}; see DIAGRAMS")
     plt = pyplot()
@@ -912,13 +856,8 @@ def save_diagrams(
 def main(
     argv:list[str]|None=None,  # command-line arguments; `sys.argv[1:]` by default
 ):
-    """`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into OUT_DIR (default `images`)
-
-    Parameters
-    ----------
-    argv : list[str] | None
-        command-line arguments; `sys.argv[1:]` by default
-    """
+    ("`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into "
+     "OUT_DIR (default `images`)")
     import matplotlib
     matplotlib.use("Agg")  # no display needed
     args = sys.argv[1:] if argv is None else argv

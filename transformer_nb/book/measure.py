@@ -23,31 +23,25 @@ __all__ = ['IMPLEMENTATIONS', 'RunConfig', 'small_config', 'base_config', 'Torch
 # %% ../../nbs/12_fast.ipynb #h001
 @dataclass(frozen=True)
 class RunConfig:
-    """A configuration to time: the model, and the batches of random tokens it runs on
-
-    Parameters
-    ----------
-    model : TransformerConfig
-        the Transformer; src_vocab == tgt_vocab
-    seq_len : int
-        source and target length
-    batch_size : int
-        sentence pairs per step
-    """
+    "A configuration to time: the model, and the batches of random tokens it runs on"
     model:TransformerConfig  # the Transformer; src_vocab == tgt_vocab
     seq_len:int=128  # source and target length
     batch_size:int=32  # sentence pairs per step
 
-    def with_model(self, **changes)->"RunConfig":
+    def with_model(self,
+        **changes,  # TransformerConfig fields to change, e.g. d_model=32
+    )->"RunConfig":  # a new run; this one is unchanged
         "The same run with some model arguments changed, e.g. `d_model=32`"
         return replace(self, model=replace(self.model, **changes))
 
-    def to_dict(self)->dict:
+    def to_dict(self)->dict:  # the run's fields, the model's as a nested dict
         "A plain dict (JSON), which `from_dict` reads back"
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d:dict)->"RunConfig":
+    def from_dict(cls,
+        d:dict,  # what `to_dict` wrote
+    )->"RunConfig":  # the run
         "The run a dict of `to_dict` describes"
         model = TransformerConfig.from_dict(d["model"])
         return cls(model, d["seq_len"], d["batch_size"])
@@ -57,20 +51,8 @@ def small_config(
     batch_size:int=32,  # sentence pairs per step
     vocab:int=1000,  # source and target vocabulary
     dropout:float=0.1,  # the paper's P_drop
-)->RunConfig:
-    """The benchmark's small model: d_model 128, 4 heads, d_ff 512, 2 + 2 layers
-
-    Parameters
-    ----------
-    seq_len : int
-        source and target length
-    batch_size : int
-        sentence pairs per step
-    vocab : int
-        source and target vocabulary
-    dropout : float
-        the paper's P_drop
-    """
+)->RunConfig:  # the run: the small model, its sequence length and batch size
+    "The benchmark's small model: d_model 128, 4 heads, d_ff 512, 2 + 2 layers"
     model = TransformerConfig(
         vocab,
         vocab,
@@ -87,26 +69,18 @@ def base_config(
     seq_len:int=64,  # source and target length
     batch_size:int=8,  # sentence pairs per step
     vocab:int=37000,  # the paper's shared vocabulary
-)->RunConfig:
-    """The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers
-
-    Parameters
-    ----------
-    seq_len : int
-        source and target length
-    batch_size : int
-        sentence pairs per step
-    vocab : int
-        the paper's shared vocabulary
-    """
+)->RunConfig:  # the run: the base model, its sequence length and batch size
+    "The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers"
     return RunConfig(TransformerConfig(vocab, vocab), seq_len, batch_size)
 
 # %% ../../nbs/12_fast.ipynb #h002
 class TorchTransformer(nn.Module):
     ("`nn.Transformer` between the embeddings and the output layer of one of our "
      "models, with a copy of its weights")
-    def __init__(self, ours:Transformer):
-        """Build a `TorchTransformer`: `help(TorchTransformer)` describes the parameters."""
+    def __init__(self,
+        # the model whose embeddings, output layer and weights to copy
+        ours:Transformer,
+    ):
         super().__init__()
         enc, dec = ours.encoder, ours.decoder
         layer = enc.layers[0]
@@ -132,9 +106,13 @@ class TorchTransformer(nn.Module):
             self.transformer.encoder.norm = self.transformer.decoder.norm = None
         to_torch_transformer(ours, self.transformer)
 
-    def forward(
-        self, src: Tensor, tgt: Tensor, src_mask=None, tgt_mask=None, memory_mask=None
-    ) -> Tensor:
+    def forward(self,
+        src:Tensor,  # (B, S) source ids
+        tgt:Tensor,  # (B, T) target ids
+        src_mask=None,  # ours: boolean, True = may attend
+        tgt_mask=None,  # ours: boolean, True = may attend
+        memory_mask=None,  # ours: boolean, True = may attend
+    )->Tensor:  # (B, T, V) logits
         ("The signature of `Transformer.forward`; our masks go through "
          "`to_torch_masks`, the one conversion")
         kw = {}
@@ -154,12 +132,12 @@ class TorchTransformer(nn.Module):
 
 # %% ../../nbs/12_fast.ipynb #h003
 def readable_forward(
-    model: Transformer,
-    src: Tensor,
-    tgt: Tensor,
-    src_mask=None,
-    tgt_mask=None,
-    memory_mask=None,
+    model:Transformer,  # the model
+    src:Tensor,  # (B, S) source ids
+    tgt:Tensor,  # (B, T) target ids
+    src_mask=None,  # boolean, True = may attend
+    tgt_mask=None,  # boolean, True = may attend
+    memory_mask=None,  # boolean, True = may attend
 ):
     ("`model(src, tgt, ...)` with every attention weight requested (so chapter 2's "
      "code runs), the weights dropped")
@@ -168,7 +146,10 @@ def readable_forward(
 
 IMPLEMENTATIONS = ("readable", "fast", "torch")
 
-def build(config:RunConfig, seed:int=0)->dict:
+def build(
+    config:RunConfig,  # the model and the batch
+    seed:int=0,  # of the weights
+)->dict:  # {name: (module, forward function)} of the readable, fast and torch versions
     ("The three implementations of one configuration, with the same weights: {name: "
      "(module, forward function)}")
     torch.manual_seed(seed)
@@ -181,7 +162,10 @@ def build(config:RunConfig, seed:int=0)->dict:
             "fast": (ours, ours), "torch": (theirs, theirs)}
 
 # %% ../../nbs/12_fast.ipynb #h004
-def random_batch(config:RunConfig, seed:int=0)->tuple[Tensor, Tensor, Tensor, Tensor]:
+def random_batch(
+    config:RunConfig,  # the batch's size, length and vocabulary
+    seed:int=0,  # of the ids
+)->tuple[Tensor, Tensor, Tensor, Tensor]:  # src, tgt_in and tgt_out ids (B, T), and the causal target mask
     "Random (src, tgt_in, tgt_out) ids of shape (B, T) and the causal target mask"
     g = torch.Generator().manual_seed(seed)
     B, T, V = config.batch_size, config.seq_len, config.model.src_vocab
@@ -194,19 +178,8 @@ def training_step(
     seed:int=0,  # of the weights and the batch
     fused_adam:bool=True,  # Adam in one kernel; False: torch's default Adam
 ):
-    """A function that runs one training step (forward, loss, backward, Adam) of `impl` on a fixed random batch, and returns the loss
-
-    Parameters
-    ----------
-    impl : str
-        "readable", "fast", "torch", or "compiled" (the fast path compiled)
-    config : RunConfig
-        the model and the batch
-    seed : int
-        of the weights and the batch
-    fused_adam : bool
-        Adam in one kernel; False: torch's default Adam
-    """
+    ("A function that runs one training step (forward, loss, backward, Adam) of `impl` "
+     "on a fixed random batch, and returns the loss")
     module, forward = build(config, seed)["fast" if impl == "compiled" else impl]
     src, tgt_in, tgt_out, tgt_mask = random_batch(config, seed)
     # the fast path through torch.compile
@@ -232,24 +205,10 @@ def interleaved(
     fns:dict,  # name -> function to time
     reps:int=7,  # rounds; each runs every function once
     warmup:int=2,  # untimed rounds first
-    device="cpu",
+    device="cpu",  # where they run: synchronised before and after each call
 )->dict[str, dict]:  # name -> {"median", "min", "max"} in seconds
-    """Time several functions in turn, round after round, so that the machine's changing load hits all alike
-
-    Parameters
-    ----------
-    fns : dict
-        name -> function to time
-    reps : int
-        rounds; each runs every function once
-    warmup : int
-        untimed rounds first
-
-    Returns
-    -------
-    dict[str, dict]
-        name -> {"median", "min", "max"} in seconds
-    """
+    ("Time several functions in turn, round after round, so that the machine's "
+     "changing load hits all alike")
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
@@ -261,30 +220,11 @@ def interleaved(
     }
 
 # %% ../../nbs/12_fast.ipynb #h006
-def _as_written(o) -> str:
-    "The source of `o` as its notebook cell shows it, else as its module has it"
-    import ast, inspect, json, re
-    from pathlib import Path
-    text = inspect.getsource(o)
-    try:  # the exported module carries docstrings for help() that the notebook does not
-        file = Path(inspect.getsourcefile(o))
-        start = inspect.getsourcelines(o)[1]
-        above = file.read_text().split("\n")[:start - 1]
-        marker = next(l for l in reversed(above) if l.startswith("# %% "))
-        nb, cell_id = re.match(r"# %% (\S+\.ipynb) #(\S+)", marker).groups()
-        cells = json.loads((file.parent / nb).read_text())["cells"]
-        src = "".join(next(c for c in cells if c.get("id") == cell_id)["source"])
-        src = "\n".join(l for l in src.split("\n") if not l.startswith("#|"))
-        node = next(
-            n for n in ast.parse(src).body if getattr(n, "name", "") == o.__name__
-        )
-        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        return "\n".join(src.split("\n")[first - 1:node.end_lineno])
-    except Exception:  # an installed package has no notebooks beside it
-        return text
-
-def show_source(*objs):
+def show_source(
+    *objs,  # functions and classes of the package
+):
     "Show the source code of functions and classes defined elsewhere in the package"
+    import inspect
     from IPython.display import HTML
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
@@ -292,7 +232,7 @@ def show_source(*objs):
     # inline colours: no stylesheet needed
     fmt = HtmlFormatter(noclasses=True, nowrap=True)
     blocks = [
-        highlight(_as_written(o).rstrip(), PythonLexer(), fmt) for o in objs
+        highlight(inspect.getsource(o).rstrip(), PythonLexer(), fmt) for o in objs
     ]
     return HTML(
         "".join(
@@ -307,20 +247,8 @@ def profile_ops(
     fn,  # a function to profile, e.g. one training step
     calls:int=1,  # how many calls to profile
 )->list:  # torch's totals per operator (FunctionEventAvg), costliest first
-    """Call `fn` once to warm up, then `calls` times under torch's profiler; each operator's self time (CPU) and number of calls, summed over the calls
-
-    Parameters
-    ----------
-    fn
-        a function to profile, e.g. one training step
-    calls : int
-        how many calls to profile
-
-    Returns
-    -------
-    list
-        torch's totals per operator (FunctionEventAvg), costliest first
-    """
+    ("Call `fn` once to warm up, then `calls` times under torch's profiler; each "
+     "operator's self time (CPU) and number of calls, summed over the calls")
     import os
     from torch.profiler import profile, ProfilerActivity
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
@@ -343,20 +271,8 @@ def profile_step(
     row_limit:int|None=8,  # how many operations to list; None: all
 # (operation, milliseconds, share of the step) for the most expensive ones
 )->list[tuple[str, float, float]]:
-    """Run `step` once under torch's profiler and list the operations that took the most time (self time, CPU)
-
-    Parameters
-    ----------
-    step
-        a function that runs one training step
-    row_limit : int | None
-        how many operations to list; None: all
-
-    Returns
-    -------
-    list[tuple[str, float, float]]
-        (operation, milliseconds, share of the step) for the most expensive ones
-    """
+    ("Run `step` once under torch's profiler and list the operations that took the "
+     "most time (self time, CPU)")
     ops = profile_ops(step)
     total = sum(e.self_cpu_time_total for e in ops)
     return [
@@ -369,15 +285,8 @@ def show_profile(
     profiles:dict,  # name -> the rows that profile_step returned
     title:str|None=None,  # over the figure
 ):
-    """Side-by-side bars of the most expensive operations of profiled steps, random-number operations highlighted
-
-    Parameters
-    ----------
-    profiles : dict
-        name -> the rows that profile_step returned
-    title : str | None
-        over the figure
-    """
+    ("Side-by-side bars of the most expensive operations of profiled steps, "
+     "random-number operations highlighted")
     plt = pyplot()
     n = max(len(rows) for rows in profiles.values())
     fig, axs = plt.subplots(
