@@ -18,15 +18,29 @@ __all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation', 'i
 
 # %% ../nbs/02_attention.ipynb #c006
 def scaled_dot_product_attention(
-    q:Tensor,  # queries (..., T, d_k)
-    k:Tensor,  # keys (..., S, d_k)
-    v:Tensor,  # values (..., S, d_v)
-    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (..., T, S)
-    dropout_p:float=0.0,  # dropout on the weights; pass 0.0 when not training
-# output (..., T, d_v) and weights (..., T, S), the weights before dropout
+    q:Tensor, k:Tensor, v:Tensor, mask:Tensor|None=None, dropout_p:float=0.0,
 )->tuple[Tensor, Tensor]:
-    ("softmax(QKᵀ/√d_k)V, where a query with no key allowed gets zero weights and a "
-     "zero output")
+    """softmax(QKᵀ/√d_k)V, where a query with no key allowed gets zero weights and a
+    zero output
+
+    Parameters
+    ----------
+    q : Tensor
+        queries (..., T, d_k)
+    k : Tensor
+        keys (..., S, d_k)
+    v : Tensor
+        values (..., S, d_v)
+    mask : Tensor | None
+        boolean, True = may attend; broadcasts to (..., T, S)
+    dropout_p : float
+        dropout on the weights; pass 0.0 when not training
+
+    Returns
+    -------
+    tuple[Tensor, Tensor]
+        output (..., T, d_v) and weights (..., T, S), the weights before dropout
+    """
     check_qkv(q, k, v); check_dropout(dropout_p, "dropout_p")
     log_shapes("attention", q=q, k=k, v=v, mask=mask)
     d_k = q.shape[-1]
@@ -47,13 +61,19 @@ def scaled_dot_product_attention(
     return dropped @ v, weights
 
 # %% ../nbs/02_attention.ipynb #c007
-def check_qkv(
-    q:Tensor,  # queries (..., T, d_k)
-    k:Tensor,  # keys (..., S, d_k)
-    v:Tensor,  # values (..., S, d_v)
-)->None:
-    ("Check queries, keys and values: float tensors (..., T, d_k), (..., S, d_k), "
-     "(..., S, d_v), with T, S >= 1")
+def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
+    """Check queries, keys and values: float tensors (..., T, d_k), (..., S, d_k), (...,
+    S, d_v), with T, S >= 1
+
+    Parameters
+    ----------
+    q : Tensor
+        queries (..., T, d_k)
+    k : Tensor
+        keys (..., S, d_k)
+    v : Tensor
+        values (..., S, d_v)
+    """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(t, name, floating=True)
         if t.dim() < 2:
@@ -74,14 +94,29 @@ def check_qkv(
 
 # %% ../nbs/02_attention.ipynb #c020
 def softmax_saturation(
-    d_k:int,  # width of queries and keys
-    scale:bool=True,  # divide the scores by √d_k
-    n_queries:int=2000,  # how many random queries
-    n_keys:int=16,  # how many random keys each query sees
-    seed:int=0,  # random seed
-)->tuple[float, float]:  # (mean largest weight, mean gradient norm per query)
-    ("How peaked softmax(q·k) is, and how much gradient reaches the scores, for random "
-     "unit-variance q and k")
+    d_k:int, scale:bool=True, n_queries:int=2000, n_keys:int=16, seed:int=0,
+)->tuple[float, float]:
+    """How peaked softmax(q·k) is, and how much gradient reaches the scores, for random
+    unit-variance q and k
+
+    Parameters
+    ----------
+    d_k : int
+        width of queries and keys
+    scale : bool
+        divide the scores by √d_k
+    n_queries : int
+        how many random queries
+    n_keys : int
+        how many random keys each query sees
+    seed : int
+        random seed
+
+    Returns
+    -------
+    tuple[float, float]
+        (mean largest weight, mean gradient norm per query)
+    """
     g = torch.Generator().manual_seed(seed)
     q, k = (
         torch.randn(n_queries, d_k, generator=g),
@@ -95,13 +130,24 @@ def softmax_saturation(
     return w.max(-1).values.mean().item(), scores.grad.norm(dim=-1).mean().item()
 
 # %% ../nbs/02_attention.ipynb #a101
-def is_causal(
-    mask:Tensor|None,  # boolean, True = may attend
-    T:int,  # query length
-    S:int,  # key length
-)->bool:  # True where torch's kernels may take the mask as is_causal=True
-    ("Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's "
-     "kernels can skip the masked half")
+def is_causal(mask:Tensor|None, T:int, S:int)->bool:
+    """Is `mask` exactly `causal_mask(T)` (all leading dimensions 1)? Then torch's
+    kernels can skip the masked half
+
+    Parameters
+    ----------
+    mask : Tensor | None
+        boolean, True = may attend
+    T : int
+        query length
+    S : int
+        key length
+
+    Returns
+    -------
+    bool
+        True where torch's kernels may take the mask as is_causal=True
+    """
     if (
         mask is None
         or T != S
@@ -116,13 +162,28 @@ def is_causal(
 
 # %% ../nbs/02_attention.ipynb #a102
 def fused_attention(
-    q:Tensor,  # (B, H, T, d_k)
-    k:Tensor,  # (B, H, S, d_k)
-    v:Tensor,  # (B, H, S, d_v)
-    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-    dropout_p:float=0.0,  # dropout on the weights; pass 0.0 when not training
-)->Tensor:  # (B, H, T, d_v), without the weights
-    "softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels"
+    q:Tensor, k:Tensor, v:Tensor, mask:Tensor|None=None, dropout_p:float=0.0,
+)->Tensor:
+    """softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels
+
+    Parameters
+    ----------
+    q : Tensor
+        (B, H, T, d_k)
+    k : Tensor
+        (B, H, S, d_k)
+    v : Tensor
+        (B, H, S, d_v)
+    mask : Tensor | None
+        boolean, True = may attend; broadcasts to (B, H, T, S)
+    dropout_p : float
+        dropout on the weights; pass 0.0 when not training
+
+    Returns
+    -------
+    Tensor
+        (B, H, T, d_v), without the weights
+    """
     T, S = q.shape[-2], k.shape[-2]
     # a compiler draws its own dropout mask,
     compiling = torch.compiler.is_compiling()

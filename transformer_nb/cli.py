@@ -33,7 +33,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 def build_parser()->argparse.ArgumentParser:
-    "The argument parser of `transformer-nb`"
+    """The argument parser of `transformer-nb`
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        the parser of every subcommand
+    """
     p = _Parser(
         prog="transformer-nb",
         description="Train and use the small Transformers of transformer_nb",
@@ -168,10 +174,9 @@ def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
             raise PermissionError(f"--out {out}: no permission to write there")
     return task, seed, n_train
 
-def cmd_train(
-    args:argparse.Namespace,  # the parsed command line of `train`
-)->int:  # the exit status
-    """Train (on every process of a group), report accuracy, save the checkpoint and the attention plots
+def cmd_train(args:argparse.Namespace)->int:
+    """Train (on every process of a group), report accuracy, save the checkpoint and the
+    attention plots
 
     Parameters
     ----------
@@ -233,9 +238,7 @@ def _texts(given:list[str])->list[str]:
         texts += lines
     return texts
 
-def cmd_decode(
-    args:argparse.Namespace,  # the parsed command line of `decode`
-)->int:  # the exit status
+def cmd_decode(args:argparse.Namespace)->int:
     """Decode each text with a saved model, one `input<TAB>output` line each
 
     Parameters
@@ -361,9 +364,7 @@ def _add_lm_parsers(sub):
         "--threads", type=_count, default=1, help="torch threads (default: 1)"
     )
 
-def cmd_train_lm(
-    args:argparse.Namespace,  # the parsed command line of `train-lm`
-)->int:  # the exit status
+def cmd_train_lm(args:argparse.Namespace)->int:
     """Train the character-level language model, report bits per character, save it
 
     Parameters
@@ -399,10 +400,9 @@ def cmd_train_lm(
     print(f"saved {path}")
     return 0
 
-def cmd_generate(
-    args:argparse.Namespace,  # the parsed command line of `generate`
-)->int:  # the exit status
-    """Continue the prompt (argument or standard input) and print prompt and continuation
+def cmd_generate(args:argparse.Namespace)->int:
+    """Continue the prompt (argument or standard input) and print prompt and
+    continuation
 
     Parameters
     ----------
@@ -485,15 +485,19 @@ def _warn(prog:str):
         print(f"{prog}: warning: {message}", file=sys.stderr)
     return show
 
-def main(
-    argv:list[str]|None=None,  # the arguments; None: the command line's
-)->int:
-    """Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime error, 2 for a usage error
+def main(argv:list[str]|None=None)->int:
+    """Entry point of the `transformer-nb` command: 0 on success, 1 for a runtime error,
+    2 for a usage error
 
     Parameters
     ----------
     argv : list[str] | None
         the arguments; None: the command line's
+
+    Returns
+    -------
+    int
+        the exit status: 0 on success, 1 for a runtime error, 2 for a usage error
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     # usage errors exit here with status 2

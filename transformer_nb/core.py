@@ -21,23 +21,36 @@ logger = logging.getLogger("transformer_nb")
 logger.addHandler(logging.NullHandler())  # silent unless the user configures logging
 
 # %% ../nbs/00_core.ipynb #c007
-def log_shapes(
-    where:str,  # who is logging, e.g. "attention"
-    **tensors:Tensor|None,  # the tensors to describe; None values are skipped
-)->None:
-    ("Log each tensor's shape at DEBUG level: one cheap check when off, silent when "
-     "compiling")
+def log_shapes(where:str, **tensors:Tensor|None)->None:
+    """Log each tensor's shape at DEBUG level: one cheap check when off, silent when
+    compiling
+
+    Parameters
+    ----------
+    where : str
+        who is logging, e.g. "attention"
+    tensors : Tensor | None
+        the tensors to describe; None values are skipped
+    """
     if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG): return
     parts = [f"{k} {tuple(v.shape)}" for k, v in tensors.items() if v is not None]
     logger.debug("%s: %s", where, ", ".join(parts))
 
 # %% ../nbs/00_core.ipynb #c008
 @contextmanager
-def trace_shapes(
-    # where to write the trace; `sys.stdout` by default so that it shows in a notebook
-    stream=None,
-)->Iterator[logging.Logger]:  # the package's logger, while the trace is on
-    "Inside this `with` block, print the shape of every tensor each module receives"
+def trace_shapes(stream=None)->Iterator[logging.Logger]:
+    """Inside this `with` block, print the shape of every tensor each module receives
+
+    Parameters
+    ----------
+    stream
+        where to write the trace; `sys.stdout` by default so that it shows in a notebook
+
+    Returns
+    -------
+    Iterator[logging.Logger]
+        the package's logger, while the trace is on
+    """
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(logging.Formatter("%(message)s"))
     old_level = logger.level
@@ -49,12 +62,23 @@ def trace_shapes(
         logger.setLevel(old_level)
 
 # %% ../nbs/00_core.ipynb #c012
-def check_int(
-    value,  # the value to check
-    name:str,  # the argument's name, used in the message
-    min_value:int=1,  # smallest allowed value
-)->int:  # value, unchanged
-    "Check that `value` is an int (not a bool) no smaller than `min_value`"
+def check_int(value, name:str, min_value:int=1)->int:
+    """Check that `value` is an int (not a bool) no smaller than `min_value`
+
+    Parameters
+    ----------
+    value
+        the value to check
+    name : str
+        the argument's name, used in the message
+    min_value : int
+        smallest allowed value
+
+    Returns
+    -------
+    int
+        value, unchanged
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < min_value:
@@ -62,11 +86,21 @@ def check_int(
     return value
 
 # %% ../nbs/00_core.ipynb #c013
-def check_dropout(
-    p,  # a dropout probability
-    name:str="dropout",  # the argument's name, used in the message
-)->float:  # p, as a float
-    "Check that a dropout probability is a number in [0, 1)"
+def check_dropout(p, name:str="dropout")->float:
+    """Check that a dropout probability is a number in [0, 1)
+
+    Parameters
+    ----------
+    p
+        a dropout probability
+    name : str
+        the argument's name, used in the message
+
+    Returns
+    -------
+    float
+        p, as a float
+    """
     if isinstance(p, bool) or not isinstance(p, (int, float)):
         raise TypeError(
             f"{name} must be a float in [0, 1), got {type(p).__name__} {p!r}"
@@ -77,14 +111,27 @@ def check_dropout(
 
 # %% ../nbs/00_core.ipynb #c014
 def check_tensor(
-    x,  # the value to check
-    name:str,  # the argument's name, used in the message
-    ndim:int|tuple|None=None,  # allowed number(s) of dimensions
-    # True: must be a floating dtype; False: must be an integer dtype
-    floating:bool|None=None,
-)->Tensor:  # x, unchanged
-    ("Check that `x` is a tensor with the expected number of dimensions and kind of "
-     "dtype")
+    x, name:str, ndim:int|tuple|None=None, floating:bool|None=None,
+)->Tensor:
+    """Check that `x` is a tensor with the expected number of dimensions and kind of
+    dtype
+
+    Parameters
+    ----------
+    x
+        the value to check
+    name : str
+        the argument's name, used in the message
+    ndim : int | tuple | None
+        allowed number(s) of dimensions
+    floating : bool | None
+        True: must be a floating dtype; False: must be an integer dtype
+
+    Returns
+    -------
+    Tensor
+        x, unchanged
+    """
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if ndim is not None:
@@ -104,13 +151,25 @@ def check_tensor(
     return x
 
 # %% ../nbs/00_core.ipynb #c015
-def check_last_dim(
-    x:Tensor,  # the tensor to check
-    size:int,  # the size its last dimension must have
-    name:str,  # the argument's name, used in the message
-    what:str="d_model",  # the name of the size, used in the message
-)->Tensor:  # x, unchanged
-    "Check that the last dimension of `x` is `size`"
+def check_last_dim(x:Tensor, size:int, name:str, what:str="d_model")->Tensor:
+    """Check that the last dimension of `x` is `size`
+
+    Parameters
+    ----------
+    x : Tensor
+        the tensor to check
+    size : int
+        the size its last dimension must have
+    name : str
+        the argument's name, used in the message
+    what : str
+        the name of the size, used in the message
+
+    Returns
+    -------
+    Tensor
+        x, unchanged
+    """
     if x.dim() == 0 or x.shape[-1] != size:
         raise ValueError(
             f"{name} must have last dimension {what}={size}, got shape {tuple(x.shape)}"
@@ -118,12 +177,23 @@ def check_last_dim(
     return x
 
 # %% ../nbs/00_core.ipynb #c016
-def check_nonempty(
-    x:Tensor,  # a (B, T, ...) or (T, ...) tensor of positions
-    name:str,  # the argument's name, used in the message
-    dim:int=-1,  # the dimension that holds the positions
-)->Tensor:  # x, unchanged
-    "Check that a sequence has at least one position"
+def check_nonempty(x:Tensor, name:str, dim:int=-1)->Tensor:
+    """Check that a sequence has at least one position
+
+    Parameters
+    ----------
+    x : Tensor
+        a (B, T, ...) or (T, ...) tensor of positions
+    name : str
+        the argument's name, used in the message
+    dim : int
+        the dimension that holds the positions
+
+    Returns
+    -------
+    Tensor
+        x, unchanged
+    """
     if x.shape[dim] == 0:
         raise ValueError(
             f"{name} must hold at least one position, got shape {tuple(x.shape)}"
@@ -132,12 +202,29 @@ def check_nonempty(
 
 # %% ../nbs/00_core.ipynb #c017
 def check_mask(
-    mask:Tensor|None,  # a boolean mask, True = may attend
-    scores_shape:tuple,  # the shape the mask must broadcast to, e.g. (B, H, T, S)
-    name:str="mask",  # the argument's name, used in the message
-    device:torch.device|None=None,  # the scores' device, which the mask must share
-)->Tensor|None:  # mask, unchanged (None stays None)
-    "Check that a mask is boolean, broadcasts to the scores and lies on their device"
+    mask:Tensor|None,
+    scores_shape:tuple,
+    name:str="mask",
+    device:torch.device|None=None,
+)->Tensor|None:
+    """Check that a mask is boolean, broadcasts to the scores and lies on their device
+
+    Parameters
+    ----------
+    mask : Tensor | None
+        a boolean mask, True = may attend
+    scores_shape : tuple
+        the shape the mask must broadcast to, e.g. (B, H, T, S)
+    name : str
+        the argument's name, used in the message
+    device : torch.device | None
+        the scores' device, which the mask must share
+
+    Returns
+    -------
+    Tensor | None
+        mask, unchanged (None stays None)
+    """
     if mask is None: return None
     if not isinstance(mask, Tensor):
         raise TypeError(
@@ -165,13 +252,24 @@ def check_mask(
     return mask
 
 # %% ../nbs/00_core.ipynb #k001
-def drop_mask(
-    shape:tuple,  # the shape of the tensor to drop out
-    p:float,  # the probability of dropping an element
-    device:torch.device|str|None=None,  # where to make the mask
-)->Tensor:  # boolean, True (drop) with probability p, independently per element
-    ("A dropout mask from 32 random bits per element, drawn 64 at a time from torch's "
-     "RNG")
+def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
+    """A dropout mask from 32 random bits per element, drawn 64 at a time from torch's
+    RNG
+
+    Parameters
+    ----------
+    shape : tuple
+        the shape of the tensor to drop out
+    p : float
+        the probability of dropping an element
+    device : torch.device | str | None
+        where to make the mask
+
+    Returns
+    -------
+    Tensor
+        boolean, True (drop) with probability p, independently per element
+    """
     n = math.prod(shape)
     bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
     bits = bits.random_(-2**63, None)                # the full 64-bit range
@@ -179,13 +277,24 @@ def drop_mask(
     return bits < round(p * 2**32) - 2**31           # P(below the threshold) = p
 
 # %% ../nbs/00_core.ipynb #k002
-def dropout(
-    x:Tensor,  # any tensor
-    p:float=0.5,  # probability of dropping each element
-    training:bool=True,  # False: return x unchanged
-)->Tensor:  # same shape as x
-    ("F.dropout(x, p, training) with the mask of `drop_mask` on a CPU (torch's "
-     "elsewhere)")
+def dropout(x:Tensor, p:float=0.5, training:bool=True)->Tensor:
+    """F.dropout(x, p, training) with the mask of `drop_mask` on a CPU (torch's
+    elsewhere)
+
+    Parameters
+    ----------
+    x : Tensor
+        any tensor
+    p : float
+        probability of dropping each element
+    training : bool
+        False: return x unchanged
+
+    Returns
+    -------
+    Tensor
+        same shape as x
+    """
     if not training or p == 0.0: return x
     if (p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling()
             or torch_dropout_masks.active):
@@ -202,19 +311,36 @@ class torch_dropout_masks:
 
 class Dropout(nn.Dropout):
     "`nn.Dropout` with the cheaper mask of `drop_mask` on a CPU; all chapters use it"
-    def forward(self,
-        x:Tensor,  # any shape
-    # x with each element zeroed with probability p and the rest scaled by 1/(1-p) while
-    # training; x in eval mode
-    )->Tensor:
+    def forward(self, x:Tensor)->Tensor:
+        """
+        Parameters
+        ----------
+        x : Tensor
+            any shape
+
+        Returns
+        -------
+        Tensor
+            x with each element zeroed with probability p and the rest scaled by 1/(1-p)
+            while training; x in eval mode
+        """
         return dropout(x, self.p, self.training)
 
 # %% ../nbs/00_core.ipynb #k009a
-def saved_for_backward(
-    step,  # a function whose forward pass runs once here (its backward may run too)
-)->float:  # MB
-    ("MB of the distinct storages that autograd keeps from the forward pass for the "
-     "backward pass, in one call of `step`")
+def saved_for_backward(step)->float:
+    """MB of the distinct storages that autograd keeps from the forward pass for the
+    backward pass, in one call of `step`
+
+    Parameters
+    ----------
+    step
+        a function whose forward pass runs once here (its backward may run too)
+
+    Returns
+    -------
+    float
+        MB
+    """
     storages = {}
     def pack(t):
         s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
@@ -223,12 +349,22 @@ def saved_for_backward(
 
 # %% ../nbs/00_core.ipynb #k010
 @contextmanager
-def recompute_saved(
-    t:Tensor,  # a tensor that is cheap to compute again
-    fn,  # fn() computes t again: the same values, shape and strides
-)->Iterator[None]:  # nothing: a context manager
-    ("Inside this `with` block, autograd keeps `fn` instead of `t` (or its views) for "
-     "backward")
+def recompute_saved(t:Tensor, fn)->Iterator[None]:
+    """Inside this `with` block, autograd keeps `fn` instead of `t` (or its views) for
+    backward
+
+    Parameters
+    ----------
+    t : Tensor
+        a tensor that is cheap to compute again
+    fn
+        fn() computes t again: the same values, shape and strides
+
+    Returns
+    -------
+    Iterator[None]
+        nothing: a context manager
+    """
     # no backward to serve; a compiler plans its own recomputation; torch.func's
     # transforms wrap tensors in a way these hooks cannot see through
     if (
@@ -266,17 +402,31 @@ class _Recompute(NamedTuple):
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(
-    ours,  # ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
-    theirs,  # the same for the reference, e.g. a torch.nn module with the same weights
-    *inputs,  # tensors (floating ones get gradients, compared too) or other arguments
-    # (name, ours, theirs): parameters (or tuples of them) whose grads must agree
-    params=(),
-    # (our module, theirs, key_map): the gradient of every parameter, ours renamed by
-    # key_map, a function of a dict such as multihead.to_torch_state
-    modules:tuple|None=None,
-    seed:int=0,  # seed of the random gradient sent back through both outputs
-)->dict[str, float]:  # largest difference per "output", "grad input i", "grad <name>"
-    "Run both on the same inputs and upstream gradient; compare outputs and gradients"
+    ours, theirs, *inputs, params=(), modules:tuple|None=None, seed:int=0,
+)->dict[str, float]:
+    """Run both on the same inputs and upstream gradient; compare outputs and gradients
+
+    Parameters
+    ----------
+    ours
+        ours(*inputs) -> a Tensor or a tuple of Tensors: our computation
+    theirs
+        the same for the reference, e.g. a torch.nn module with the same weights
+    inputs
+        tensors (floating ones get gradients, compared too) or other arguments
+    params
+        (name, ours, theirs): parameters (or tuples of them) whose grads must agree
+    modules : tuple | None
+        (our module, theirs, key_map): the gradient of every parameter, ours renamed by
+        key_map, a function of a dict such as multihead.to_torch_state
+    seed : int
+        seed of the random gradient sent back through both outputs
+
+    Returns
+    -------
+    dict[str, float]
+        largest difference per "output", "grad input i", "grad <name>"
+    """
     def run(fn, side):
         xs = [
             x.detach().clone().requires_grad_()

@@ -20,10 +20,13 @@ class Vocab:
     "Characters <-> token ids, with the special tokens <pad>=0, <s>=1, </s>=2, <unk>=3"
     specials = ("<pad>", "<s>", "</s>", "<unk>")
     pad, bos, eos, unk = 0, 1, 2, 3
-    def __init__(self,
-        # the characters of the task; duplicates are dropped, the order is kept
-        chars:str|Sequence[str],
-    ):
+    def __init__(self, chars:str|Sequence[str]):
+        """
+        Parameters
+        ----------
+        chars : str | Sequence[str]
+            the characters of the task; duplicates are dropped, the order is kept
+        """
         self.itos = list(self.specials) + [
             c for c in dict.fromkeys(chars) if c not in self.specials
         ]
@@ -32,18 +35,38 @@ class Vocab:
     def __repr__(self):
         return (f"Vocab({len(self)} tokens: {''.join(self.itos[4:])!r} + "
                 f"{len(self.specials)} specials)")
-    def encode(self,
-        text:str,  # a string, one token per character
-        bos:bool=False,  # put <s> in front
-        eos:bool=False,  # put </s> at the end
-    )->list[int]:  # the ids, with <s> and </s> where asked
-        "The token ids of a string"
+    def encode(self, text:str, bos:bool=False, eos:bool=False)->list[int]:
+        """The token ids of a string
+
+        Parameters
+        ----------
+        text : str
+            a string, one token per character
+        bos : bool
+            put <s> in front
+        eos : bool
+            put </s> at the end
+
+        Returns
+        -------
+        list[int]
+            the ids, with <s> and </s> where asked
+        """
         ids = [self.stoi.get(c, self.unk) for c in text]
         return [self.bos] * bos + ids + [self.eos] * eos
-    def decode(self,
-        ids:Sequence[int]|Tensor,  # token ids; reading stops at the first </s>
-    )->str:  # the text
-        "The string of a sequence of ids, without <s> and <pad>, up to the first </s>"
+    def decode(self, ids:Sequence[int]|Tensor)->str:
+        """The string of a sequence of ids, without <s> and <pad>, up to the first </s>
+
+        Parameters
+        ----------
+        ids : Sequence[int] | Tensor
+            token ids; reading stops at the first </s>
+
+        Returns
+        -------
+        str
+            the text
+        """
         out = []
         for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
             if i == self.eos: break
@@ -55,13 +78,28 @@ class Vocab:
 
 # %% ../nbs/09_data.ipynb #c010
 def digit_pairs(
-    n:int,  # number of pairs
-    seed:int,  # the same seed gives the same pairs
-    reverse:bool=False,  # False: copy the source; True: reverse it
-    min_len:int=1,  # shortest length; lengths are drawn uniformly in [min_len, max_len]
-    max_len:int=12,  # longest length
-)->list[tuple[str, str]]:  # (source, target) strings
-    "Random digit strings and their copies (or their reversals)"
+    n:int, seed:int, reverse:bool=False, min_len:int=1, max_len:int=12,
+)->list[tuple[str, str]]:
+    """Random digit strings and their copies (or their reversals)
+
+    Parameters
+    ----------
+    n : int
+        number of pairs
+    seed : int
+        the same seed gives the same pairs
+    reverse : bool
+        False: copy the source; True: reverse it
+    min_len : int
+        shortest length; lengths are drawn uniformly in [min_len, max_len]
+    max_len : int
+        longest length
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (source, target) strings
+    """
     check_int(n, "n")
     check_int(min_len, "min_len")
     check_int(max_len, "max_len", min_value=min_len)
@@ -134,14 +172,33 @@ DATE_FORMATS = {
 
 # %% ../nbs/09_data.ipynb #c016
 def date_pairs(
-    n:int,  # number of pairs
-    seed:int,  # the same seed gives the same pairs
-    first:datetime.date=datetime.date(1900, 1, 1),  # the earliest day
-    last:datetime.date=datetime.date(2099, 12, 31),  # the latest day
-    formats:Sequence[str]|None=None,  # names in `DATE_FORMATS`; all of them by default
-)->list[tuple[str, str]]:  # (human date, ISO date)
-    ("Random dates written in random human formats, each with its ISO 8601 form "
-     "YYYY-MM-DD")
+    n:int,
+    seed:int,
+    first:datetime.date=datetime.date(1900, 1, 1),
+    last:datetime.date=datetime.date(2099, 12, 31),
+    formats:Sequence[str]|None=None,
+)->list[tuple[str, str]]:
+    """Random dates written in random human formats, each with its ISO 8601 form
+    YYYY-MM-DD
+
+    Parameters
+    ----------
+    n : int
+        number of pairs
+    seed : int
+        the same seed gives the same pairs
+    first : datetime.date
+        the earliest day
+    last : datetime.date
+        the latest day
+    formats : Sequence[str] | None
+        names in `DATE_FORMATS`; all of them by default
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (human date, ISO date)
+    """
     check_int(n, "n")
     names = list(DATE_FORMATS) if formats is None else list(formats)
     for f in names:
@@ -158,12 +215,24 @@ def date_pairs(
 
 # %% ../nbs/09_data.ipynb #c021
 class Task(NamedTuple):
-    ("A task: its name, the shared source/target vocabulary, training pairs and "
-     "held-out validation pairs")
-    name: str  # "copy", "reverse" or "dates"
-    vocab: Vocab  # characters of sources and targets, with the special tokens
-    train: list  # [(source, target)] strings
-    valid: list  # [(source, target)] strings whose sources are not in `train`
+    """A task: its name, the shared source/target vocabulary, training pairs and
+    held-out validation pairs
+
+    Parameters
+    ----------
+    name : str
+        "copy", "reverse" or "dates"
+    vocab : Vocab
+        characters of sources and targets, with the special tokens
+    train : list
+        [(source, target)] strings
+    valid : list
+        [(source, target)] strings whose sources are not in `train`
+    """
+    name: str
+    vocab: Vocab
+    train: list
+    valid: list
 
 # %% ../nbs/09_data.ipynb #c022
 TASKS = ("copy", "reverse", "dates")
@@ -171,15 +240,26 @@ DATE_CHARS = "0123456789-/., " + "".join(
     sorted(set("".join(MONTHS + WEEKDAYS) + "".join(MONTHS).lower() + "stndrh"))
 )
 
-def make_task(
-    name:str,  # "copy", "reverse" or "dates"
-    n_train:int=20_000,  # training pairs, from `seed`
-    # validation pairs drawn from `seed + 1` (fewer remain after dropping sources seen
-    # in training)
-    n_valid:int=1000,
-    seed:int=0,  # seed of the training set
-)->Task:  # the task: vocabulary, training and validation pairs
-    "Generate a task's training and held-out validation pairs, split by seed"
+def make_task(name:str, n_train:int=20_000, n_valid:int=1000, seed:int=0)->Task:
+    """Generate a task's training and held-out validation pairs, split by seed
+
+    Parameters
+    ----------
+    name : str
+        "copy", "reverse" or "dates"
+    n_train : int
+        training pairs, from `seed`
+    n_valid : int
+        validation pairs drawn from `seed + 1` (fewer remain after dropping sources seen
+        in training)
+    seed : int
+        seed of the training set
+
+    Returns
+    -------
+    Task
+        the task: vocabulary, training and validation pairs
+    """
     if name not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {name!r}")
     if name == "dates": gen, chars = date_pairs, DATE_CHARS
     else:
@@ -194,13 +274,25 @@ def make_task(
 
 # %% ../nbs/09_data.ipynb #c025
 class Batch(NamedTuple):
-    "A padded batch for teacher forcing, with its masks (boolean, True = may attend)"
-    src: Tensor  # (B, S) source ids, padded
-    tgt_in: Tensor  # (B, T) <s> + target, padded: what the decoder reads
-    tgt_out: Tensor  # (B, T) target + </s>, padded: what it must predict
-    # (B, 1, 1, S) source padding mask, for encoder self-attention and cross-attention
+    """A padded batch for teacher forcing, with its masks (boolean, True = may attend)
+
+    Parameters
+    ----------
+    src : Tensor
+        (B, S) source ids, padded
+    tgt_in : Tensor
+        (B, T) <s> + target, padded: what the decoder reads
+    tgt_out : Tensor
+        (B, T) target + </s>, padded: what it must predict
+    src_mask : Tensor
+        (B, 1, 1, S) source padding mask, for encoder self-attention and cross-attention
+    tgt_mask : Tensor
+        (B, 1, T, T) target padding and causal mask, for decoder self-attention
+    """
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
     src_mask: Tensor
-    # (B, 1, T, T) target padding and causal mask, for decoder self-attention
     tgt_mask: Tensor
     @property
     def ntokens(self)->int:
@@ -209,11 +301,24 @@ class Batch(NamedTuple):
 
 # %% ../nbs/09_data.ipynb #c026
 def make_batch(
-    pairs:Sequence[tuple[str, str]],  # (source, target) strings
-    vocab:Vocab,  # their vocabulary
-    device:torch.device|str|None=None,  # where to put the tensors
-)->Batch:  # ids, masks and target tokens of the batch
-    "Encode, pad and mask a list of pairs"
+    pairs:Sequence[tuple[str, str]], vocab:Vocab, device:torch.device|str|None=None,
+)->Batch:
+    """Encode, pad and mask a list of pairs
+
+    Parameters
+    ----------
+    pairs : Sequence[tuple[str, str]]
+        (source, target) strings
+    vocab : Vocab
+        their vocabulary
+    device : torch.device | str | None
+        where to put the tensors
+
+    Returns
+    -------
+    Batch
+        ids, masks and target tokens of the batch
+    """
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
     # (B, S)
@@ -235,13 +340,32 @@ def make_batch(
 
 # %% ../nbs/09_data.ipynb #c030
 def batch_stream(
-    pairs:Sequence[tuple[str, str]],  # the training pairs
-    vocab:Vocab,  # their vocabulary
-    batch_size:int,  # pairs per batch
-    seed:int=0,  # seed of the shuffling
-    device:torch.device|str|None=None,  # where to put the tensors
-)->Iterator[Batch]:  # one batch after another, without end
-    "Shuffled batches, reshuffled at every epoch, forever"
+    pairs:Sequence[tuple[str, str]],
+    vocab:Vocab,
+    batch_size:int,
+    seed:int=0,
+    device:torch.device|str|None=None,
+)->Iterator[Batch]:
+    """Shuffled batches, reshuffled at every epoch, forever
+
+    Parameters
+    ----------
+    pairs : Sequence[tuple[str, str]]
+        the training pairs
+    vocab : Vocab
+        their vocabulary
+    batch_size : int
+        pairs per batch
+    seed : int
+        seed of the shuffling
+    device : torch.device | str | None
+        where to put the tensors
+
+    Returns
+    -------
+    Iterator[Batch]
+        one batch after another, without end
+    """
     check_int(batch_size, "batch_size")
     if len(pairs) < batch_size:
         raise ValueError(

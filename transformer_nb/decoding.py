@@ -21,9 +21,13 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
 class _Room(LayerCache):
     ("One layer's cache with room set aside: each step writes its keys and values in "
      "place, and the room doubles when it runs out")
-    def __init__(self,
-        kv:Tensor,  # (B, 2, H, room, d_k): room for keys and values side by side
-    ):
+    def __init__(self, kv:Tensor):
+        """
+        Parameters
+        ----------
+        kv : Tensor
+            (B, 2, H, room, d_k): room for keys and values side by side
+        """
         super().__init__()
         # positions filled; an int, so that a compiled step reads no view's strides
         self.kv, self.length = kv, 0
@@ -53,11 +57,20 @@ class KVCache:
     ("Keys and values of every decoder layer: self-attention's grow by one position "
      "per step, cross-attention's are made once")
     def __init__(self,
-        model:Transformer,  # the model whose decoder is cached
-        memory:Tensor,  # (B, S, d_model), the encoder's output
-        memory_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
-        capacity:int=32,  # positions to make room for; doubled whenever they run out
+        model:Transformer, memory:Tensor, memory_mask:Tensor|None=None, capacity:int=32,
     ):
+        """
+        Parameters
+        ----------
+        model : Transformer
+            the model whose decoder is cached
+        memory : Tensor
+            (B, S, d_model), the encoder's output
+        memory_mask : Tensor | None
+            (B, 1, 1, S) source padding mask
+        capacity : int
+            positions to make room for; doubled whenever they run out
+        """
         check_int(capacity, "capacity")
         B, H = memory.shape[0], model.num_heads
         self.memory, self.memory_mask = memory, memory_mask
@@ -70,11 +83,15 @@ class KVCache:
         "Positions cached so far"
         return len(self.layers[0])
 
-    def reorder(self,
-        index:Tensor,  # (B',) long: the rows to keep, in their new order
-    )->None:
-        ("Keep the rows `index` of the batch, in that order (beam search reorders its "
-         "hypotheses at every step)")
+    def reorder(self, index:Tensor)->None:
+        """Keep the rows `index` of the batch, in that order (beam search reorders its
+        hypotheses at every step)
+
+        Parameters
+        ----------
+        index : Tensor
+            (B',) long: the rows to keep, in their new order
+        """
         for layer in self.layers: layer.reorder(index)
         if self.memory.shape[0] == 1: return                # one source for every row
         self.memory = self.memory.index_select(0, index)
@@ -83,12 +100,23 @@ class KVCache:
 
 # %% ../nbs/11_decoding.ipynb #c009
 @torch.no_grad()
-def decode_step(
-    model:Transformer,  # a model in eval mode
-    cache:KVCache,  # its cache for this batch of sources; updated in place
-    token:Tensor,  # (B,) the token at position cache.length (<s> first)
-)->Tensor:  # (B, V) logits for the next token
-    "Run the decoder on one new position, reading and extending the key/value cache"
+def decode_step(model:Transformer, cache:KVCache, token:Tensor)->Tensor:
+    """Run the decoder on one new position, reading and extending the key/value cache
+
+    Parameters
+    ----------
+    model : Transformer
+        a model in eval mode
+    cache : KVCache
+        its cache for this batch of sources; updated in place
+    token : Tensor
+        (B,) the token at position cache.length (<s> first)
+
+    Returns
+    -------
+    Tensor
+        (B, V) logits for the next token
+    """
     # beam search: one source for every row, a view
     memory = cache.memory.expand(token.shape[0], -1, -1)              # (B, S, d_model)
     return model.decode(
@@ -144,18 +172,41 @@ def _check_texts(texts)->list[str]:
 # %% ../nbs/11_decoding.ipynb #c013
 @torch.no_grad()
 def greedy_search(
-    model:Transformer,  # a trained model
-    src:Tensor,  # (B, S) source ids
-    src_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
-    max_len:int=32,  # most tokens to write (not counting <s>)
-    use_cache:bool=True,  # False: run the decoder over the whole prefix at every step
-    bos:int=Vocab.bos,  # id of the start token <s>
-    pad:int=Vocab.pad,  # id of the padding written after </s>
-    # the end token; None: write max_len tokens, never stop early
+    model:Transformer,
+    src:Tensor,
+    src_mask:Tensor|None=None,
+    max_len:int=32,
+    use_cache:bool=True,
+    bos:int=Vocab.bos,
+    pad:int=Vocab.pad,
     eos:int|None=Vocab.eos,
-# ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
 )->tuple[Tensor, Tensor]:
-    "Greedy decoding, with or without the key/value cache"
+    """Greedy decoding, with or without the key/value cache
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    src : Tensor
+        (B, S) source ids
+    src_mask : Tensor | None
+        (B, 1, 1, S) source padding mask
+    max_len : int
+        most tokens to write (not counting <s>)
+    use_cache : bool
+        False: run the decoder over the whole prefix at every step
+    bos : int
+        id of the start token <s>
+    pad : int
+        id of the padding written after </s>
+    eos : int | None
+        the end token; None: write max_len tokens, never stop early
+
+    Returns
+    -------
+    tuple[Tensor, Tensor]
+        ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
+    """
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
@@ -187,13 +238,32 @@ def greedy_search(
 
 # %% ../nbs/11_decoding.ipynb #c017b
 def translate(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    texts:Sequence[str],  # source strings
-    max_len:int|None=None,  # most tokens to write; the longest source + 8 by default
-    batch_size:int=512,  # sources decoded together
-)->list[str]:  # one output string per input string
-    "Greedy-decode a list of strings, with the key/value cache"
+    model:Transformer,
+    vocab:Vocab,
+    texts:Sequence[str],
+    max_len:int|None=None,
+    batch_size:int=512,
+)->list[str]:
+    """Greedy-decode a list of strings, with the key/value cache
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    texts : Sequence[str]
+        source strings
+    max_len : int | None
+        most tokens to write; the longest source + 8 by default
+    batch_size : int
+        sources decoded together
+
+    Returns
+    -------
+    list[str]
+        one output string per input string
+    """
     texts = _check_texts(texts)
     _check_model(model)
     check_int(batch_size, "batch_size")
@@ -208,12 +278,23 @@ def translate(
         out += [vocab.decode(row) for row in ids]
     return out
 
-def exact_match(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    pairs:Sequence[tuple[str, str]],  # (source, target) strings
-)->float:  # the fraction of targets reproduced exactly
-    "Exact-match accuracy of greedy decoding: the whole output must equal the target"
+def exact_match(model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]])->float:
+    """Exact-match accuracy of greedy decoding: the whole output must equal the target
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    pairs : Sequence[tuple[str, str]]
+        (source, target) strings
+
+    Returns
+    -------
+    float
+        the fraction of targets reproduced exactly
+    """
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
     outs = translate(model, vocab, [s for s, _ in pairs])
@@ -221,33 +302,77 @@ def exact_match(
 
 # %% ../nbs/11_decoding.ipynb #c019
 class Hypothesis(NamedTuple):
-    "One output of beam search"
-    tokens: list  # token ids written, without <s> and </s>
-    # log P(tokens + </s> | source), or of the tokens alone if not finished
-    logprob: float
-    score: float  # logprob divided by the length penalty
-    finished: bool  # True if it ended with </s>
+    """One output of beam search
 
-def length_penalty(
-    length:int,  # number of tokens written, </s> included
-    alpha:float=0.6,  # α >= 0; 0 turns the penalty off
-)->float:  # the divisor of a hypothesis's log-probability
-    "The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha"
+    Parameters
+    ----------
+    tokens : list
+        token ids written, without <s> and </s>
+    logprob : float
+        log P(tokens + </s> | source), or of the tokens alone if not finished
+    score : float
+        logprob divided by the length penalty
+    finished : bool
+        True if it ended with </s>
+    """
+    tokens: list
+    logprob: float
+    score: float
+    finished: bool
+
+def length_penalty(length:int, alpha:float=0.6)->float:
+    """The length penalty of Wu et al. (2016): ((5 + length) / 6) ** alpha
+
+    Parameters
+    ----------
+    length : int
+        number of tokens written, </s> included
+    alpha : float
+        α >= 0; 0 turns the penalty off
+
+    Returns
+    -------
+    float
+        the divisor of a hypothesis's log-probability
+    """
     return ((5 + length) / 6) ** alpha
 
 # %% ../nbs/11_decoding.ipynb #c020
 @torch.no_grad()
 def beam_search(
-    model:Transformer,  # a trained model
-    src:Tensor,  # (S,) the ids of one source
-    beam_size:int=4,  # k, hypotheses kept at every step
-    max_len:int=32,  # most tokens to write, </s> included
-    alpha:float=0.6,  # length penalty α >= 0; 0: rank by log-probability only
-    bos:int=Vocab.bos,  # id of the start token <s>
-    eos:int=Vocab.eos,  # id of the end token </s>
-)->list[Hypothesis]:  # up to beam_size hypotheses, best score first
-    ("Beam search over one source, with the key/value cache, a length penalty and "
-     "finished hypotheses set aside")
+    model:Transformer,
+    src:Tensor,
+    beam_size:int=4,
+    max_len:int=32,
+    alpha:float=0.6,
+    bos:int=Vocab.bos,
+    eos:int=Vocab.eos,
+)->list[Hypothesis]:
+    """Beam search over one source, with the key/value cache, a length penalty and
+    finished hypotheses set aside
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    src : Tensor
+        (S,) the ids of one source
+    beam_size : int
+        k, hypotheses kept at every step
+    max_len : int
+        most tokens to write, </s> included
+    alpha : float
+        length penalty α >= 0; 0: rank by log-probability only
+    bos : int
+        id of the start token <s>
+    eos : int
+        id of the end token </s>
+
+    Returns
+    -------
+    list[Hypothesis]
+        up to beam_size hypotheses, best score first
+    """
     _check_model(model); _check_source(src, ndim=1)
     check_int(beam_size, "beam_size")
     check_int(max_len, "max_len")
@@ -311,14 +436,35 @@ def beam_search(
 # %% ../nbs/11_decoding.ipynb #c022
 @torch.no_grad()
 def sequence_logprob(
-    model:Transformer,  # a model
-    src:Tensor,  # (S,) source ids
-    tokens:Sequence[int],  # the output, without <s> and </s>
-    finished:bool=True,  # include the probability of </s> at the end
-    bos:int=Vocab.bos,  # id of the start token <s>
-    eos:int=Vocab.eos,  # id of the end token </s>
-)->float:  # the log-probability, in nats
-    "log P(tokens [+ </s>] | src) under the model, by teacher forcing"
+    model:Transformer,
+    src:Tensor,
+    tokens:Sequence[int],
+    finished:bool=True,
+    bos:int=Vocab.bos,
+    eos:int=Vocab.eos,
+)->float:
+    """log P(tokens [+ </s>] | src) under the model, by teacher forcing
+
+    Parameters
+    ----------
+    model : Transformer
+        a model
+    src : Tensor
+        (S,) source ids
+    tokens : Sequence[int]
+        the output, without <s> and </s>
+    finished : bool
+        include the probability of </s> at the end
+    bos : int
+        id of the start token <s>
+    eos : int
+        id of the end token </s>
+
+    Returns
+    -------
+    float
+        the log-probability, in nats
+    """
     _check_model(model)
     _check_source(src, ndim=1)
     _check_tokens(model, bos=bos, eos=eos)
@@ -336,14 +482,35 @@ def sequence_logprob(
 
 # %% ../nbs/11_decoding.ipynb #c027
 def beam_translate(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    texts:Sequence[str],  # source strings
-    beam_size:int=4,  # k
-    alpha:float=0.6,  # length penalty
-    max_len:int|None=None,  # most tokens; the source length + 8 by default
-)->list[str]:  # one output string per input string
-    "The best beam-search output for each string"
+    model:Transformer,
+    vocab:Vocab,
+    texts:Sequence[str],
+    beam_size:int=4,
+    alpha:float=0.6,
+    max_len:int|None=None,
+)->list[str]:
+    """The best beam-search output for each string
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    texts : Sequence[str]
+        source strings
+    beam_size : int
+        k
+    alpha : float
+        length penalty
+    max_len : int | None
+        most tokens; the source length + 8 by default
+
+    Returns
+    -------
+    list[str]
+        one output string per input string
+    """
     texts = _check_texts(texts); _check_model(model)
     if max_len is not None: check_int(max_len, "max_len")
     out = []

@@ -21,14 +21,15 @@ __all__ = ['shard_stream', 'DataParallel', 'init_processes', 'spawn', 'train_rep
 
 # %% ../nbs/10a_distributed.ipynb #d006
 def shard_stream(
-    pairs:Sequence[tuple[str, str]],  # the training pairs, the same on every process
-    vocab:Vocab,  # their vocabulary
-    batch_size:int,  # pairs per step over all processes, as in `batch_stream`
-    rank:int,  # this process, 0 ... world_size - 1
-    world_size:int,  # number of processes
-    seed:int=0,  # seed of the shuffling, the same on every process
+    pairs:Sequence[tuple[str, str]],
+    vocab:Vocab,
+    batch_size:int,
+    rank:int,
+    world_size:int,
+    seed:int=0,
 )->Iterator[Batch]:
-    """This process's share of every batch of `batch_stream`: the pairs rank, rank + world_size, ... of each
+    """This process's share of every batch of `batch_stream`: the pairs rank, rank +
+    world_size, ... of each
 
     Parameters
     ----------
@@ -44,6 +45,11 @@ def shard_stream(
         number of processes
     seed : int
         seed of the shuffling, the same on every process
+
+    Returns
+    -------
+    Iterator[Batch]
+        this process's shard of each batch, one after another
     """
     check_int(batch_size, "batch_size"); check_int(world_size, "world_size")
     check_int(rank, "rank", min_value=0)
@@ -80,17 +86,13 @@ class DataParallel(SingleProcess):
     ("`train`'s hooks for one process of a torch.distributed group: DDP, a shard of "
      "every batch, sums over processes")
     def __init__(self):
-        """Build a `DataParallel`: `help(DataParallel)` describes the parameters."""
         if not dist.is_initialized():
             raise RuntimeError("DataParallel needs a process group: run under torchrun "
                                "or call init_processes first")
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
     def batches(self,
-        pairs:Sequence[tuple[str, str]],  # the training pairs
-        vocab:Vocab,  # their vocabulary
-        batch_size:int,  # pairs per step, over all processes
-        seed:int=0,  # seed of the shuffling
+        pairs:Sequence[tuple[str, str]], vocab:Vocab, batch_size:int, seed:int=0,
     )->Iterator[Batch]:
         """This process's shard of each batch
 
@@ -104,12 +106,15 @@ class DataParallel(SingleProcess):
             pairs per step, over all processes
         seed : int
             seed of the shuffling
+
+        Returns
+        -------
+        Iterator[Batch]
+            this process's shard of each batch, one after another
         """
         return shard_stream(pairs, vocab, batch_size, self.rank, self.world_size, seed)
 
-    def wrap(self,
-        model:nn.Module,  # the model being trained, on this process
-    )->nn.Module:  # DDP around it
+    def wrap(self, model:nn.Module)->nn.Module:
         """DDP: broadcasts rank 0's weights now, all-reduces gradients during backward
 
         Parameters
@@ -125,21 +130,22 @@ class DataParallel(SingleProcess):
         # the buffers (position table) never change: no need to send them each step
         return DistributedDataParallel(model, forward_sync_buffers=False)
 
-    def no_sync(self,
-        net:nn.Module,  # what `wrap` returned
-    )->AbstractContextManager:
+    def no_sync(self, net:nn.Module)->AbstractContextManager:
         """DDP's context that keeps gradients local (for all but the last micro-batch)
 
         Parameters
         ----------
         net : nn.Module
             what `wrap` returned
+
+        Returns
+        -------
+        AbstractContextManager
+            DDP's no_sync context
         """
         return net.no_sync()
 
-    def sum(self,
-        x:Tensor,  # a number of this process, as a tensor
-    )->Tensor:  # its sum over all processes
+    def sum(self, x:Tensor)->Tensor:
         """All-reduce: the sum of `x` over all processes, on every process
 
         Parameters
@@ -155,10 +161,7 @@ class DataParallel(SingleProcess):
         x = x.clone(); dist.all_reduce(x)
         return x
 
-    def check_same(self,
-        value,  # something every process must agree on: seed, configuration...
-        what:str,  # its name, for the error
-    )->None:
+    def check_same(self, value, what:str)->None:
         """Raise the same ValueError on every process unless all have the same `value`
 
         Parameters
@@ -177,9 +180,7 @@ class DataParallel(SingleProcess):
                     for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
             raise ValueError(f"the processes disagree on {what}: " + "; ".join(diff))
 
-    def gather(self,
-        value,  # something of this process: its random state
-    )->list:  # the value of every process, by rank
+    def gather(self, value)->list:
         """All-gather: every process's `value`, by rank, on every process
 
         Parameters
@@ -196,10 +197,9 @@ class DataParallel(SingleProcess):
         dist.all_gather_object(values, value)
         return values
 
-    def agree(self,
-        problem:BaseException|None,  # what this process found wrong, or None
-    )->None:
-        """Raise the same error on every process if any found a problem, naming the ranks
+    def agree(self, problem:BaseException|None)->None:
+        """Raise the same error on every process if any found a problem, naming the
+        ranks
 
         Parameters
         ----------
@@ -220,14 +220,12 @@ class DataParallel(SingleProcess):
 
 # %% ../nbs/10a_distributed.ipynb #d015
 def init_processes(
-    rank:int|None=None,  # this process; None: from the environment (torchrun)
-    world_size:int|None=None,  # number of processes; None: from the environment
-    # port of a TCPStore on 127.0.0.1 that another process keeps open (`spawn`'s);
-    # None: MASTER_ADDR/MASTER_PORT, as torchrun sets them
+    rank:int|None=None,
+    world_size:int|None=None,
     port:int|None=None,
-    backend:str="gloo",  # "gloo" on CPUs, "nccl" on GPUs
-    timeout:float=60,  # seconds a collective may wait for the others before failing
-    threads:int=1,  # torch threads of this process
+    backend:str="gloo",
+    timeout:float=60,
+    threads:int=1,
 )->None:
     """Join this process to the group, with a timeout so that no failure hangs
 
@@ -238,8 +236,8 @@ def init_processes(
     world_size : int | None
         number of processes; None: from the environment
     port : int | None
-        port of a TCPStore on 127.0.0.1 that another process keeps open
-        (`spawn`'s); None: MASTER_ADDR/MASTER_PORT, as torchrun sets them
+        port of a TCPStore on 127.0.0.1 that another process keeps open (`spawn`'s);
+        None: MASTER_ADDR/MASTER_PORT, as torchrun sets them
     backend : str
         "gloo" on CPUs, "nccl" on GPUs
     timeout : float
@@ -278,13 +276,9 @@ def _context():
     ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo"])
     return ctx
 
-def spawn(
-    fn:Callable,  # an importable function, run as fn(*args) in every process
-    world_size:int,  # number of processes
-    *args,  # its arguments, the same for all
-    timeout:float=120,  # seconds for the whole run, and for any collective
-)->list:  # what fn returned, by rank
-    """Run `fn` on `world_size` new processes joined in a gloo group; re-raise the first rank's error
+def spawn(fn:Callable, world_size:int, *args, timeout:float=120)->list:
+    """Run `fn` on `world_size` new processes joined in a gloo group; re-raise the first
+    rank's error
 
     Parameters
     ----------
@@ -292,10 +286,10 @@ def spawn(
         an importable function, run as fn(*args) in every process
     world_size : int
         number of processes
+    args
+        its arguments, the same for all
     timeout : float
         seconds for the whole run, and for any collective
-    *args
-        its arguments, the same for all
 
     Returns
     -------
@@ -338,12 +332,12 @@ def spawn(
 
 # %% ../nbs/10a_distributed.ipynb #d016
 def train_replica(
-    name:str,  # the task
-    steps:int,  # optimiser steps
-    seed:int|Sequence[int]=0,  # the seed; a list: one per rank, to see them disagree
-    overrides:dict|None=None,  # fields of task_config to change
-    resume:str|Sequence[str]|None=None,  # checkpoint to continue; a list: one per rank
-)->dict:  # {"loss": losses of every step, "state": the model's weights}
+    name:str,
+    steps:int,
+    seed:int|Sequence[int]=0,
+    overrides:dict|None=None,
+    resume:str|Sequence[str]|None=None,
+)->dict:
     """What each process runs: `train_task` on its shard, with `DataParallel`'s hooks
 
     Parameters

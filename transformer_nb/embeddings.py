@@ -19,12 +19,17 @@ __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'Sinusoid
 # %% ../nbs/01_embeddings.ipynb #c006
 class TokenEmbedding(nn.Module):
     "Token ids to vectors: a lookup table scaled by √d_model (section 3.4)"
-    def __init__(self,
-        vocab_size:int,  # V, number of distinct token ids
-        d_model:int,  # width of each vector
-        # a token id whose vector stays zero and gets no gradient
-        padding_idx:int|None=None,
-    ):
+    def __init__(self, vocab_size:int, d_model:int, padding_idx:int|None=None):
+        """
+        Parameters
+        ----------
+        vocab_size : int
+            V, number of distinct token ids
+        d_model : int
+            width of each vector
+        padding_idx : int | None
+            a token id whose vector stays zero and gets no gradient
+        """
         super().__init__()
         self.vocab_size, self.d_model = (
             check_int(vocab_size, "vocab_size"),
@@ -36,9 +41,18 @@ class TokenEmbedding(nn.Module):
             with torch.no_grad(): self.embed.weight[padding_idx].zero_()
         self.scale = math.sqrt(d_model)
 
-    def forward(self,
-        ids:Tensor,  # (B, T) integer token ids in [0, vocab_size)
-    )->Tensor:  # (B, T, d_model)
+    def forward(self, ids:Tensor)->Tensor:
+        """
+        Parameters
+        ----------
+        ids : Tensor
+            (B, T) integer token ids in [0, vocab_size)
+
+        Returns
+        -------
+        Tensor
+            (B, T, d_model)
+        """
         log_shapes("TokenEmbedding", ids=ids)
         if self.checks: check_token_ids(ids, self.vocab_size)
         return self.embed(ids) * self.scale  # (B, T, d_model)
@@ -47,13 +61,24 @@ class TokenEmbedding(nn.Module):
     checks = True
 
 # %% ../nbs/01_embeddings.ipynb #c008
-def check_token_ids(
-    ids:Tensor,  # integer token ids
-    vocab_size:int,  # ids must lie in [0, vocab_size)
-    name:str="ids",  # the argument's name, used in the message
-)->Tensor:  # ids, unchanged
-    ("Check that token ids are integers in [0, vocab_size), and that the sequence is "
-     "not empty")
+def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
+    """Check that token ids are integers in [0, vocab_size), and that the sequence is
+    not empty
+
+    Parameters
+    ----------
+    ids : Tensor
+        integer token ids
+    vocab_size : int
+        ids must lie in [0, vocab_size)
+    name : str
+        the argument's name, used in the message
+
+    Returns
+    -------
+    Tensor
+        ids, unchanged
+    """
     check_tensor(ids, name, floating=False)
     # the two dtypes nn.Embedding accepts
     if ids.dtype not in (torch.long, torch.int32):
@@ -75,12 +100,23 @@ def check_token_ids(
     return ids
 
 # %% ../nbs/01_embeddings.ipynb #c012
-def sinusoidal_encoding(
-    max_len:int,  # number of positions to encode
-    d_model:int,  # width of each position vector; must be even
-    base:float=10000.0,  # the paper's 10000: the longest wavelength is base·2π
-)->Tensor:  # (max_len, d_model)
-    "The fixed sin/cos position table of section 3.5"
+def sinusoidal_encoding(max_len:int, d_model:int, base:float=10000.0)->Tensor:
+    """The fixed sin/cos position table of section 3.5
+
+    Parameters
+    ----------
+    max_len : int
+        number of positions to encode
+    d_model : int
+        width of each position vector; must be even
+    base : float
+        the paper's 10000: the longest wavelength is base·2π
+
+    Returns
+    -------
+    Tensor
+        (max_len, d_model)
+    """
     check_int(max_len, "max_len"); check_int(d_model, "d_model")
     if d_model % 2:
         raise ValueError(
@@ -100,10 +136,15 @@ def sinusoidal_encoding(
 # %% ../nbs/01_embeddings.ipynb #c024
 class SinusoidalPositions(nn.Module):
     "Add the fixed sin/cos table of section 3.5 to a (B, T, d_model) input"
-    def __init__(self,
-        d_model:int,  # width of the vectors; must be even
-        max_len:int=5000,  # longest sequence supported
-    ):
+    def __init__(self, d_model:int, max_len:int=5000):
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the vectors; must be even
+        max_len : int
+            longest sequence supported
+        """
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         # a buffer: moves with .to(device), is not trained, and is not saved (it is
@@ -112,10 +153,20 @@ class SinusoidalPositions(nn.Module):
             "pe", sinusoidal_encoding(max_len, d_model), persistent=False
         )
 
-    def forward(self,
-        x:Tensor,  # (B, T, d_model)
-        offset:int=0,  # position of x[:, 0]
-    )->Tensor:  # (B, T, d_model)
+    def forward(self, x:Tensor, offset:int=0)->Tensor:
+        """
+        Parameters
+        ----------
+        x : Tensor
+            (B, T, d_model)
+        offset : int
+            position of x[:, 0]
+
+        Returns
+        -------
+        Tensor
+            (B, T, d_model)
+        """
         check_positions(x, self.d_model, self.max_len, offset)
         return x + self.pe[offset:offset + x.shape[1]].to(x.dtype)
 
@@ -123,11 +174,15 @@ class SinusoidalPositions(nn.Module):
 class LearnedPositions(nn.Module):
     ("Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a "
      "(B, T, d_model) input")
-    def __init__(self,
-        d_model:int,  # width of the vectors
-        # longest sequence supported: a learned table cannot extrapolate
-        max_len:int=512,
-    ):
+    def __init__(self, d_model:int, max_len:int=512):
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the vectors
+        max_len : int
+            longest sequence supported: a learned table cannot extrapolate
+        """
         super().__init__()
         self.d_model, self.max_len = (
             check_int(d_model, "d_model"),
@@ -136,22 +191,39 @@ class LearnedPositions(nn.Module):
         self.pos = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.pos.weight, mean=0.0, std=0.02)
 
-    def forward(self,
-        x:Tensor,  # (B, T, d_model)
-        offset:int=0,  # position of x[:, 0]
-    )->Tensor:  # (B, T, d_model)
+    def forward(self, x:Tensor, offset:int=0)->Tensor:
+        """
+        Parameters
+        ----------
+        x : Tensor
+            (B, T, d_model)
+        offset : int
+            position of x[:, 0]
+
+        Returns
+        -------
+        Tensor
+            (B, T, d_model)
+        """
         check_positions(x, self.d_model, self.max_len, offset)
         idx = torch.arange(offset, offset + x.shape[1], device=x.device)   # (T,)
         return x + self.pos(idx).to(x.dtype)
 
 # %% ../nbs/01_embeddings.ipynb #c026
-def check_positions(
-    x:Tensor,  # the input of the position module, (B, T, d_model)
-    d_model:int,  # the module's width
-    max_len:int,  # the module's number of positions
-    offset:int=0,  # the position of x's first row
-)->None:
-    "Check the input of a position module: (B, T, d_model), 1 <= offset+T <= max_len"
+def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0)->None:
+    """Check the input of a position module: (B, T, d_model), 1 <= offset+T <= max_len
+
+    Parameters
+    ----------
+    x : Tensor
+        the input of the position module, (B, T, d_model)
+    d_model : int
+        the module's width
+    max_len : int
+        the module's number of positions
+    offset : int
+        the position of x's first row
+    """
     check_tensor(x, "x", ndim=3, floating=True)
     check_last_dim(x, d_model, "x")
     check_nonempty(x, "x", dim=1)
@@ -168,13 +240,29 @@ class Embeddings(nn.Module):
     ("Token embedding scaled by √d_model, plus positions, then dropout: the input of "
      "each stack")
     def __init__(self,
-        vocab_size:int,  # V, number of distinct token ids
-        d_model:int,  # width of the vectors
-        max_len:int=5000,  # longest sequence supported
-        dropout:float=0.1,  # dropout on the sum (P_drop of section 5.4)
-        positions:str="sinusoidal",  # "sinusoidal" (the paper) or "learned"
-        padding_idx:int|None=None,  # a token id whose embedding stays zero
+        vocab_size:int,
+        d_model:int,
+        max_len:int=5000,
+        dropout:float=0.1,
+        positions:str="sinusoidal",
+        padding_idx:int|None=None,
     ):
+        """
+        Parameters
+        ----------
+        vocab_size : int
+            V, number of distinct token ids
+        d_model : int
+            width of the vectors
+        max_len : int
+            longest sequence supported
+        dropout : float
+            dropout on the sum (P_drop of section 5.4)
+        positions : str
+            "sinusoidal" (the paper) or "learned"
+        padding_idx : int | None
+            a token id whose embedding stays zero
+        """
         super().__init__()
         check_dropout(dropout)
         self.tokens = TokenEmbedding(vocab_size, d_model, padding_idx=padding_idx)
@@ -187,9 +275,19 @@ class Embeddings(nn.Module):
             )
         self.dropout = Dropout(dropout)
 
-    def forward(self,
-        ids:Tensor,  # (B, T) token ids
-        offset:int=0,  # position of ids[:, 0], for step-by-step decoding
-    )->Tensor:  # (B, T, d_model)
+    def forward(self, ids:Tensor, offset:int=0)->Tensor:
+        """
+        Parameters
+        ----------
+        ids : Tensor
+            (B, T) token ids
+        offset : int
+            position of ids[:, 0], for step-by-step decoding
+
+        Returns
+        -------
+        Tensor
+            (B, T, d_model)
+        """
         check_tensor(ids, "ids", ndim=2, floating=False)
         return self.dropout(self.positions(self.tokens(ids), offset=offset))

@@ -15,27 +15,23 @@ __all__ = ['PositionwiseFeedForward', 'check_activation']
 
 # %% ../nbs/04_ffn.ipynb #c006
 class PositionwiseFeedForward(nn.Module):
-    """linear2(dropout(activation(linear1(x)))), applied to each position on its own (section 3.3)
-
-    Parameters
-    ----------
-    d_model : int
-        width of each position's vector, in and out
-    d_ff : int
-        number of hidden units; 2048 = 4 x 512 in the paper
-    dropout : float
-        dropout on the hidden units, as in `nn.TransformerEncoderLayer`
-    activation : str
-        "relu" (the paper) or "gelu" (BERT, GPT)
-    """
+    ("linear2(dropout(activation(linear1(x)))), applied to each position on its own "
+     "(section 3.3)")
     def __init__(self,
-        d_model:int,  # width of each position's vector, in and out
-        d_ff:int=2048,  # number of hidden units; 2048 = 4 x 512 in the paper
-        # dropout on the hidden units, as in `nn.TransformerEncoderLayer`
-        dropout:float=0.1,
-        activation:str="relu",  # "relu" (the paper) or "gelu" (BERT, GPT)
+        d_model:int, d_ff:int=2048, dropout:float=0.1, activation:str="relu",
     ):
-        """Build a `PositionwiseFeedForward`: `help(PositionwiseFeedForward)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of each position's vector, in and out
+        d_ff : int
+            number of hidden units; 2048 = 4 x 512 in the paper
+        dropout : float
+            dropout on the hidden units, as in `nn.TransformerEncoderLayer`
+        activation : str
+            "relu" (the paper) or "gelu" (BERT, GPT)
+        """
         super().__init__()
         self.d_model, self.d_ff = check_int(d_model, "d_model"), check_int(d_ff, "d_ff")
         check_dropout(dropout)
@@ -45,11 +41,8 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)     # W2, b2: back to d_model
 
-    def forward(self,
-        x:Tensor,  # (B, T, d_model), or any (..., d_model)
-    )->Tensor:  # same shape as x
-        """linear2(dropout(activation(linear1(x)))), applied to each position on its own (section 3.3)
-
+    def forward(self, x:Tensor)->Tensor:
+        """
         Parameters
         ----------
         x : Tensor
@@ -72,15 +65,19 @@ class PositionwiseFeedForward(nn.Module):
 # %% ../nbs/04_ffn.ipynb #c007
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
 
-def check_activation(
-    activation,  # the name of an activation function
-)->str:
-    """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts: "relu" or "gelu"
+def check_activation(activation)->str:
+    """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts:
+    "relu" or "gelu"
 
     Parameters
     ----------
     activation
         the name of an activation function
+
+    Returns
+    -------
+    str
+        activation, unchanged
     """
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
         raise ValueError(f'activation should be "relu" or "gelu", got {activation!r}')

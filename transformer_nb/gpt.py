@@ -51,13 +51,10 @@ def _check_logits(logits)->Tensor:
     return logits
 
 def filter_logits(
-    logits:Tensor,  # (..., V) next-token logits
-    temperature:float=1.0,  # T > 0: divides the logits; T -> 0 is greedy
-    # keep the k largest logits (ties with the k-th too); None: all
-    top_k:int|None=None,
-    top_p:float|None=None,  # keep the smallest most-probable set of mass >= p; None: 1
-)->Tensor:  # (..., V) float32, max 0, -inf where a token is left out
-    """Temperature, then top-k, then top-p: the logits of the tokens left out set to -inf
+    logits:Tensor, temperature:float=1.0, top_k:int|None=None, top_p:float|None=None,
+)->Tensor:
+    """Temperature, then top-k, then top-p: the logits of the tokens left out set to
+    -inf
 
     Parameters
     ----------
@@ -93,12 +90,12 @@ def filter_logits(
     return x
 
 def sample_next(
-    logits:Tensor,  # (..., V) next-token logits
-    temperature:float=1.0,  # T > 0: divides the logits; T -> 0 is greedy
-    top_k:int|None=None,  # keep the k most probable tokens; None: all
-    top_p:float|None=None,  # nucleus: the smallest set of mass >= p; None: all
-    generator:torch.Generator|None=None,  # the random stream; None: torch's global one
-)->Tensor:  # (...) token ids, one draw per row
+    logits:Tensor,
+    temperature:float=1.0,
+    top_k:int|None=None,
+    top_p:float|None=None,
+    generator:torch.Generator|None=None,
+)->Tensor:
     """Draw one token per row from the filtered distribution
 
     Parameters
@@ -125,10 +122,7 @@ def sample_next(
     return ids.view(x.shape[:-1])
 
 # %% ../nbs/11c_gpt.ipynb #g009
-def chi2_quantile(
-    q:float,  # the probability, in (0, 1)
-    df:int,  # degrees of freedom, >= 1
-)->float:  # x with P(χ²_df <= x) = q
+def chi2_quantile(q:float, df:int)->float:
     """The q-quantile of the χ² distribution, by bisection on torch.special.gammainc
 
     Parameters
@@ -170,24 +164,18 @@ class SamplingTest(NamedTuple):
     threshold : float
         the (1 - alpha) quantile of χ² with (kept - 1) degrees of freedom
     tv : float
-        total variation distance between the empirical and intended
-        distributions
+        total variation distance between the empirical and intended distributions
     leaked : int
         draws of tokens whose intended probability is 0
     """
-    passed: bool  # χ² below the threshold and no excluded token drawn
-    chi2: float  # Pearson's statistic over the tokens of nonzero intended probability
-    # the (1 - alpha) quantile of χ² with (kept - 1) degrees of freedom
+    passed: bool
+    chi2: float
     threshold: float
-    # total variation distance between the empirical and intended distributions
     tv: float
-    leaked: int  # draws of tokens whose intended probability is 0
+    leaked: int
 
 def sampling_test(
-    draw:Callable[[int], Tensor],  # n -> (n,) token ids drawn independently
-    intended:Tensor,  # (V,) the distribution the draws should follow
-    n:int=20_000,  # number of draws
-    alpha:float=1e-3,  # false-alarm rate: a correct sampler fails this often
+    draw:Callable[[int], Tensor], intended:Tensor, n:int=20_000, alpha:float=1e-3,
 )->SamplingTest:
     """Pearson's χ² goodness-of-fit test of n draws against the intended distribution
 
@@ -201,6 +189,11 @@ def sampling_test(
         number of draws
     alpha : float
         false-alarm rate: a correct sampler fails this often
+
+    Returns
+    -------
+    SamplingTest
+        the χ² statistic, its threshold at alpha, and whether the draws pass
     """
     counts = torch.bincount(draw(n), minlength=len(intended)).double()
     p = intended.double()
@@ -226,12 +219,23 @@ class CharText(NamedTuple):
     valid : Tensor
         (N_valid,) ids of the held-out text
     """
-    chars: str  # the vocabulary: every character of the text, sorted
-    train: Tensor  # (N_train,) ids of the training text
-    valid: Tensor  # (N_valid,) ids of the held-out text
+    chars: str
+    train: Tensor
+    valid: Tensor
 
     def encode(self, text:str)->Tensor:
-        "Character ids of a string; every character must be in the vocabulary"
+        """Character ids of a string; every character must be in the vocabulary
+
+        Parameters
+        ----------
+        text : str
+            the string to encode
+
+        Returns
+        -------
+        Tensor
+            (len(text),) character ids
+        """
         index = {c: i for i, c in enumerate(self.chars)}
         missing = sorted(set(text) - set(index))
         if missing:
@@ -241,13 +245,21 @@ class CharText(NamedTuple):
         return torch.tensor([index[c] for c in text], dtype=torch.long)
 
     def decode(self, ids)->str:
-        "The string of a sequence of ids"
+        """The string of a sequence of ids
+
+        Parameters
+        ----------
+        ids
+            character ids
+
+        Returns
+        -------
+        str
+            their text
+        """
         return "".join(self.chars[int(i)] for i in ids)
 
-def pydoc_text(
-    every:int=10,  # hold out one block in `every`
-    block:int=5000,  # characters per block
-)->CharText:
+def pydoc_text(every:int=10, block:int=5000)->CharText:
     """Python's documentation topics (pydoc_data.topics, PSF licence) as character ids
 
     Parameters
@@ -256,6 +268,11 @@ def pydoc_text(
         hold out one block in `every`
     block : int
         characters per block
+
+    Returns
+    -------
+    CharText
+        the vocabulary and the training and held-out ids
     """
     from pydoc_data.topics import topics
     check_int(every, "every", min_value=2); check_int(block, "block")
@@ -269,11 +286,7 @@ def pydoc_text(
     return CharText(chars, ids(train), ids(valid))
 
 # %% ../nbs/11c_gpt.ipynb #g022
-def ngram_bits(
-    train:Tensor,  # (N,) training ids
-    valid:Tensor,  # (M,) held-out ids
-    vocab_size:int,  # V
-)->dict:  # {"unigram": bits per character, "bigram": bits per character}
+def ngram_bits(train:Tensor, valid:Tensor, vocab_size:int)->dict:
     """Held-out bits per character of a smoothed unigram and bigram model
 
     Parameters
@@ -301,41 +314,41 @@ def ngram_bits(
 
 # %% ../nbs/11c_gpt.ipynb #g025
 class GPT(nn.Module):
-    """A decoder-only language model: embeddings, N causal self-attention layers, tied output
-
-    Parameters
-    ----------
-    vocab_size : int
-        V, the number of tokens
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads per layer; must divide d_model
-    d_ff : int
-        hidden units of each FFN
-    num_layers : int
-        N, the number of layers
-    max_len : int
-        longest sequence (the learned position table's length)
-    dropout : float
-        P_drop on embeddings, sublayer outputs, attention, FFN
-    activation : str
-        "gelu" (GPT) or "relu" (the paper)
-    positions : str
-        "sinusoidal" (the paper) or "learned" (GPT)
-    """
+    ("A decoder-only language model: embeddings, N causal self-attention layers, tied "
+     "output")
     def __init__(self,
-        vocab_size:int,  # V, the number of tokens
-        d_model:int=128,  # width of the residual stream
-        num_heads:int=4,  # H, heads per layer; must divide d_model
-        d_ff:int=512,  # hidden units of each FFN
-        num_layers:int=2,  # N, the number of layers
-        max_len:int=128,  # longest sequence (the learned position table's length)
-        dropout:float=0.0,  # P_drop on embeddings, sublayer outputs, attention, FFN
-        activation:str="gelu",  # "gelu" (GPT) or "relu" (the paper)
-        positions:str="sinusoidal",  # "sinusoidal" (the paper) or "learned" (GPT)
+        vocab_size:int,
+        d_model:int=128,
+        num_heads:int=4,
+        d_ff:int=512,
+        num_layers:int=2,
+        max_len:int=128,
+        dropout:float=0.0,
+        activation:str="gelu",
+        positions:str="sinusoidal",
     ):
-        """Build a `GPT`: `help(GPT)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        vocab_size : int
+            V, the number of tokens
+        d_model : int
+            width of the residual stream
+        num_heads : int
+            H, heads per layer; must divide d_model
+        d_ff : int
+            hidden units of each FFN
+        num_layers : int
+            N, the number of layers
+        max_len : int
+            longest sequence (the learned position table's length)
+        dropout : float
+            P_drop on embeddings, sublayer outputs, attention, FFN
+        activation : str
+            "gelu" (GPT) or "relu" (the paper)
+        positions : str
+            "sinusoidal" (the paper) or "learned" (GPT)
+        """
         super().__init__()
         for name, v in dict(vocab_size=vocab_size, d_model=d_model, d_ff=d_ff,
                             num_layers=num_layers, max_len=max_len).items():
@@ -358,11 +371,10 @@ class GPT(nn.Module):
         self.output.weight = self.embed.tokens.embed.weight     # tied: one (V, d_model)
 
     def forward(self,
-        ids:Tensor,  # (B, T) token ids; with a cache, the T new ones after the cached
-        need_weights:bool=False,  # also return each layer's weights (B, H, T, t)
-        cache:list[LayerCache]|None=None,  # one per layer, extended in place
-    )->Tensor|tuple[Tensor, list[Tensor]]:  # (B, T, V) logits for the next token
-        """Logits for the token after each position, each seeing only itself and the past
+        ids:Tensor, need_weights:bool=False, cache:list[LayerCache]|None=None,
+    )->Tensor|tuple[Tensor, list[Tensor]]:
+        """Logits for the token after each position, each seeing only itself and the
+        past
 
         Parameters
         ----------
@@ -389,10 +401,7 @@ class GPT(nn.Module):
         return self.output(x), attn
 
 # %% ../nbs/11c_gpt.ipynb #g027b
-def torch_state(
-    stack:Decoder,  # a GPT's stack: decoder layers without cross-attention
-    tensors:dict|None=None,  # tensors by the stack's parameter names; its state_dict
-)->dict:  # the same tensors under a causal nn.TransformerEncoder's keys
+def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
     """A decoder-only stack's state (or gradients) under nn.TransformerEncoder's names
 
     Parameters
@@ -417,11 +426,8 @@ CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)
 LM_TRAINING = dict(steps=450, batch_size=24, context=64, lr=4e-3, warmup=30)
 
 def lm_batch(
-    ids:Tensor,  # (N,) a text's token ids
-    context:int,  # T, characters per window
-    batch_size:int,  # B, windows
-    generator:torch.Generator,  # where the windows start
-)->tuple[Tensor, Tensor]:  # inputs (B, T) and targets (B, T), shifted by one
+    ids:Tensor, context:int, batch_size:int, generator:torch.Generator,
+)->tuple[Tensor, Tensor]:
     """Windows cut at random places of a text, and the same windows one token later
 
     Parameters
@@ -446,15 +452,15 @@ def lm_batch(
     return win[:, :-1], win[:, 1:]
 
 def train_lm(
-    model:GPT,  # the model, trained in place
-    ids:Tensor,  # (N,) the training text
-    steps:int=450,  # optimiser steps
-    batch_size:int=24,  # windows per step
-    context:int=64,  # characters per window, <= model.max_len
-    lr:float=4e-3,  # peak learning rate
-    warmup:int=30,  # steps of linear warm-up; then cosine decay to lr / 10
-    seed:int=0,  # the windows' random stream
-)->list[float]:  # the loss of every step, in nats per character
+    model:GPT,
+    ids:Tensor,
+    steps:int=450,
+    batch_size:int=24,
+    context:int=64,
+    lr:float=4e-3,
+    warmup:int=30,
+    seed:int=0,
+)->list[float]:
     """Next-token training: AdamW, warm-up and cosine decay, gradients clipped at 1
 
     Parameters
@@ -508,12 +514,9 @@ def train_lm(
     return losses
 
 @torch.no_grad()
-def bits_per_char(
-    model:GPT,  # a trained model
-    ids:Tensor,  # (N,) held-out ids
-    context:int=64,  # characters per window
-)->float:  # mean -log2 p(next character) over ids[1:]
-    """Held-out cross-entropy in bits per character, over windows of `context` characters
+def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
+    """Held-out cross-entropy in bits per character, over windows of `context`
+    characters
 
     Parameters
     ----------
@@ -540,11 +543,8 @@ def bits_per_char(
     return total / n / math.log(2)
 
 def char_lm(
-    text:CharText,  # the text, e.g. pydoc_text()
-    seed:int=0,  # initial weights and the windows' order
-    model_kw:dict|None=None,  # GPT's sizes; CHAR_LM by default
-    train_kw:dict|None=None,  # train_lm's settings; LM_TRAINING by default
-)->tuple[GPT, list[float], float]:  # the model, its losses, seconds of training
+    text:CharText, seed:int=0, model_kw:dict|None=None, train_kw:dict|None=None,
+)->tuple[GPT, list[float], float]:
     """Build a GPT for a CharText with a seed and train it
 
     Parameters
@@ -571,15 +571,35 @@ def char_lm(
 
 # %% ../nbs/11c_gpt.ipynb #g035
 def _extend(
-    # prefix (B, t) -> logits for the next token (B, V)
     step:Callable[[Tensor], Tensor],
-    ys:Tensor,  # (B, t0) the prefix so far
-    steps:int,  # tokens to append, at most
-    pick:Callable[[Tensor], Tensor],  # logits (B, V) -> ids (B,)
-    eos:int|None=None,  # a row that wrote it gets `pad` after; None: never stop early
-    pad:int=0,  # written after eos
-)->Tensor:  # (B, t0 + steps) or shorter, when every row ended
-    "Append tokens one at a time: the loop shared by every decoder"
+    ys:Tensor,
+    steps:int,
+    pick:Callable[[Tensor], Tensor],
+    eos:int|None=None,
+    pad:int=0,
+)->Tensor:
+    """Append tokens one at a time: the loop shared by every decoder
+
+    Parameters
+    ----------
+    step : Callable[[Tensor], Tensor]
+        prefix (B, t) -> logits for the next token (B, V)
+    ys : Tensor
+        (B, t0) the prefix so far
+    steps : int
+        tokens to append, at most
+    pick : Callable[[Tensor], Tensor]
+        logits (B, V) -> ids (B,)
+    eos : int | None
+        a row that wrote it gets `pad` after; None: never stop early
+    pad : int
+        written after eos
+
+    Returns
+    -------
+    Tensor
+        (B, t0 + steps) or shorter, when every row ended
+    """
     done = torch.zeros(ys.shape[0], dtype=torch.bool, device=ys.device)
     for _ in range(steps):
         nxt = pick(step(ys)).masked_fill(done, pad)                    # (B,)
@@ -617,18 +637,19 @@ def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
 # %% ../nbs/11c_gpt.ipynb #g036
 @torch.no_grad()
 def generate(
-    model:GPT,  # a trained language model
-    prompt:Tensor,  # (B, T0) or (T0,) token ids, T0 >= 1
-    max_new_tokens:int=100,  # tokens to append; T0 + max_new_tokens <= model.max_len
-    temperature:float=1.0,  # T > 0
-    top_k:int|None=None,  # keep the k most probable tokens; None: all
-    top_p:float|None=None,  # nucleus: the smallest set of mass >= p; None: all
-    greedy:bool=False,  # True: always the most probable token (no sampling)
-    seed:int|None=None,  # seeds the draws; None: torch's global random stream
-    use_cache:bool=True,  # False: run the model over the whole prefix at every step
-    eos:int|None=None,  # stop a row at this token; None: write max_new_tokens
-)->Tensor:  # (B, T0 + max_new_tokens) or (T0 + max_new_tokens,): prompt, then the new
-    """Continue a prompt with a decoder-only model, sampled or greedy, with or without cache
+    model:GPT,
+    prompt:Tensor,
+    max_new_tokens:int=100,
+    temperature:float=1.0,
+    top_k:int|None=None,
+    top_p:float|None=None,
+    greedy:bool=False,
+    seed:int|None=None,
+    use_cache:bool=True,
+    eos:int|None=None,
+)->Tensor:
+    """Continue a prompt with a decoder-only model, sampled or greedy, with or without
+    cache
 
     Parameters
     ----------
@@ -678,18 +699,19 @@ def generate(
 
 @torch.no_grad()
 def sample(
-    model:nn.Module,  # an encoder-decoder Transformer
-    src:Tensor,  # (B, S) source ids
-    src_mask:Tensor|None=None,  # (B, 1, 1, S) source padding mask
-    max_len:int=32,  # most tokens to write (not counting <s>)
-    temperature:float=1.0,  # T > 0
-    top_k:int|None=None,  # keep the k most probable tokens; None: all
-    top_p:float|None=None,  # nucleus: the smallest set of mass >= p; None: all
-    seed:int|None=None,  # seeds the draws; None: torch's global random stream
-    use_cache:bool=True,  # False: run the decoder over the whole prefix at every step
-    bos:int=Vocab.bos, eos:int|None=Vocab.eos, pad:int=Vocab.pad,  # special ids
-)->Tensor:  # (B, L) ids without <s>, <pad> after </s>
-    """Sampling for the encoder-decoder: greedy_search with sample_next instead of argmax
+    model:nn.Module,
+    src:Tensor,
+    src_mask:Tensor|None=None,
+    max_len:int=32,
+    temperature:float=1.0,
+    top_k:int|None=None,
+    top_p:float|None=None,
+    seed:int|None=None,
+    use_cache:bool=True,
+    bos:int=Vocab.bos, eos:int|None=Vocab.eos, pad:int=Vocab.pad,
+)->Tensor:
+    """Sampling for the encoder-decoder: greedy_search with sample_next instead of
+    argmax
 
     Parameters
     ----------
@@ -711,6 +733,10 @@ def sample(
         seeds the draws; None: torch's global random stream
     use_cache : bool
         False: run the decoder over the whole prefix at every step
+    bos : int
+        special ids
+    eos : int | None
+        special ids
     pad : int
         special ids
 
@@ -736,12 +762,7 @@ def sample(
     return out[:, 1:]
 
 # %% ../nbs/11c_gpt.ipynb #g036b
-def save_lm(
-    path,  # where to write, e.g. "pydoc_lm.pt"
-    model:GPT,  # the model
-    chars:str,  # its vocabulary, one character per id
-    **meta,  # anything else to keep (steps, seed, bits per character)
-)->None:
+def save_lm(path, model:GPT, chars:str, **meta)->None:
     """Save a character-level GPT with its vocabulary
 
     Parameters
@@ -752,7 +773,7 @@ def save_lm(
         the model
     chars : str
         its vocabulary, one character per id
-    **meta
+    meta
         anything else to keep (steps, seed, bits per character)
     """
     torch.save(
@@ -766,9 +787,7 @@ def save_lm(
         path,
     )
 
-def load_lm(
-    path,  # a file written by save_lm
-)->tuple[GPT, str, dict]:  # the model (eval mode), its vocabulary, the meta data
+def load_lm(path)->tuple[GPT, str, dict]:
     """Load what save_lm wrote
 
     Parameters
@@ -790,10 +809,7 @@ def load_lm(
 
 # %% ../nbs/11c_gpt.ipynb #g040
 @torch.no_grad()
-def previous_token_scores(
-    model:GPT,  # a trained model
-    ids:Tensor,  # (B, T) token ids, e.g. held-out text
-)->Tensor:  # (L, H) mean attention from each position t >= 1 to t - 1
+def previous_token_scores(model:GPT, ids:Tensor)->Tensor:
     """Per head: how much each position attends to the one before it
 
     Parameters
@@ -825,17 +841,13 @@ class Induction(NamedTuple):
     scores : Tensor
         (L, H) attention to the token after the earlier occurrence
     """
-    loss_first: float  # nats per character on the first copy (nothing to copy from)
-    loss_second: float  # on the second copy (each character seen before)
-    scores: Tensor  # (L, H) attention to the token after the earlier occurrence
+    loss_first: float
+    loss_second: float
+    scores: Tensor
 
 @torch.no_grad()
 def induction_scores(
-    model:GPT,  # a trained model
-    pool:Tensor,  # (P,) the token ids to draw from
-    length:int=24,  # n, tokens in each copy
-    batch:int=64,  # sequences
-    seed:int=0,  # the draws
+    model:GPT, pool:Tensor, length:int=24, batch:int=64, seed:int=0,
 )->Induction:
     """The repeated-random-sequence test of induction heads
 
@@ -851,6 +863,11 @@ def induction_scores(
         sequences
     seed : int
         the draws
+
+    Returns
+    -------
+    Induction
+        per-head induction scores and the loss on each half
     """
     g = torch.Generator().manual_seed(seed)
     r = pool[torch.randint(0, len(pool), (batch, length), generator=g)]   # (B, n)
@@ -864,10 +881,7 @@ def induction_scores(
     w = torch.stack(attn)[:, :, :, q, q - length + 1]   # (L, B, H, n - 1): to r[i + 1]
     return Induction(first.mean().item(), second.mean().item(), w.mean((1, 3)))
 
-def frequent_chars(
-    text:CharText,  # the text
-    n:int=60,  # how many
-)->Tensor:  # (n,) ids, most frequent first
+def frequent_chars(text:CharText, n:int=60)->Tensor:
     """The ids of the n most frequent characters of the training text
 
     Parameters
@@ -888,11 +902,8 @@ def frequent_chars(
 
 # %% ../nbs/11c_gpt.ipynb #g042
 def lm_report(
-    text:CharText,  # the text
-    seed:int=0,  # initial weights, windows, induction draws
-    model_kw:dict|None=None,  # GPT's sizes; CHAR_LM by default
-    train_kw:dict|None=None,  # train_lm's settings; LM_TRAINING by default
-)->dict:  # bits per character, seconds, head scores: what the chapter reports per seed
+    text:CharText, seed:int=0, model_kw:dict|None=None, train_kw:dict|None=None,
+)->dict:
     """Train one model and measure it: the row of benchmarks/results/gpt_heads.json
 
     Parameters
@@ -909,8 +920,7 @@ def lm_report(
     Returns
     -------
     dict
-        bits per character, seconds, head scores: what the chapter reports per
-        seed
+        bits per character, seconds, head scores: what the chapter reports per seed
     """
     model, losses, seconds = char_lm(text, seed, model_kw, train_kw)
     context = (train_kw or LM_TRAINING)["context"]

@@ -105,34 +105,33 @@ class _Sublayers(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(_Sublayers):
-    """Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads of the self-attention; must divide d_model
-    d_ff : int
-        hidden units of the feed-forward network
-    dropout : float
-        dropout on each sublayer's output, on the attention weights and inside
-        the FFN
-    norm_first : bool
-        True: pre-LN (ours); False: post-LN (the paper)
-    activation : str
-        "relu" (the paper) or "gelu\"
-    """
+    ("Self-attention, then the position-wise FFN, each inside a residual connection "
+     "with a LayerNorm (section 3.1)")
     def __init__(self,
-        d_model:int,  # width of the residual stream
-        num_heads:int,  # H, heads of the self-attention; must divide d_model
-        d_ff:int,  # hidden units of the feed-forward network
-        # dropout on each sublayer's output, on the attention weights and inside the FFN
+        d_model:int,
+        num_heads:int,
+        d_ff:int,
         dropout:float=0.1,
-        norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
-        activation:str="relu",  # "relu" (the paper) or "gelu"
+        norm_first:bool=True,
+        activation:str="relu",
     ):
-        """Build a `EncoderLayer`: `help(EncoderLayer)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the residual stream
+        num_heads : int
+            H, heads of the self-attention; must divide d_model
+        d_ff : int
+            hidden units of the feed-forward network
+        dropout : float
+            dropout on each sublayer's output, on the attention weights and inside the
+            FFN
+        norm_first : bool
+            True: pre-LN (ours); False: post-LN (the paper)
+        activation : str
+            "relu" (the paper) or "gelu"
+        """
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
         self.norm_first = check_norm_first(norm_first)
@@ -146,30 +145,23 @@ class EncoderLayer(_Sublayers):
         _trust_parts(self)  # forward checks the inputs, once
 
     def forward(self,
-        x:Tensor,  # (B, S, d_model), the source positions
-        # boolean, True = may attend; broadcasts to (B, H, S, S), e.g. padding (B, 1, 1,
-        # S)
-        src_mask:Tensor|None=None,
-        need_weights:bool=True,  # False: no weights, the fast path of the attention
-    # (B, S, d_model) and the self-attention weights (B, H, S, S), or None
+        x:Tensor, src_mask:Tensor|None=None, need_weights:bool=True,
     )->tuple[Tensor, Tensor|None]:
-        """Self-attention, then the position-wise FFN, each inside a residual connection with a LayerNorm (section 3.1)
-
+        """
         Parameters
         ----------
         x : Tensor
             (B, S, d_model), the source positions
         src_mask : Tensor | None
-            boolean, True = may attend; broadcasts to (B, H, S, S), e.g.
-            padding (B, 1, 1, S)
+            boolean, True = may attend; broadcasts to (B, H, S, S), e.g. padding (B, 1,
+            1, S)
         need_weights : bool
             False: no weights, the fast path of the attention
 
         Returns
         -------
         tuple[Tensor, Tensor | None]
-            (B, S, d_model) and the self-attention weights (B, H, S, S), or
-            None
+            (B, S, d_model) and the self-attention weights (B, H, S, S), or None
         """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
         if self.checks: _check_source(x, src_mask, self.d_model, self.num_heads, self)
@@ -186,39 +178,36 @@ class EncoderLayer(_Sublayers):
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(_Sublayers):
-    """Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream (and of the memory)
-    num_heads : int
-        H, heads of both attentions; must divide d_model
-    d_ff : int
-        hidden units of the feed-forward network
-    dropout : float
-        dropout on each sublayer's output, on the attention weights and inside
-        the FFN
-    norm_first : bool
-        True: pre-LN (ours); False: post-LN (the paper)
-    activation : str
-        "relu" (the paper) or "gelu"
-    cross_attention : bool
-        False: no cross-attention (and no norm2), the layer of a decoder-only
-        model
-    """
+    ("Masked self-attention, cross-attention over the encoder output, then the FFN; "
+     "each in a residual connection")
     def __init__(self,
-        d_model:int,  # width of the residual stream (and of the memory)
-        num_heads:int,  # H, heads of both attentions; must divide d_model
-        d_ff:int,  # hidden units of the feed-forward network
-        # dropout on each sublayer's output, on the attention weights and inside the FFN
+        d_model:int,
+        num_heads:int,
+        d_ff:int,
         dropout:float=0.1,
-        norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
-        activation:str="relu",  # "relu" (the paper) or "gelu"
-        # False: no cross-attention (and no norm2), the layer of a decoder-only model
+        norm_first:bool=True,
+        activation:str="relu",
         cross_attention:bool=True,
     ):
-        """Build a `DecoderLayer`: `help(DecoderLayer)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the residual stream (and of the memory)
+        num_heads : int
+            H, heads of both attentions; must divide d_model
+        d_ff : int
+            hidden units of the feed-forward network
+        dropout : float
+            dropout on each sublayer's output, on the attention weights and inside the
+            FFN
+        norm_first : bool
+            True: pre-LN (ours); False: post-LN (the paper)
+        activation : str
+            "relu" (the paper) or "gelu"
+        cross_attention : bool
+            False: no cross-attention (and no norm2), the layer of a decoder-only model
+        """
         super().__init__()
         if not isinstance(cross_attention, bool):
             raise TypeError(f"cross_attention must be a bool, got {cross_attention!r}")
@@ -240,44 +229,35 @@ class DecoderLayer(_Sublayers):
         _trust_parts(self)  # forward checks the inputs, once
 
     def forward(self,
-        y:Tensor,  # (B, T, d_model), the target positions (with a cache: the new ones)
-        memory:Tensor|None=None,  # (B, S, d_model), the encoder's output, if cross
-        # for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), &
-        # padding; with a cache to (B, H, T, t), t the positions cached and new
+        y:Tensor,
+        memory:Tensor|None=None,
         tgt_mask:Tensor|None=None,
-        # for cross-attention, broadcasts to (B, H, T, S): source padding (B, 1, 1, S)
         memory_mask:Tensor|None=None,
-        need_weights:bool=True,  # False: no weights, the fast path of both attentions
-        # keys and values of earlier calls, extended in place: decoding step by step
-        cache:"LayerCache|None"=None,  # (the class is defined further down)
-    # (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S) or None
+        need_weights:bool=True,
+        cache:"LayerCache|None"=None,
     )->tuple[Tensor, Tensor|None, Tensor|None]:
-        """Masked self-attention, cross-attention over the encoder output, then the FFN; each in a residual connection
-
+        """
         Parameters
         ----------
         y : Tensor
-            (B, T, d_model), the target positions (with a cache: the new
-            ones)
+            (B, T, d_model), the target positions (with a cache: the new ones)
         memory : Tensor | None
             (B, S, d_model), the encoder's output, if cross
         tgt_mask : Tensor | None
-            for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T,
-            T), & padding; with a cache to (B, H, T, t), t the positions
-            cached and new
+            for self-attention, broadcasts to (B, H, T, T): causal (1, 1, T, T), &
+            padding; with a cache to (B, H, T, t), t the positions cached and new
         memory_mask : Tensor | None
-            for cross-attention, broadcasts to (B, H, T, S): source padding
-            (B, 1, 1, S)
+            for cross-attention, broadcasts to (B, H, T, S): source padding (B, 1, 1, S)
         need_weights : bool
             False: no weights, the fast path of both attentions
-        cache : 'LayerCache|None'
+        cache : LayerCache|None
+            keys and values of earlier calls, extended in place: decoding step by step
             (the class is defined further down)
 
         Returns
         -------
         tuple[Tensor, Tensor | None, Tensor | None]
-            (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S)
-            or None
+            (B, T, d_model), self weights (B, H, T, T), cross (B, H, T, S) or None
         """
         log_shapes(
             "DecoderLayer",
@@ -325,17 +305,16 @@ class LayerCache:
     ("One decoder layer's keys and values from earlier calls, which `DecoderLayer` "
      "reads and extends")
     def __init__(self):
-        """Build a `LayerCache`: `help(LayerCache)` describes the parameters."""
         self.k = self.v = None  # self-attention's, (B, H, t, d_k): all positions so far
         self.cross = None  # cross-attention's (k, v) of the memory, (B, H, S, d_k)
 
-    def append(self,
-        k:Tensor, v:Tensor,  # (B, H, T, d_k): keys and values of the T new positions
-    )->tuple[Tensor, Tensor]:  # those of every position so far, (B, H, t + T, d_k)
+    def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
         """Store the new positions' keys and values after the earlier ones
 
         Parameters
         ----------
+        k : Tensor
+            (B, H, T, d_k): keys and values of the T new positions
         v : Tensor
             (B, H, T, d_k): keys and values of the T new positions
 
@@ -363,22 +342,26 @@ def _heads(x:Tensor, mha:MultiHeadAttention, *names:str)->tuple[Tensor, ...]:
     return y.permute(2, 0, 3, 1, 4).unbind(0)
 
 def cached_attention(
-    mha:MultiHeadAttention,  # whose W_o, heads and dropout are used
-    # (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
-    # values already projected and split into heads, e.g. kept in a cache
+    mha:MultiHeadAttention,
     q:Tensor, k:Tensor, v:Tensor,
-    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-    need_weights:bool=False,  # also return the weights (chapter 2's attention)
-)->tuple[Tensor, Tensor|None]:  # (B, T, d_model), and weights (B, H, T, S) or None
+    mask:Tensor|None=None,
+    need_weights:bool=False,
+)->tuple[Tensor, Tensor|None]:
     """The rest of `mha(query, key, value, mask)` once Q, K and V are projected
 
     Parameters
     ----------
     mha : MultiHeadAttention
         whose W_o, heads and dropout are used
+    q : Tensor
+        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
+        values already projected and split into heads, e.g. kept in a cache
+    k : Tensor
+        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
+        values already projected and split into heads, e.g. kept in a cache
     v : Tensor
-        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys
-        and values already projected and split into heads, e.g. kept in a cache
+        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
+        values already projected and split into heads, e.g. kept in a cache
     mask : Tensor | None
         boolean, True = may attend; broadcasts to (B, H, T, S)
     need_weights : bool
@@ -433,53 +416,46 @@ class _Stack(nn.Module):
 
 # %% ../nbs/06_layers.ipynb #c016
 class Encoder(_Stack):
-    """N encoder layers, then a final LayerNorm in pre-LN
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads per layer
-    d_ff : int
-        hidden units of each FFN
-    num_layers : int
-        N, the number of layers
-    dropout : float
-        dropout inside each layer
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-    activation : str
-        "relu" or "gelu"
-    final_norm : bool | None
-        a LayerNorm after the last layer; None: only when norm_first
-    """
+    "N encoder layers, then a final LayerNorm in pre-LN"
     def __init__(self,
-        d_model:int,  # width of the residual stream
-        num_heads:int,  # H, heads per layer
-        d_ff:int,  # hidden units of each FFN
-        num_layers:int=6,  # N, the number of layers
-        dropout:float=0.1,  # dropout inside each layer
-        norm_first:bool=True,  # True: pre-LN; False: post-LN (the paper)
-        activation:str="relu",  # "relu" or "gelu"
-        # a LayerNorm after the last layer; None: only when norm_first
+        d_model:int,
+        num_heads:int,
+        d_ff:int,
+        num_layers:int=6,
+        dropout:float=0.1,
+        norm_first:bool=True,
+        activation:str="relu",
         final_norm:bool|None=None,
     ):
-        """Build a `Encoder`: `help(Encoder)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the residual stream
+        num_heads : int
+            H, heads per layer
+        d_ff : int
+            hidden units of each FFN
+        num_layers : int
+            N, the number of layers
+        dropout : float
+            dropout inside each layer
+        norm_first : bool
+            True: pre-LN; False: post-LN (the paper)
+        activation : str
+            "relu" or "gelu"
+        final_norm : bool | None
+            a LayerNorm after the last layer; None: only when norm_first
+        """
         check_int(num_layers, "num_layers")
         super().__init__([
             EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
             for _ in range(num_layers)], norm_first, final_norm)
 
     def forward(self,
-        x:Tensor,  # (B, S, d_model), the embedded source
-        # boolean, True = may attend; broadcasts to (B, H, S, S)
-        src_mask:Tensor|None=None,
-        need_weights:bool=False,  # also return each layer's self-attention weights
-    # memory (B, S, d_model); with need_weights, also a list of N tensors (B, H, S, S)
+        x:Tensor, src_mask:Tensor|None=None, need_weights:bool=False,
     )->Tensor|tuple[Tensor, list[Tensor]]:
-        """N encoder layers, then a final LayerNorm in pre-LN
-
+        """
         Parameters
         ----------
         x : Tensor
@@ -492,8 +468,8 @@ class Encoder(_Stack):
         Returns
         -------
         Tensor | tuple[Tensor, list[Tensor]]
-            memory (B, S, d_model); with need_weights, also a list of N
-            tensors (B, H, S, S)
+            memory (B, S, d_model); with need_weights, also a list of N tensors (B, H,
+            S, S)
         """
         log_shapes("Encoder", x=x, src_mask=src_mask)
         if self.checks:
@@ -504,42 +480,40 @@ class Encoder(_Stack):
 
 # %% ../nbs/06_layers.ipynb #c017
 class Decoder(_Stack):
-    """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads per attention
-    d_ff : int
-        hidden units of each FFN
-    num_layers : int
-        N, the number of layers
-    dropout : float
-        dropout inside each layer
-    norm_first : bool
-        True: pre-LN; False: post-LN (the paper)
-    activation : str
-        "relu" or "gelu"
-    final_norm : bool | None
-        a LayerNorm after the last layer; None: only when norm_first
-    cross_attention : bool
-        False: layers without memory (decoder-only model)
-    """
+    "N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN"
     def __init__(self,
-        d_model:int,  # width of the residual stream
-        num_heads:int,  # H, heads per attention
-        d_ff:int,  # hidden units of each FFN
-        num_layers:int=6,  # N, the number of layers
-        dropout:float=0.1,  # dropout inside each layer
-        norm_first:bool=True,  # True: pre-LN; False: post-LN (the paper)
-        activation:str="relu",  # "relu" or "gelu"
-        # a LayerNorm after the last layer; None: only when norm_first
+        d_model:int,
+        num_heads:int,
+        d_ff:int,
+        num_layers:int=6,
+        dropout:float=0.1,
+        norm_first:bool=True,
+        activation:str="relu",
         final_norm:bool|None=None,
-        cross_attention:bool=True,  # False: layers without memory (decoder-only model)
+        cross_attention:bool=True,
     ):
-        """Build a `Decoder`: `help(Decoder)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the residual stream
+        num_heads : int
+            H, heads per attention
+        d_ff : int
+            hidden units of each FFN
+        num_layers : int
+            N, the number of layers
+        dropout : float
+            dropout inside each layer
+        norm_first : bool
+            True: pre-LN; False: post-LN (the paper)
+        activation : str
+            "relu" or "gelu"
+        final_norm : bool | None
+            a LayerNorm after the last layer; None: only when norm_first
+        cross_attention : bool
+            False: layers without memory (decoder-only model)
+        """
         check_int(num_layers, "num_layers")
         super().__init__([
             DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation,
@@ -547,24 +521,18 @@ class Decoder(_Stack):
             norm_first, final_norm)
 
     def forward(self,
-        y:Tensor,  # (B, T, d_model), the embedded target (with a cache: new positions)
-        memory:Tensor|None=None,  # (B, S, d_model), the encoder's output
-        tgt_mask:Tensor|None=None,  # broadcasts to (B, H, T, T); with a cache, T x t
-        memory_mask:Tensor|None=None,  # broadcasts to (B, H, T, S)
-        # also return each layer's self- and cross-attention weights
+        y:Tensor,
+        memory:Tensor|None=None,
+        tgt_mask:Tensor|None=None,
+        memory_mask:Tensor|None=None,
         need_weights:bool=False,
-        # one LayerCache per layer, extended in place: decoding step by step
         cache:list[LayerCache]|None=None,
-    # (B, T, d_model); with need_weights also two lists of N tensors: self (B, H, T, T),
-    # cross (B, H, T, S) (None without cross-attention)
     )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:
-        """N decoder layers, each reading the same memory, then a final LayerNorm in pre-LN
-
+        """
         Parameters
         ----------
         y : Tensor
-            (B, T, d_model), the embedded target (with a cache: new
-            positions)
+            (B, T, d_model), the embedded target (with a cache: new positions)
         memory : Tensor | None
             (B, S, d_model), the encoder's output
         tgt_mask : Tensor | None
@@ -574,15 +542,13 @@ class Decoder(_Stack):
         need_weights : bool
             also return each layer's self- and cross-attention weights
         cache : list[LayerCache] | None
-            one LayerCache per layer, extended in place: decoding step by
-            step
+            one LayerCache per layer, extended in place: decoding step by step
 
         Returns
         -------
         Tensor | tuple[Tensor, list[Tensor], list[Tensor]]
-            (B, T, d_model); with need_weights also two lists of N tensors:
-            self (B, H, T, T), cross (B, H, T, S) (None without
-            cross-attention)
+            (B, T, d_model); with need_weights also two lists of N tensors: self (B, H,
+            T, T), cross (B, H, T, S) (None without cross-attention)
         """
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
@@ -639,11 +605,9 @@ def _check_settings(ours, theirs):
         if diff: raise ValueError(f"the layers{at} differ in {'; '.join(diff)}")
 
 # %% ../nbs/06_layers.ipynb #c025
-def layer_to_torch(
-    ours:nn.Module,  # an EncoderLayer, DecoderLayer, Encoder or Decoder: the source
-    theirs:nn.Module,  # its torch.nn counterpart, e.g. nn.TransformerEncoderLayer
-)->nn.Module:  # `theirs`, with our weights
-    """Our layer's or stack's weights into torch's: the key map and one `load_state_dict`
+def layer_to_torch(ours:nn.Module, theirs:nn.Module)->nn.Module:
+    """Our layer's or stack's weights into torch's: the key map and one
+    `load_state_dict`
 
     Parameters
     ----------
@@ -660,10 +624,7 @@ def layer_to_torch(
     _check_settings(ours, theirs)
     return load_weights(theirs, to_torch_state(ours.state_dict(), LAYER_NAMES))
 
-def layer_from_torch(
-    theirs:nn.Module,  # e.g. an nn.TransformerDecoderLayer: the source
-    ours:nn.Module,  # our counterpart (DecoderLayer, ...): receives the weights
-)->nn.Module:  # `ours`, with torch's weights
+def layer_from_torch(theirs:nn.Module, ours:nn.Module)->nn.Module:
     """torch's layer or stack weights into ours: the key map and one `load_state_dict`
 
     Parameters

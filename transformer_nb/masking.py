@@ -13,12 +13,22 @@ from .core import check_int, check_tensor, check_nonempty
 __all__ = ['pad_batch', 'padding_mask', 'causal_mask', 'target_mask']
 
 # %% ../nbs/08_masking.ipynb #c006
-def pad_batch(
-    # sequences of token ids: lists of ints or 1-D integer tensors, of any lengths >= 1
-    seqs:list,
-    pad_id:int,  # the id that fills the gaps
-)->Tensor:  # (B, L) long, L the longest length
-    "Stack sequences of different lengths into one (B, L) batch, filling with `pad_id`"
+def pad_batch(seqs:list, pad_id:int)->Tensor:
+    """Stack sequences of different lengths into one (B, L) batch, filling with `pad_id`
+
+    Parameters
+    ----------
+    seqs : list
+        sequences of token ids: lists of ints or 1-D integer tensors, of any lengths >=
+        1
+    pad_id : int
+        the id that fills the gaps
+
+    Returns
+    -------
+    Tensor
+        (B, L) long, L the longest length
+    """
     check_int(pad_id, "pad_id", min_value=0)
     if not seqs:
         raise ValueError("seqs must hold at least one sequence, got an empty list")
@@ -32,32 +42,62 @@ def pad_batch(
     return pad_sequence(ts, batch_first=True, padding_value=pad_id)
 
 # %% ../nbs/08_masking.ipynb #c009
-def padding_mask(
-    ids:Tensor,  # (B, S) token ids
-    pad_id:int,  # the padding id
-)->Tensor:  # (B, 1, 1, S) bool, True = a real token (may be attended to)
-    ("Mask of the real (non-padding) keys, shaped to broadcast against the scores (B, "
-     "H, T, S)")
+def padding_mask(ids:Tensor, pad_id:int)->Tensor:
+    """Mask of the real (non-padding) keys, shaped to broadcast against the scores (B,
+    H, T, S)
+
+    Parameters
+    ----------
+    ids : Tensor
+        (B, S) token ids
+    pad_id : int
+        the padding id
+
+    Returns
+    -------
+    Tensor
+        (B, 1, 1, S) bool, True = a real token (may be attended to)
+    """
     check_tensor(ids, "ids", ndim=2, floating=False); check_nonempty(ids, "ids")
     check_int(pad_id, "pad_id", min_value=0)
     return (ids != pad_id)[:, None, None, :]                       # (B, 1, 1, S)
 
 # %% ../nbs/08_masking.ipynb #c012
-def causal_mask(
-    T:int,  # target length
-    device:torch.device|str|None=None,  # where to create the mask
-)->Tensor:  # (1, 1, T, T) bool, True on and below the diagonal
-    "Mask that lets query position t attend to key positions 0 … t only"
+def causal_mask(T:int, device:torch.device|str|None=None)->Tensor:
+    """Mask that lets query position t attend to key positions 0 … t only
+
+    Parameters
+    ----------
+    T : int
+        target length
+    device : torch.device | str | None
+        where to create the mask
+
+    Returns
+    -------
+    Tensor
+        (1, 1, T, T) bool, True on and below the diagonal
+    """
     check_int(T, "T")
     # (1, 1, T, T)
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]
 
 # %% ../nbs/08_masking.ipynb #c015
-def target_mask(
-    tgt:Tensor,  # (B, T) target token ids
-    pad_id:int,  # the padding id
-)->Tensor:  # (B, 1, T, T) bool
-    ("The decoder self-attention mask: a key may be attended to if it is real AND not "
-     "in the future")
+def target_mask(tgt:Tensor, pad_id:int)->Tensor:
+    """The decoder self-attention mask: a key may be attended to if it is real AND not
+    in the future
+
+    Parameters
+    ----------
+    tgt : Tensor
+        (B, T) target token ids
+    pad_id : int
+        the padding id
+
+    Returns
+    -------
+    Tensor
+        (B, 1, T, T) bool
+    """
     # (B, 1, T, T)
     return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], device=tgt.device)

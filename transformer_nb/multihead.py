@@ -28,12 +28,22 @@ def _check_divisible(d_model:int, num_heads:int):
         )
 
 # %% ../nbs/03_multihead.ipynb #c007
-def split_heads(
-    x:Tensor,  # (B, T, d_model), e.g. the queries of all heads side by side
-    num_heads:int,  # H, the number of heads; must divide d_model
-)->Tensor:  # (B, H, T, d_k) with d_k = d_model // H
-    ("Cut the last dimension into `num_heads` slices of width d_k and put the heads "
-     "before the positions")
+def split_heads(x:Tensor, num_heads:int)->Tensor:
+    """Cut the last dimension into `num_heads` slices of width d_k and put the heads
+    before the positions
+
+    Parameters
+    ----------
+    x : Tensor
+        (B, T, d_model), e.g. the queries of all heads side by side
+    num_heads : int
+        H, the number of heads; must divide d_model
+
+    Returns
+    -------
+    Tensor
+        (B, H, T, d_k) with d_k = d_model // H
+    """
     check_tensor(x, "x", ndim=3); check_int(num_heads, "num_heads")
     B, T, d_model = x.shape
     _check_divisible(d_model, num_heads)
@@ -41,11 +51,20 @@ def split_heads(
     return x.reshape(B, T, num_heads, d_model // num_heads).transpose(1, 2)
 
 # %% ../nbs/03_multihead.ipynb #c008
-def merge_heads(
-    x:Tensor,  # (B, H, T, d_k), e.g. the outputs of all heads
-)->Tensor:  # (B, T, H * d_k) = (B, T, d_model)
-    ("The inverse of `split_heads`: put the heads' slices side by side again (the "
-     "Concat of the paper)")
+def merge_heads(x:Tensor)->Tensor:
+    """The inverse of `split_heads`: put the heads' slices side by side again (the
+    Concat of the paper)
+
+    Parameters
+    ----------
+    x : Tensor
+        (B, H, T, d_k), e.g. the outputs of all heads
+
+    Returns
+    -------
+    Tensor
+        (B, T, H * d_k) = (B, T, d_model)
+    """
     check_tensor(x, "x", ndim=4)
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
@@ -54,14 +73,20 @@ def merge_heads(
 class MultiHeadAttention(nn.Module):
     ("Multi-head attention of section 3.2.2: project, split into heads, attend in "
      "parallel, merge, project")
-    def __init__(self,
-        d_model:int,  # width of the inputs and the output
-        num_heads:int,  # H, the number of heads; must divide d_model
-        dropout:float=0.0,  # dropout on the attention weights while training
-        # biases in the four projections (the paper has none; nn.MultiheadAttention has
-        # them)
-        bias:bool=True,
-    ):
+    def __init__(self, d_model:int, num_heads:int, dropout:float=0.0, bias:bool=True):
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the inputs and the output
+        num_heads : int
+            H, the number of heads; must divide d_model
+        dropout : float
+            dropout on the attention weights while training
+        bias : bool
+            biases in the four projections (the paper has none; nn.MultiheadAttention
+            has them)
+        """
         super().__init__()
         check_int(d_model, "d_model"); check_int(num_heads, "num_heads")
         _check_divisible(d_model, num_heads)
@@ -80,15 +105,33 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
 
     def forward(self,
-        query:Tensor,  # (B, T, d_model), the positions that look
-        key:Tensor,  # (B, S, d_model), the positions looked at
-        value:Tensor,  # (B, S, d_model), what they hand over
-        mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-        # False: skip the weights and take the fast path (chapter "Fast path"), same
-        # output
+        query:Tensor,
+        key:Tensor,
+        value:Tensor,
+        mask:Tensor|None=None,
         need_weights:bool=True,
-    # output (B, T, d_model) and per-head weights (B, H, T, S) before dropout, or None
     )->tuple[Tensor, Tensor|None]:
+        """
+        Parameters
+        ----------
+        query : Tensor
+            (B, T, d_model), the positions that look
+        key : Tensor
+            (B, S, d_model), the positions looked at
+        value : Tensor
+            (B, S, d_model), what they hand over
+        mask : Tensor | None
+            boolean, True = may attend; broadcasts to (B, H, T, S)
+        need_weights : bool
+            False: skip the weights and take the fast path (chapter "Fast path"), same
+            output
+
+        Returns
+        -------
+        tuple[Tensor, Tensor | None]
+            output (B, T, d_model) and per-head weights (B, H, T, S) before dropout, or
+            None
+        """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         if self.checks: self._check_inputs(query, key, value)
         B, T, _ = query.shape
@@ -135,11 +178,21 @@ class MultiHeadAttention(nn.Module):
             )
 
 # %% ../nbs/03_multihead.ipynb #m101
-def fused_projection(
-    x:Tensor,  # (..., d_in)
-    linears:tuple,  # nn.Linear layers that all read x, with or without biases alike
-)->Tensor:  # (..., sum of their out_features): their outputs side by side
-    "Apply several `nn.Linear` to the same input with one matrix multiply"
+def fused_projection(x:Tensor, linears:tuple)->Tensor:
+    """Apply several `nn.Linear` to the same input with one matrix multiply
+
+    Parameters
+    ----------
+    x : Tensor
+        (..., d_in)
+    linears : tuple
+        nn.Linear layers that all read x, with or without biases alike
+
+    Returns
+    -------
+    Tensor
+        (..., sum of their out_features): their outputs side by side
+    """
     # (sum d_out, d_in)
     weight = torch.cat([l.weight for l in linears])
     bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
@@ -147,14 +200,29 @@ def fused_projection(
 
 # %% ../nbs/03_multihead.ipynb #m102
 def fast_multihead(
-    # a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are used
-    mha,
-    query:Tensor,  # (B, T, d_model)
-    key:Tensor,  # (B, S, d_model)
-    value:Tensor,  # (B, S, d_model)
-    mask:Tensor|None=None,  # boolean, True = may attend; broadcasts to (B, H, T, S)
-)->Tensor:  # (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
-    "Multi-head attention without the weights: fused projections and `fused_attention`"
+    mha, query:Tensor, key:Tensor, value:Tensor, mask:Tensor|None=None,
+)->Tensor:
+    """Multi-head attention without the weights: fused projections and `fused_attention`
+
+    Parameters
+    ----------
+    mha
+        a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are
+        used
+    query : Tensor
+        (B, T, d_model)
+    key : Tensor
+        (B, S, d_model)
+    value : Tensor
+        (B, S, d_model)
+    mask : Tensor | None
+        boolean, True = may attend; broadcasts to (B, H, T, S)
+
+    Returns
+    -------
+    Tensor
+        (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
+    """
     H, d_k = mha.num_heads, mha.d_k
     # (B, L, n*d_model) -> n x (B, H, L, d_k)
     heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)
@@ -173,14 +241,23 @@ def fast_multihead(
     return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)
 
 # %% ../nbs/03_multihead.ipynb #c035
-def to_torch_masks(
-    # ours: boolean, True = may attend, broadcasting to (B, H, T, S); 2 to 4 dimensions
-    mask:Tensor|None,
-    num_heads:int,  # H of the nn.MultiheadAttention that will receive the masks
-# (attn_mask, key_padding_mask), boolean with True = blocked, or None
-)->tuple[Tensor|None, Tensor|None]:
-    ("Our mask as the `(attn_mask, key_padding_mask)` pair that "
-     "`nn.MultiheadAttention(batch_first=True)` expects")
+def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|None]:
+    """Our mask as the `(attn_mask, key_padding_mask)` pair that
+    `nn.MultiheadAttention(batch_first=True)` expects
+
+    Parameters
+    ----------
+    mask : Tensor | None
+        ours: boolean, True = may attend, broadcasting to (B, H, T, S); 2 to 4
+        dimensions
+    num_heads : int
+        H of the nn.MultiheadAttention that will receive the masks
+
+    Returns
+    -------
+    tuple[Tensor | None, Tensor | None]
+        (attn_mask, key_padding_mask), boolean with True = blocked, or None
+    """
     check_int(num_heads, "num_heads")
     if mask is None: return None, None
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
@@ -232,16 +309,27 @@ def _allowed(m:Tensor, name:str)->Tensor:
 
 # %% ../nbs/03_multihead.ipynb #c039
 def from_torch_masks(
-    # torch's attn_mask: (T, S) or (B*num_heads, T, S), True (or -inf) = blocked
     attn_mask:Tensor|None=None,
-    # torch's key_padding_mask: (B, S), True (or -inf) = a padded key
     key_padding_mask:Tensor|None=None,
-    # needed only for a 3-D attn_mask, to separate B from the heads
     num_heads:int|None=None,
-# ours: boolean, True = may attend, (1, 1, T, S), (B, 1, 1, S), (B, 1, T, S) or (B, H,
-# T, S)
 )->Tensor|None:
-    "The masks of `nn.MultiheadAttention` as one of ours, broadcasting to (B, H, T, S)"
+    """The masks of `nn.MultiheadAttention` as one of ours, broadcasting to (B, H, T, S)
+
+    Parameters
+    ----------
+    attn_mask : Tensor | None
+        torch's attn_mask: (T, S) or (B*num_heads, T, S), True (or -inf) = blocked
+    key_padding_mask : Tensor | None
+        torch's key_padding_mask: (B, S), True (or -inf) = a padded key
+    num_heads : int | None
+        needed only for a 3-D attn_mask, to separate B from the heads
+
+    Returns
+    -------
+    Tensor | None
+        ours: boolean, True = may attend, (1, 1, T, S), (B, 1, 1, S), (B, 1, T, S) or
+        (B, H, T, S)
+    """
     mask = None
     if attn_mask is not None:
         a = _allowed(attn_mask, "attn_mask")
@@ -287,11 +375,23 @@ def _rename(key:str, names:Mapping[str, str])->str:
 
 # %% ../nbs/03_multihead.ipynb #c044
 def to_torch_state(
-    state:Mapping[str, Tensor],  # our state dict, or any tensors by our parameter names
-    names:Mapping[str, str]=MHA_NAMES,  # our names -> torch's, where they differ
-)->dict[str, Tensor]:  # the same tensors under torch.nn's keys
-    ("Our keys as torch.nn's: each W_q, W_k, W_v stacked into "
-     "in_proj_weight/in_proj_bias")
+    state:Mapping[str, Tensor], names:Mapping[str, str]=MHA_NAMES,
+)->dict[str, Tensor]:
+    """Our keys as torch.nn's: each W_q, W_k, W_v stacked into
+    in_proj_weight/in_proj_bias
+
+    Parameters
+    ----------
+    state : Mapping[str, Tensor]
+        our state dict, or any tensors by our parameter names
+    names : Mapping[str, str]
+        our names -> torch's, where they differ
+
+    Returns
+    -------
+    dict[str, Tensor]
+        the same tensors under torch.nn's keys
+    """
     out = {}
     for key, v in state.items():
         at, _, p = key.rpartition(".")                 # e.g. "self_attn.W_q", "weight"
@@ -306,10 +406,22 @@ def to_torch_state(
     return out
 
 def from_torch_state(
-    state:Mapping[str, Tensor],  # a torch.nn state dict, or tensors by its names
-    names:Mapping[str, str]=MHA_NAMES,  # our names -> torch's, where they differ
-)->dict[str, Tensor]:  # the same tensors under our keys
-    "torch.nn's keys as ours: each in_proj_weight/in_proj_bias cut into W_q, W_k, W_v"
+    state:Mapping[str, Tensor], names:Mapping[str, str]=MHA_NAMES,
+)->dict[str, Tensor]:
+    """torch.nn's keys as ours: each in_proj_weight/in_proj_bias cut into W_q, W_k, W_v
+
+    Parameters
+    ----------
+    state : Mapping[str, Tensor]
+        a torch.nn state dict, or tensors by its names
+    names : Mapping[str, str]
+        our names -> torch's, where they differ
+
+    Returns
+    -------
+    dict[str, Tensor]
+        the same tensors under our keys
+    """
     back, out = {b: a for a, b in names.items()}, {}
     for key, v in state.items():
         at, _, p = _rename(key, back).rpartition(".")
@@ -320,12 +432,25 @@ def from_torch_state(
 
 # %% ../nbs/03_multihead.ipynb #c045
 def load_weights(
-    module:nn.Module,  # receives the weights
-    state:Mapping[str, Tensor],  # a state dict under module's own keys
-    name:str="theirs",  # what the caller called `module`, for the error
-)->nn.Module:  # `module`, with the weights
-    ("`module.load_state_dict(state)`, refused with a ValueError if keys or shapes "
-     "differ")
+    module:nn.Module, state:Mapping[str, Tensor], name:str="theirs",
+)->nn.Module:
+    """`module.load_state_dict(state)`, refused with a ValueError if keys or shapes
+    differ
+
+    Parameters
+    ----------
+    module : nn.Module
+        receives the weights
+    state : Mapping[str, Tensor]
+        a state dict under module's own keys
+    name : str
+        what the caller called `module`, for the error
+
+    Returns
+    -------
+    nn.Module
+        `module`, with the weights
+    """
     try: module.load_state_dict(state)
     except RuntimeError as e: raise ValueError(f"{name} does not match: {e}") from None
     return module
@@ -342,18 +467,43 @@ def _check_heads(ours, theirs):
                          f"theirs {theirs.num_heads}")
 
 def mha_to_torch(
-    ours:MultiHeadAttention,  # the source of the weights
-    theirs:nn.MultiheadAttention,  # receives them; same embed_dim, num_heads and bias
-)->nn.MultiheadAttention:  # `theirs`, with our weights
-    "Our weights into an `nn.MultiheadAttention`: the key map and one `load_state_dict`"
+    ours:MultiHeadAttention, theirs:nn.MultiheadAttention,
+)->nn.MultiheadAttention:
+    """Our weights into an `nn.MultiheadAttention`: the key map and one
+    `load_state_dict`
+
+    Parameters
+    ----------
+    ours : MultiHeadAttention
+        the source of the weights
+    theirs : nn.MultiheadAttention
+        receives them; same embed_dim, num_heads and bias
+
+    Returns
+    -------
+    nn.MultiheadAttention
+        `theirs`, with our weights
+    """
     _check_heads(ours, theirs)
     return load_weights(theirs, to_torch_state(ours.state_dict()))
 
 def mha_from_torch(
-    theirs:nn.MultiheadAttention,  # the source of the weights
-    ours:MultiHeadAttention,  # receives them; same d_model, num_heads and bias
-)->MultiHeadAttention:  # `ours`, with torch's weights
-    ("The weights of an `nn.MultiheadAttention` into ours: the key map, one "
-     "`load_state_dict`")
+    theirs:nn.MultiheadAttention, ours:MultiHeadAttention,
+)->MultiHeadAttention:
+    """The weights of an `nn.MultiheadAttention` into ours: the key map, one
+    `load_state_dict`
+
+    Parameters
+    ----------
+    theirs : nn.MultiheadAttention
+        the source of the weights
+    ours : MultiHeadAttention
+        receives them; same d_model, num_heads and bias
+
+    Returns
+    -------
+    MultiHeadAttention
+        `ours`, with torch's weights
+    """
     _check_heads(ours, theirs)
     return load_weights(ours, from_torch_state(theirs.state_dict()), "ours")

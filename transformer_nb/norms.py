@@ -18,27 +18,20 @@ __all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_sa
 
 # %% ../nbs/05_norms.ipynb #c007
 class LayerNorm(nn.Module):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased variance, as nn.LayerNorm
-
-    Parameters
-    ----------
-    d_model : int
-        size of the last dimension, the one normalised
-    eps : float
-        added to the variance inside the square root; nn.LayerNorm's default
-    fused : bool
-        compute it with torch's one-kernel F.layer_norm (chapter "Fast path");
-        False: the lines below
-    """
-    def __init__(self,
-        d_model:int,  # size of the last dimension, the one normalised
-        # added to the variance inside the square root; nn.LayerNorm's default
-        eps:float=1e-5,
-        # compute it with torch's one-kernel F.layer_norm (chapter "Fast path"); False:
-        # the lines below
-        fused:bool=True,
-    ):
-        """Build a `LayerNorm`: `help(LayerNorm)` describes the parameters."""
+    ("(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the "
+     "biased variance, as nn.LayerNorm")
+    def __init__(self, d_model:int, eps:float=1e-5, fused:bool=True):
+        """
+        Parameters
+        ----------
+        d_model : int
+            size of the last dimension, the one normalised
+        eps : float
+            added to the variance inside the square root; nn.LayerNorm's default
+        fused : bool
+            compute it with torch's one-kernel F.layer_norm (chapter "Fast path");
+            False: the lines below
+        """
         super().__init__()
         self.d_model, self.eps = check_int(d_model, "d_model"), check_eps(eps)
         if not isinstance(fused, bool):
@@ -49,11 +42,8 @@ class LayerNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))   # gamma: scale
         self.bias = nn.Parameter(torch.zeros(d_model))    # beta: shift
 
-    def forward(self,
-        x:Tensor,  # (B, T, d_model), or any (..., d_model)
-    )->Tensor:  # same shape as x
-        """(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the biased variance, as nn.LayerNorm
-
+    def forward(self, x:Tensor)->Tensor:
+        """
         Parameters
         ----------
         x : Tensor
@@ -80,10 +70,7 @@ class LayerNorm(nn.Module):
     checks = True
 
 # %% ../nbs/05_norms.ipynb #c008
-def check_eps(
-    eps,  # the value to check
-    name:str="eps",  # the argument's name, used in the message
-)->float:
+def check_eps(eps, name:str="eps")->float:
     """Check that `eps` is a positive number
 
     Parameters
@@ -92,6 +79,11 @@ def check_eps(
         the value to check
     name : str
         the argument's name, used in the message
+
+    Returns
+    -------
+    float
+        eps, as a float
     """
     if isinstance(eps, bool) or not isinstance(eps, (int, float)):
         raise TypeError(
@@ -103,47 +95,34 @@ def check_eps(
 
 # %% ../nbs/05_norms.ipynb #c022
 class SublayerConnection(nn.Module):
-    """Residual connection around a sublayer, with LayerNorm before it (pre-LN) or after the addition (post-LN)
-
-    Parameters
-    ----------
-    d_model : int
-        width of the residual stream
-    dropout : float
-        dropout on the sublayer's output, before the addition (section 5.4)
-    norm_first : bool
-        True: x + dropout(sublayer(norm(x))); False, the paper: norm(x +
-        dropout(sublayer(x)))
-    """
-    def __init__(self,
-        d_model:int,  # width of the residual stream
-        # dropout on the sublayer's output, before the addition (section 5.4)
-        dropout:float=0.1,
-        # True: x + dropout(sublayer(norm(x))); False, the paper: norm(x +
-        # dropout(sublayer(x)))
-        norm_first:bool=True,
-    ):
-        """Build a `SublayerConnection`: `help(SublayerConnection)` describes the parameters."""
+    ("Residual connection around a sublayer, with LayerNorm before it (pre-LN) or "
+     "after the addition (post-LN)")
+    def __init__(self, d_model:int, dropout:float=0.1, norm_first:bool=True):
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the residual stream
+        dropout : float
+            dropout on the sublayer's output, before the addition (section 5.4)
+        norm_first : bool
+            True: x + dropout(sublayer(norm(x))); False, the paper: norm(x +
+            dropout(sublayer(x)))
+        """
         super().__init__()
         check_int(d_model, "d_model"); check_dropout(dropout)
         self.d_model, self.norm_first = d_model, check_norm_first(norm_first)
         self.norm = LayerNorm(d_model)
         self.dropout = Dropout(dropout)
 
-    def forward(self,
-        x:Tensor,  # (B, T, d_model), the residual stream
-        # maps (B, T, d_model) to (B, T, d_model), e.g. attention or the FFN
-        sublayer:Callable[[Tensor], Tensor],
-    )->Tensor:  # (B, T, d_model)
-        """Residual connection around a sublayer, with LayerNorm before it (pre-LN) or after the addition (post-LN)
-
+    def forward(self, x:Tensor, sublayer:Callable[[Tensor], Tensor])->Tensor:
+        """
         Parameters
         ----------
         x : Tensor
             (B, T, d_model), the residual stream
         sublayer : Callable[[Tensor], Tensor]
-            maps (B, T, d_model) to (B, T, d_model), e.g. attention or the
-            FFN
+            maps (B, T, d_model) to (B, T, d_model), e.g. attention or the FFN
 
         Returns
         -------
@@ -160,12 +139,12 @@ class SublayerConnection(nn.Module):
         return residual(x, sublayer, self.norm, self.dropout, self.norm_first)
 
 def residual(
-    x:Tensor,  # (B, T, d_model), the residual stream
-    sublayer:Callable[[Tensor], Tensor],  # (B, T, d_model) -> the same
-    norm:nn.Module,  # the LayerNorm of this connection
-    dropout:nn.Module,  # dropout on the sublayer's output, before the addition
-    norm_first:bool,  # True: pre-LN; False: post-LN (the paper)
-)->Tensor:  # (B, T, d_model)
+    x:Tensor,
+    sublayer:Callable[[Tensor], Tensor],
+    norm:nn.Module,
+    dropout:nn.Module,
+    norm_first:bool,
+)->Tensor:
     """The connection as a function of its parts, for layers that keep their own norms
 
     Parameters
@@ -191,11 +170,9 @@ def residual(
     return norm(x + dropout(check_same_shape(sublayer(x), x)))   # post-LN: the paper
 
 # %% ../nbs/05_norms.ipynb #c023
-def check_same_shape(
-    out,  # what the sublayer returned
-    x:Tensor,  # the sublayer's input
-)->Tensor:
-    """Check that a sublayer returned a tensor of its input's shape, so that the residual sum cannot broadcast
+def check_same_shape(out, x:Tensor)->Tensor:
+    """Check that a sublayer returned a tensor of its input's shape, so that the
+    residual sum cannot broadcast
 
     Parameters
     ----------
@@ -203,6 +180,11 @@ def check_same_shape(
         what the sublayer returned
     x : Tensor
         the sublayer's input
+
+    Returns
+    -------
+    Tensor
+        out, unchanged
     """
     if not isinstance(out, Tensor):
         raise TypeError(
@@ -216,7 +198,18 @@ def check_same_shape(
     return out
 
 def check_norm_first(norm_first)->bool:
-    "Check the placement flag: a bool, True for pre-LN, False for post-LN"
+    """Check the placement flag: a bool, True for pre-LN, False for post-LN
+
+    Parameters
+    ----------
+    norm_first
+        the flag as passed: True for pre-LN, False for post-LN
+
+    Returns
+    -------
+    bool
+        norm_first, checked
+    """
     if not isinstance(norm_first, bool):
         raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "
                         f"got {type(norm_first).__name__} {norm_first!r}")

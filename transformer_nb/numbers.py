@@ -31,10 +31,7 @@ LOW, HIGH = 1, 999  # the numbers the tasks cover
 # the command line's names
 NUMBER_TASKS = tuple(f"numbers-{lang}" for lang in LANGUAGES)
 
-def check_lang(
-    lang,  # a target language
-    name:str="lang",  # the argument's name, for the message
-)->str:
+def check_lang(lang, name:str="lang")->str:
     """`lang` if it is one of LANGUAGES, else a ValueError naming the argument
 
     Parameters
@@ -43,15 +40,17 @@ def check_lang(
         a target language
     name : str
         the argument's name, for the message
+
+    Returns
+    -------
+    str
+        `lang`, checked
     """
     if lang not in LANGUAGES:
         raise ValueError(f"{name} must be one of {LANGUAGES}, got {lang!r}")
     return lang
 
-def check_number(
-    n,  # a number
-    name:str="n",  # the argument's name, for the message
-)->int:
+def check_number(n, name:str="n")->int:
     """`n` if it is an int from LOW to HIGH, else a TypeError or ValueError naming it
 
     Parameters
@@ -60,6 +59,11 @@ def check_number(
         a number
     name : str
         the argument's name, for the message
+
+    Returns
+    -------
+    int
+        `n`, checked
     """
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"{name} must be an int, got {type(n).__name__} {n!r}")
@@ -67,10 +71,7 @@ def check_number(
         raise ValueError(f"{name} must be a number from {LOW} to {HIGH}, got {n}")
     return n
 
-def number_words(
-    n:int,  # a number from LOW to HIGH
-    lang:str,  # "en", or one of LANGUAGES
-)->str:
+def number_words(n:int, lang:str)->str:
     """num2words' spelling of `n` in `lang`; one clear error if num2words is missing
 
     Parameters
@@ -79,6 +80,11 @@ def number_words(
         a number from LOW to HIGH
     lang : str
         "en", or one of LANGUAGES
+
+    Returns
+    -------
+    str
+        the words, e.g. 'siebenundneunzig'
     """
     check_number(n)
     if lang != "en": check_lang(lang)
@@ -93,27 +99,33 @@ def number_words(
 H, C, T, U, E = "H", "C", "T", "U", "E"  # hundreds digit, hundred, tens, units, teen
 ROLE_NAMES = {H: "hundreds digit", C: "hundred", T: "tens", U: "units", E: "teen"}
 
-def english_words(
-    n:int,  # a number from LOW to HIGH
-)->list[str]:
+def english_words(n:int)->list[str]:
     """The English words of `n` as num2words writes them, split at spaces and hyphens
 
     Parameters
     ----------
     n : int
         a number from LOW to HIGH
+
+    Returns
+    -------
+    list[str]
+        the words, e.g. ['ninety', 'seven']
     """
     return number_words(n, "en").replace("-", " ").split()
 
-def english_roles(
-    n:int,  # a number from LOW to HIGH
-)->list[str]:
+def english_roles(n:int)->list[str]:
     """The role of each English word of `n`: H C and T U, or E for ten to nineteen
 
     Parameters
     ----------
     n : int
         a number from LOW to HIGH
+
+    Returns
+    -------
+    list[str]
+        one role per English word
     """
     h, r = divmod(check_number(n), 100)
     roles = ([H, C] + (["and"] if r else [])) if h else []
@@ -177,10 +189,7 @@ def _french_parts(n:int)->list[tuple[str, set]]:
     return hundreds + ([(" ", set())] + _french_rest(r) if r else [])
 
 # %% ../nbs/11b_numbers.ipynb #n014
-def number_parts(
-    n:int,  # a number from LOW to HIGH
-    lang:str,  # one of LANGUAGES
-)->list[tuple[str, set]]:  # [(part, roles of the English words it says)]
+def number_parts(n:int, lang:str)->list[tuple[str, set]]:
     """num2words' word for `n`, cut into parts that each say some of the English words
 
     Parameters
@@ -203,11 +212,16 @@ def number_parts(
     return parts
 
 # %% ../nbs/11b_numbers.ipynb #n017
-def _merge(
-    pieces:list[str],  # a word cut into pieces
-    pair:tuple[str, str],  # two adjacent pieces to join wherever they occur
-)->list[str]:
-    "The pieces with every occurrence of `pair` joined, left to right"
+def _merge(pieces:list[str], pair:tuple[str, str])->list[str]:
+    """The pieces with every occurrence of `pair` joined, left to right
+
+    Parameters
+    ----------
+    pieces : list[str]
+        a word cut into pieces
+    pair : tuple[str, str]
+        two adjacent pieces to join wherever they occur
+    """
     a, b = pair
     out, i = [], 0
     while i < len(pieces):
@@ -217,10 +231,7 @@ def _merge(
     return out
 
 # %% ../nbs/11b_numbers.ipynb #n018
-def learn_bpe(
-    words:Sequence[str],  # the training words (a word may occur many times)
-    merges:int,  # how many merges to learn
-)->list[tuple[str, str]]:  # the merges, most frequent first
+def learn_bpe(words:Sequence[str], merges:int)->list[tuple[str, str]]:
     """Byte-pair encoding: repeatedly merge the most frequent pair of adjacent pieces
 
     Parameters
@@ -249,10 +260,7 @@ def learn_bpe(
         cut = {w: _merge(pieces, best) for w, pieces in cut.items()}
     return learned
 
-def bpe_encode(
-    word:str,  # any word
-    merges:Sequence[tuple[str, str]],  # learned by `learn_bpe`
-)->list[str]:  # its pieces; they join back into the word
+def bpe_encode(word:str, merges:Sequence[tuple[str, str]])->list[str]:
     """Cut a word into pieces by applying the merges in the order they were learned
 
     Parameters
@@ -296,24 +304,22 @@ class NumberTask(NamedTuple):
     held_pairs : list
         the (tens, units) digit pairs held out
     kinds : dict
-        held-out number -> "tens/units" or "hundreds/rest\"
+        held-out number -> "tens/units" or "hundreds/rest"
     """
-    name: str  # "numbers-de" or "numbers-fr"
-    lang: str  # the target language
-    vocab: Vocab  # English words and target pieces, with the special tokens
-    merges: list  # the BPE merges learned on the training targets
-    train: list  # [(English words, target pieces)]
-    valid: list  # [(English words, target pieces)] of the held-out numbers
-    train_numbers: list  # the numbers of `train`
-    valid_numbers: list  # the numbers of `valid`
-    held_pairs: list  # the (tens, units) digit pairs held out
-    kinds: dict  # held-out number -> "tens/units" or "hundreds/rest"
+    name: str
+    lang: str
+    vocab: Vocab
+    merges: list
+    train: list
+    valid: list
+    train_numbers: list
+    valid_numbers: list
+    held_pairs: list
+    kinds: dict
 
-def held_out_numbers(
-    seed:int=0,  # draws the pairs and numbers held out
-    share:float=0.1,  # share of the other three-digit numbers held out
-)->tuple[dict, list]:  # {number: kind}, [(tens, units)]
-    """One (tens, units) pair per tens digit, each in all hundreds, and some hundreds/rest
+def held_out_numbers(seed:int=0, share:float=0.1)->tuple[dict, list]:
+    """One (tens, units) pair per tens digit, each in all hundreds, and some
+    hundreds/rest
 
     Parameters
     ----------
@@ -334,12 +340,9 @@ def held_out_numbers(
     kinds |= {n: "hundreds/rest" for n in rng.sample(rest, round(share * len(rest)))}
     return kinds, pairs
 
-def make_number_task(
-    lang:str="de",  # one of LANGUAGES
-    seed:int=0,  # draws the held-out split
-    merges:int=40,  # BPE merges learned on the training targets
-)->NumberTask:
-    """English number words -> `lang` pieces; held-out numbers combine parts never seen together
+def make_number_task(lang:str="de", seed:int=0, merges:int=40)->NumberTask:
+    """English number words -> `lang` pieces; held-out numbers combine parts never seen
+    together
 
     Parameters
     ----------
@@ -349,6 +352,12 @@ def make_number_task(
         draws the held-out split
     merges : int
         BPE merges learned on the training targets
+
+    Returns
+    -------
+    NumberTask
+        the task: vocabulary, byte-pair encoding, training and held-out pairs and their
+        numbers
     """
     check_lang(lang)
     kinds, pairs = held_out_numbers(seed)
@@ -365,11 +374,7 @@ def make_number_task(
                       valid_p, train_n, valid_n, pairs, kinds)
 
 # %% ../nbs/11b_numbers.ipynb #n025
-def gold_alignment(
-    n:int,  # the number
-    lang:str,  # its target language
-    pieces:Sequence[str],  # the target pieces, joining into number_words(n, lang)
-)->list[set]:  # for each piece, the positions of the English words it says
+def gold_alignment(n:int, lang:str, pieces:Sequence[str])->list[set]:
     """For each target piece, the English words that its characters say
 
     Parameters
@@ -398,9 +403,7 @@ def gold_alignment(
         gold.append({j for j, r in enumerate(roles) if r in said})
     return gold
 
-def crossing(
-    gold:Sequence[set],  # gold_alignment of one number
-)->list[bool]:  # for each piece: does one of its links cross another piece's?
+def crossing(gold:Sequence[set])->list[bool]:
     """Which pieces say a later English word than a later piece says (or the reverse)
 
     Parameters
@@ -426,10 +429,7 @@ NUMBER_MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_l
 NUMBER_SETTINGS = dict(steps=400, batch_size=64, warmup=100, factor=1.0)
 
 def train_numbers(
-    lang:str="de",  # one of LANGUAGES
-    seed:int=0,  # seeds the split, the initial weights, dropout and the batches
-    steps:int|None=None,  # optimiser steps; NUMBER_SETTINGS by default
-    progress:bool=False,  # show a progress bar (on stderr)
+    lang:str="de", seed:int=0, steps:int|None=None, progress:bool=False,
 )->Trained:
     """Make the numbers task of `lang`, build its model (NUMBER_MODEL) and train it
 
@@ -443,6 +443,11 @@ def train_numbers(
         optimiser steps; NUMBER_SETTINGS by default
     progress : bool
         show a progress bar (on stderr)
+
+    Returns
+    -------
+    Trained
+        the trained model with its task, configuration and history
     """
     task = make_number_task(lang, seed)
     steps = steps or NUMBER_SETTINGS["steps"]
@@ -459,12 +464,9 @@ def train_numbers(
     return Trained(model.eval(), config, task, hist)
 
 # %% ../nbs/11b_numbers.ipynb #n031
-def source_words(
-    text:str,  # English number words ("ninety-seven") or digits ("97")
-    vocab:Vocab|None=None,  # a model's vocabulary: every word must be in it
-    name:str="text",  # the argument's name, for the messages
-)->list[str]:
-    """The English words of a number given in words or digits; a ValueError naming `name`
+def source_words(text:str, vocab:Vocab|None=None, name:str="text")->list[str]:
+    """The English words of a number given in words or digits; a ValueError naming
+    `name`
 
     Parameters
     ----------
@@ -474,6 +476,11 @@ def source_words(
         a model's vocabulary: every word must be in it
     name : str
         the argument's name, for the messages
+
+    Returns
+    -------
+    list[str]
+        the English words, each in the vocabulary
     """
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a string, got {type(text).__name__} {text!r}")
@@ -496,11 +503,8 @@ def source_words(
 
 @torch.no_grad()
 def write_numbers(
-    model:Transformer,  # a model trained on a numbers task
-    vocab:Vocab,  # its vocabulary
-    sources:Sequence[Sequence[str]],  # English words of each number
-    max_len:int=24,  # most pieces to write
-)->list[str]:  # the words written, pieces joined
+    model:Transformer, vocab:Vocab, sources:Sequence[Sequence[str]], max_len:int=24,
+)->list[str]:
     """Greedy-decode lists of English words into the target language
 
     Parameters
@@ -523,11 +527,7 @@ def write_numbers(
     ids, _ = greedy_search(model, src, padding_mask(src, vocab.pad), max_len=max_len)
     return [vocab.decode(row) for row in ids]
 
-def translate_numbers(
-    model:Transformer,  # a model trained on a numbers task
-    vocab:Vocab,  # its vocabulary
-    texts:Sequence[str],  # numbers in English words or digits
-)->list[str]:
+def translate_numbers(model:Transformer, vocab:Vocab, texts:Sequence[str])->list[str]:
     """Translate numbers given in English words or digits
 
     Parameters
@@ -538,6 +538,11 @@ def translate_numbers(
         its vocabulary
     texts : Sequence[str]
         numbers in English words or digits
+
+    Returns
+    -------
+    list[str]
+        the target-language words of each number
     """
     if isinstance(texts, str):
         raise TypeError(f"texts must be a list of strings, got the string {texts!r}")
@@ -545,10 +550,8 @@ def translate_numbers(
     return write_numbers(model, vocab, sources)
 
 def number_exact_match(
-    model:Transformer,  # a model trained on `task`
-    task:NumberTask,  # its task
-    pairs:Sequence|None=None,  # (English words, pieces); the held-out ones by default
-)->Tensor:  # (len(pairs),) True where the whole word is right
+    model:Transformer, task:NumberTask, pairs:Sequence|None=None,
+)->Tensor:
     """Which numbers greedy decoding writes exactly right
 
     Parameters
@@ -570,9 +573,7 @@ def number_exact_match(
     return torch.tensor([w == "".join(t) for w, (_, t) in zip(written, pairs)])
 
 # %% ../nbs/11b_numbers.ipynb #n032
-def held_out_exact(
-    run:Trained,  # a model trained by train_numbers
-)->dict:  # {"all", "tens/units", "hundreds/rest": exact match}
+def held_out_exact(run:Trained)->dict:
     """Held-out exact match, over all held-out numbers and by kind
 
     Parameters
@@ -611,18 +612,14 @@ class AlignmentShares(NamedTuple):
     crossing_pieces : int
         crossing pieces among them
     """
-    alignment: Tensor  # (L, H) share of pieces whose strongest weight is on a gold word
-    crossing: Tensor  # (L, H) the same over the crossing pieces (NaN if there are none)
-    diagonal: float  # the diagonal baseline's share of pieces
-    diagonal_crossing: float  # its share of crossing pieces (NaN if there are none)
-    pieces: int  # pieces scored (those that say an English word)
-    crossing_pieces: int  # crossing pieces among them
+    alignment: Tensor
+    crossing: Tensor
+    diagonal: float
+    diagonal_crossing: float
+    pieces: int
+    crossing_pieces: int
 
-def diagonal(
-    i:int,  # a target piece
-    T:int,  # target pieces
-    S:int,  # source words
-)->int:  # the source word of the monotone, evenly spread alignment
+def diagonal(i:int, T:int, S:int)->int:
     """The positional baseline: piece i of T aligned to word round(i (S-1)/(T-1)) of S
 
     Parameters
@@ -642,11 +639,7 @@ def diagonal(
     return round(i * (S - 1) / max(T - 1, 1))
 
 @torch.no_grad()
-def cross_attention(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    pairs:Sequence,  # (English words, pieces), read with teacher forcing
-)->Tensor:  # (L, B, H, T, S)
+def cross_attention(model:Transformer, vocab:Vocab, pairs:Sequence)->Tensor:
     """The cross-attention of every pair, teacher-forced (query i predicts piece i)
 
     Parameters
@@ -669,9 +662,7 @@ def cross_attention(
     return attn.cross
 
 def alignment_shares(
-    cross:Tensor,  # (L, B, H, T, S) cross-attention of B numbers
-    golds:Sequence[Sequence[set]],  # gold_alignment of each number
-    src_lens:Sequence[int],  # English words of each number
+    cross:Tensor, golds:Sequence[Sequence[set]], src_lens:Sequence[int],
 )->AlignmentShares:
     """Per layer and head, how often the strongest weight falls on a gold word
 
@@ -683,6 +674,11 @@ def alignment_shares(
         gold_alignment of each number
     src_lens : Sequence[int]
         English words of each number
+
+    Returns
+    -------
+    AlignmentShares
+        per (layer, head), the share over all pieces and over crossing pieces
     """
     top = cross.argmax(-1)                                                # (L, B, H, T)
     hits, cross_hits, diag, diag_x = [], [], [], []
@@ -700,15 +696,18 @@ def alignment_shares(
                            len(hits), len(cross_hits))
 
 # %% ../nbs/11b_numbers.ipynb #n037
-def held_out_shares(
-    run:Trained,  # a model trained by train_numbers
-)->AlignmentShares:
+def held_out_shares(run:Trained)->AlignmentShares:
     """The alignment shares of a run's held-out numbers
 
     Parameters
     ----------
     run : Trained
         a model trained by train_numbers
+
+    Returns
+    -------
+    AlignmentShares
+        `alignment_shares` of the held-out numbers
     """
     t = run.task
     golds = [
@@ -719,13 +718,14 @@ def held_out_shares(
 
 # %% ../nbs/11b_numbers.ipynb #n042
 def show_alignment(
-    weights:Sequence[Tensor],  # for each example, one head's (T, S) cross-attention
-    pieces:Sequence[Sequence[str]],  # its T target pieces
-    words:Sequence[Sequence[str]],  # its S source words
-    golds:Sequence[Sequence[set]]|None=None,  # its gold links, drawn dashed
-    titles:Sequence[str]|None=None,  # a title per example
+    weights:Sequence[Tensor],
+    pieces:Sequence[Sequence[str]],
+    words:Sequence[Sequence[str]],
+    golds:Sequence[Sequence[set]]|None=None,
+    titles:Sequence[str]|None=None,
 )->Figure:
-    """Lines from each target piece to each source word, darker for more weight; one column
+    """Lines from each target piece to each source word, darker for more weight; one
+    column
 
     Parameters
     ----------
@@ -739,6 +739,11 @@ def show_alignment(
         its gold links, drawn dashed
     titles : Sequence[str] | None
         a title per example
+
+    Returns
+    -------
+    Figure
+        the matplotlib Figure
     """
     plt = pyplot()
     n = len(weights)
@@ -777,12 +782,10 @@ def show_alignment(
 
 # %% ../nbs/11b_numbers.ipynb #n045
 def said_in_order(
-    cross:Tensor,  # (B, T, S) one head's cross-attention of B numbers
-    numbers:Sequence[int],  # the B numbers
-    lang:str,  # their language
-    pieces:Sequence[Sequence[str]],  # their target pieces
-)->tuple[Tensor, list[str]]:  # (4, 5) mean weights, and the row roles in target order
-    """Mean weight of the pieces that say each word, for numbers 'D hundred and TENS-UNITS'
+    cross:Tensor, numbers:Sequence[int], lang:str, pieces:Sequence[Sequence[str]],
+)->tuple[Tensor, list[str]]:
+    """Mean weight of the pieces that say each word, for numbers 'D hundred and
+    TENS-UNITS'
 
     Parameters
     ----------
@@ -818,11 +821,7 @@ def said_in_order(
 # the fields of Attention, as ablate_heads names them
 KINDS = ("encoder", "decoder", "cross")
 
-def ablation_table(
-    model:Transformer,  # a trained model
-    task:NumberTask,  # its task; its held-out numbers are measured
-    groups:dict,  # {name: [(kind, layer, head), ...]} removed together
-)->dict:  # {name: held-out exact match with that group removed}, "none" first
+def ablation_table(model:Transformer, task:NumberTask, groups:dict)->dict:
     """Held-out exact match with each group of heads removed
 
     Parameters
@@ -845,10 +844,7 @@ def ablation_table(
             out[name] = number_exact_match(model, task).float().mean().item()
     return out
 
-def ablation_groups(
-    alignment:Tensor,  # (L, H) alignment share of each cross-attention head
-    k:int=2,  # heads per group
-)->dict:  # {name: heads}: every head alone, the k best and worst aligned, each layer
+def ablation_groups(alignment:Tensor, k:int=2)->dict:
     """The groups of heads to remove: each alone, best- and worst-aligned, whole layers
 
     Parameters
@@ -861,8 +857,7 @@ def ablation_groups(
     Returns
     -------
     dict
-        {name: heads}: every head alone, the k best and worst aligned, each
-        layer
+        {name: heads}: every head alone, the k best and worst aligned, each layer
     """
     L, H = alignment.shape
     groups = {f"{kind} {l}.{h}": [(kind, l, h)] for kind in KINDS
@@ -874,9 +869,7 @@ def ablation_groups(
     return groups
 
 # %% ../nbs/11b_numbers.ipynb #n051
-def number_report(
-    run:Trained,  # a model trained by train_numbers
-)->dict:  # what the chapter measures, as plain numbers (a row of the benchmark)
+def number_report(run:Trained)->dict:
     """Exact match, alignment shares, the best head and the ablation table of one run
 
     Parameters
@@ -905,9 +898,7 @@ def number_report(
             run.model, run.task, ablation_groups(s.alignment)).items()})
 
 # %% ../nbs/11b_numbers.ipynb #n055
-def summarise_numbers(
-    runs:Sequence[dict],  # the rows of benchmarks/results/numbers.json
-)->dict:  # per language: median and range of each measure, and counts of seeds
+def summarise_numbers(runs:Sequence[dict])->dict:
     """Median, range and 'k of n seeds' of the multi-seed numbers runs
 
     Parameters
@@ -961,11 +952,9 @@ def summarise_numbers(
     return out
 
 # %% ../nbs/11b_numbers.ipynb #n058
-def save_number_plots(
-    run:Trained,  # a model trained by train_numbers
-    out,  # the folder to write into
-)->list:  # the paths written; none if matplotlib is missing
-    """PNG files of a held-out number: every cross-attention map, and the best head's links
+def save_number_plots(run:Trained, out)->list:
+    """PNG files of a held-out number: every cross-attention map, and the best head's
+    links
 
     Parameters
     ----------

@@ -27,7 +27,13 @@ def _as_numpy(x):
 
 # %% ../nbs/00a_plotting.ipynb #q001
 def pyplot()->ModuleType:
-    "matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if missing"
+    """matplotlib.pyplot, imported when a plot is drawn; a clear ImportError if missing
+
+    Returns
+    -------
+    ModuleType
+        the module matplotlib.pyplot
+    """
     try:
         import matplotlib.pyplot as plt
     except ImportError as e:
@@ -51,7 +57,18 @@ def _lay_out(fig):
     for ax in fig.axes: ax.apply_aspect()  # square cells shrink their panel
 
 def figure_legibility(fig)->dict:
-    "Natural size, smallest cell of a map read cell by cell, smallest text: CSS px"
+    """Natural size, smallest cell of a map read cell by cell, smallest text: CSS px
+
+    Parameters
+    ----------
+    fig
+        a matplotlib Figure
+
+    Returns
+    -------
+    dict
+        its natural width and height, smallest cell and smallest text, in CSS px
+    """
     from matplotlib.text import Text
     _lay_out(fig)
     scale = PX_PER_INCH / fig.dpi
@@ -73,7 +90,20 @@ def figure_legibility(fig)->dict:
 
 # %% ../nbs/00a_plotting.ipynb #f003
 def figure_png(fig, scale:int=2)->tuple[bytes, dict]:
-    "PNG at `scale` x the natural size, its legibility in a text chunk; and that size"
+    """PNG at `scale` x the natural size, its legibility in a text chunk; and that size
+
+    Parameters
+    ----------
+    fig
+        a matplotlib Figure
+    scale : int
+        pixels per CSS px
+
+    Returns
+    -------
+    tuple[bytes, dict]
+        the PNG's bytes, and its natural width and height in CSS px
+    """
     leg = figure_legibility(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=PX_PER_INCH * scale,
@@ -163,22 +193,23 @@ def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=1
 
 # %% ../nbs/00a_plotting.ipynb #c006
 def show_heatmaps(
-    matrices,  # (rows, cols, Q, K) tensor, or (Q, K) / (n, Q, K) which become one row
-    row_titles:Sequence[str]|None=None,  # a title left of each row, e.g. "layer 0"
-    col_titles:Sequence[str]|None=None,  # a title above each column, e.g. "head 0"
-    xlabel:str="keys",  # label of the x axis (columns of each matrix)
-    ylabel:str="queries",  # label of the y axis (rows of each matrix)
-    xticks:Sequence[str]|None=None,  # a label per column, e.g. the key tokens
-    yticks:Sequence[str]|None=None,  # a label per row, e.g. the query tokens
-    title:str|None=None,  # a title over the whole figure
-    cmap:str="viridis",  # matplotlib colour map
-    vmin:float|None=None, vmax:float|None=None,  # colour range; the data's by default
-    cell_size:float=2.2,  # preferred side of a panel, inches; cells stay legible
-    max_width:float=6.4,  # width of the text column, inches: more panels wrap
-    colorbar:bool=True,  # draw one colour bar for the whole grid
-    log:bool=False,  # logarithmic colour scale (zeros are drawn blank)
-    annotate:str|None=None,  # write each value in its cell with this format, "{:.2f}"
-    label_size:float=8,  # font size of tick labels, points
+    matrices,
+    row_titles:Sequence[str]|None=None,
+    col_titles:Sequence[str]|None=None,
+    xlabel:str="keys",
+    ylabel:str="queries",
+    xticks:Sequence[str]|None=None,
+    yticks:Sequence[str]|None=None,
+    title:str|None=None,
+    cmap:str="viridis",
+    vmin:float|None=None,
+    vmax:float|None=None,
+    cell_size:float=2.2,
+    max_width:float=6.4,
+    colorbar:bool=True,
+    log:bool=False,
+    annotate:str|None=None,
+    label_size:float=8,
 )->Figure:
     """A grid of heatmaps with one colour scale, sized for legible cells and labels
 
@@ -202,8 +233,10 @@ def show_heatmaps(
         a title over the whole figure
     cmap : str
         matplotlib colour map
+    vmin : float | None
+        lowest value of the colour range; the data's by default
     vmax : float | None
-        colour range; the data's by default
+        highest value of the colour range; the data's by default
     cell_size : float
         preferred side of a panel, inches; cells stay legible
     max_width : float
@@ -216,6 +249,11 @@ def show_heatmaps(
         write each value in its cell with this format, "{:.2f}"
     label_size : float
         font size of tick labels, points
+
+    Returns
+    -------
+    Figure
+        the figure
     """
     plt = pyplot()
     from matplotlib.colors import LogNorm
@@ -296,15 +334,15 @@ def show_heatmaps(
 
 # %% ../nbs/00a_plotting.ipynb #c009
 def show_attention(
-    weights:Tensor,  # attention weights (T, S) or (H, T, S)
-    queries:Sequence[str]|None=None,  # a label per query (row), e.g. the target tokens
-    keys:Sequence[str]|None=None,  # a label per key (column), e.g. the source tokens
-    title:str|None=None,  # a title over the figure
-    # a title per head; "head 0", "head 1", ... by default
+    weights:Tensor,
+    queries:Sequence[str]|None=None,
+    keys:Sequence[str]|None=None,
+    title:str|None=None,
     head_titles:Sequence[str]|None=None,
-    **kwargs,  # passed on to `show_heatmaps`
+    **kwargs,
 )->Figure:
-    """Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows are queries, columns are keys
+    """Heatmaps of attention weights `(H, T, S)` or `(T, S)`: one panel per head, rows
+    are queries, columns are keys
 
     Parameters
     ----------
@@ -318,8 +356,13 @@ def show_attention(
         a title over the figure
     head_titles : Sequence[str] | None
         a title per head; "head 0", "head 1", ... by default
-    **kwargs
+    kwargs
         passed on to `show_heatmaps`
+
+    Returns
+    -------
+    Figure
+        the figure
     """
     if not isinstance(weights, Tensor):
         raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
@@ -347,13 +390,15 @@ def show_attention(
 
 # %% ../nbs/00a_plotting.ipynb #c012
 def show_curves(
-    x,  # x values, shape (N,)
-    curves:dict,  # {label: y values of shape (N,)}
-    xlabel:str="", ylabel:str="",  # axis labels
-    title:str|None=None,  # a title over the plot
-    logx:bool=False, logy:bool=False,  # logarithmic axes
-    figsize:tuple=(6, 3.2),  # size in inches
-    styles:dict|None=None,  # {label: matplotlib format string}, e.g. {"scaled": "--"}
+    x,
+    curves:dict,
+    xlabel:str="",
+    ylabel:str="",
+    title:str|None=None,
+    logx:bool=False,
+    logy:bool=False,
+    figsize:tuple=(6, 3.2),
+    styles:dict|None=None,
 )->Figure:
     """Line plots of several curves against the same x values, with a legend
 
@@ -363,16 +408,25 @@ def show_curves(
         x values, shape (N,)
     curves : dict
         {label: y values of shape (N,)}
+    xlabel : str
+        label of the x axis
     ylabel : str
-        axis labels
+        label of the y axis
     title : str | None
         a title over the plot
+    logx : bool
+        logarithmic x axis
     logy : bool
-        logarithmic axes
+        logarithmic y axis
     figsize : tuple
         size in inches
     styles : dict | None
         {label: matplotlib format string}, e.g. {"scaled": "--"}
+
+    Returns
+    -------
+    Figure
+        the figure
     """
     plt = pyplot()
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
@@ -424,32 +478,31 @@ def _token_args(name:str)->tuple[str, str]:
 
 # %% ../nbs/00a_plotting.ipynb #x003
 class AttentionExplorer:
-    """A self-contained interactive HTML view of attention maps; a notebook displays it
-
-    Parameters
-    ----------
-    maps : dict
-        {name: (weights (L, H, T, S), queries, keys, what each are)}
-    start : tuple
-        (kind, layer, head) shown first; head may be "all"
-    title : str | None
-        a title over the view
-    decimals : int
-        weights are rounded to this many decimals
-    fallback : bool
-        embed a static picture for where scripts do not run
-    scale : str
-        colours scaled per "head" or per "row" at first
-    """
+    "A self-contained interactive HTML view of attention maps; a notebook displays it"
     def __init__(self,
-        maps:dict,  # {name: (weights (L, H, T, S), queries, keys, what each are)}
-        start:tuple,  # (kind, layer, head) shown first; head may be "all"
-        title:str|None=None,  # a title over the view
-        decimals:int=3,  # weights are rounded to this many decimals
-        fallback:bool=True,  # embed a static picture for where scripts do not run
-        scale:str="head",  # colours scaled per "head" or per "row" at first
+        maps:dict,
+        start:tuple,
+        title:str|None=None,
+        decimals:int=3,
+        fallback:bool=True,
+        scale:str="head",
     ):
-        """Build a `AttentionExplorer`: `help(AttentionExplorer)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        maps : dict
+            {name: (weights (L, H, T, S), queries, keys, what each are)}
+        start : tuple
+            (kind, layer, head) shown first; head may be "all"
+        title : str | None
+            a title over the view
+        decimals : int
+            weights are rounded to this many decimals
+        fallback : bool
+            embed a static picture for where scripts do not run
+        scale : str
+            colours scaled per "head" or per "row" at first
+        """
         self.maps, self.start, self.title = maps, start, title
         self.decimals, self.fallback, self.scale = decimals, fallback, scale
 
@@ -509,18 +562,19 @@ class AttentionExplorer:
 
 # %% ../nbs/00a_plotting.ipynb #x004
 def attention_explorer(
-    maps:dict|Tensor,  # {name: weights (L, H, T, S) or (H, T, S)}, or one tensor
-    src_tokens:Sequence[str],  # label the encoder self-attention, and cross's keys
-    tgt_tokens:Sequence[str]|None=None,  # label decoder self-attention, cross's queries
-    title:str|None=None,  # a title over the view
-    kind:str|None=None,  # the map shown first; the first of `maps` by default
-    layer:int=0,  # the layer shown first; negative counts from the last
-    head:int|str=0,  # the head shown first, or "all" for every head at once
-    decimals:int=3,  # weights are rounded to this many decimals
-    fallback:bool=True,  # embed a static picture for where scripts do not run
-    scale:str="head",  # colours scaled per "head" (to its largest weight) or per "row"
+    maps:dict|Tensor,
+    src_tokens:Sequence[str],
+    tgt_tokens:Sequence[str]|None=None,
+    title:str|None=None,
+    kind:str|None=None,
+    layer:int=0,
+    head:int|str=0,
+    decimals:int=3,
+    fallback:bool=True,
+    scale:str="head",
 )->AttentionExplorer:
-    """An interactive view of attention maps: pick kind, layer and head; point at tokens
+    """An interactive view of attention maps: pick kind, layer and head; point at
+    tokens
 
     Parameters
     ----------
@@ -543,7 +597,12 @@ def attention_explorer(
     fallback : bool
         embed a static picture for where scripts do not run
     scale : str
-        colours scaled per "head" (to its largest weight) or per "row\"
+        colours scaled per "head" (to its largest weight) or per "row"
+
+    Returns
+    -------
+    AttentionExplorer
+        the view: HTML in a notebook and on the site
     """
     if isinstance(maps, Tensor): maps = {"self-attention": maps}
     if not isinstance(maps, dict) or not maps:

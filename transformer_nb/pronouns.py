@@ -49,12 +49,23 @@ IT, AGENT, PLACE, ADJECTIVE = 8, 1, 6, 11   # positions in the English sentence
 PRONOUN = 8                                  # position of the pronoun in the German one
 
 # %% ../nbs/11a_pronouns.ipynb #p007
-def pronoun_pair(
-    agent:str,  # a key of AGENTS
-    place:str,  # a key of PLACES
-    adjective:str,  # a key of AGENT_ADJECTIVES or PLACE_ADJECTIVES
-)->tuple[list[str], list[str]]:  # (English words, German words)
-    "An English sentence and its German translation, its pronoun matching the referent"
+def pronoun_pair(agent:str, place:str, adjective:str)->tuple[list[str], list[str]]:
+    """An English sentence and its German translation, its pronoun matching the referent
+
+    Parameters
+    ----------
+    agent : str
+        a key of AGENTS
+    place : str
+        a key of PLACES
+    adjective : str
+        a key of AGENT_ADJECTIVES or PLACE_ADJECTIVES
+
+    Returns
+    -------
+    tuple[list[str], list[str]]
+        (English words, German words)
+    """
     (agent_de, g_agent), (place_de, g_place) = AGENTS[agent], PLACES[place]
     adj_de = AGENT_ADJECTIVES.get(adjective) or PLACE_ADJECTIVES[adjective]
     gender = g_agent if adjective in AGENT_ADJECTIVES else g_place   # the referent's
@@ -65,11 +76,22 @@ def pronoun_pair(
     return en.split(), de.split()
 
 # %% ../nbs/11a_pronouns.ipynb #p011
-def make_pronoun_task(
-    held_out:float=0.2,  # share of (referent, adjective) pairs kept out of training
-    seed:int=0,  # which pairs are held out
-)->Task:  # the task: vocabulary, training and held-out sentences
-    "Every sentence of the template; held-out ones pair a referent with a new adjective"
+def make_pronoun_task(held_out:float=0.2, seed:int=0)->Task:
+    """Every sentence of the template; held-out ones pair a referent with a new
+    adjective
+
+    Parameters
+    ----------
+    held_out : float
+        share of (referent, adjective) pairs kept out of training
+    seed : int
+        which pairs are held out
+
+    Returns
+    -------
+    Task
+        the task: vocabulary, training and held-out sentences
+    """
     rng = random.Random(seed)
     kinds = ((AGENTS, AGENT_ADJECTIVES), (PLACES, PLACE_ADJECTIVES))
     pairs = [sorted((n, a) for n in nouns for a in adjs) for nouns, adjs in kinds]
@@ -85,16 +107,34 @@ def make_pronoun_task(
     words = sorted({w for en, de in train + valid for w in en + de})
     return Task("pronouns", Vocab(words), train, valid)
 
-def refers_to_agent(
-    english:list[str],  # an English sentence of the task
-)->bool:  # True where 'it' is the animal
-    "Does its 'it' refer to the animal (rather than the place)?"
+def refers_to_agent(english:list[str])->bool:
+    """Does its 'it' refer to the animal (rather than the place)?
+
+    Parameters
+    ----------
+    english : list[str]
+        an English sentence of the task
+
+    Returns
+    -------
+    bool
+        True where 'it' is the animal
+    """
     return english[ADJECTIVE] in AGENT_ADJECTIVES
 
-def genders_differ(
-    english:list[str],  # an English sentence of the task
-)->bool:  # True where the pronoun tells the two readings apart
-    "Do the animal and the place differ in gender? Then the pronoun shows the reading"
+def genders_differ(english:list[str])->bool:
+    """Do the animal and the place differ in gender? Then the pronoun shows the reading
+
+    Parameters
+    ----------
+    english : list[str]
+        an English sentence of the task
+
+    Returns
+    -------
+    bool
+        True where the pronoun tells the two readings apart
+    """
     return AGENTS[english[AGENT]][1] != PLACES[english[PLACE]][1]
 
 # %% ../nbs/11a_pronouns.ipynb #p014a
@@ -110,11 +150,21 @@ PRONOUN_MODEL = dict(
 )
 PRONOUN_TRAINING = dict(steps=300, batch_size=64, warmup=100, factor=0.5)
 
-def train_pronoun_model(
-    seed:int=0,  # seeds the initial weights, dropout and the order of the batches
-    split:int=0,  # seed of `make_pronoun_task`: which pairs are held out
-)->tuple[Transformer, Task, History]:  # the model (in eval mode), its task, its record
-    "Train the chapter's recipe on one held-out split"
+def train_pronoun_model(seed:int=0, split:int=0)->tuple[Transformer, Task, History]:
+    """Train the chapter's recipe on one held-out split
+
+    Parameters
+    ----------
+    seed : int
+        seeds the initial weights, dropout and the order of the batches
+    split : int
+        seed of `make_pronoun_task`: which pairs are held out
+
+    Returns
+    -------
+    tuple[Transformer, Task, History]
+        the model (in eval mode), its task, its record
+    """
     check_int(seed, "seed", 0); check_int(split, "split", 0)
     task = make_pronoun_task(seed=split)
     torch.manual_seed(seed)
@@ -131,11 +181,21 @@ def train_pronoun_model(
     return model, task, history
 
 # %% ../nbs/11a_pronouns.ipynb #p017
-def words(
-    ids:Tensor,  # (L,) token ids written by a decoder
-    vocab:Vocab,  # the task's vocabulary
-)->list[str]:  # the words, without <s> and </s>
-    "The words of a decoded sequence, up to its </s>"
+def words(ids:Tensor, vocab:Vocab)->list[str]:
+    """The words of a decoded sequence, up to its </s>
+
+    Parameters
+    ----------
+    ids : Tensor
+        (L,) token ids written by a decoder
+    vocab : Vocab
+        the task's vocabulary
+
+    Returns
+    -------
+    list[str]
+        the words, without <s> and </s>
+    """
     out = []
     for i in ids.tolist():
         if i == vocab.eos: break
@@ -144,13 +204,29 @@ def words(
 
 # %% ../nbs/11a_pronouns.ipynb #p022
 def referent_preference(
-    weights:Tensor,  # (L, B, H, S): one query's weights over S keys
-    sources:list[list[str]],  # the B English sentences
-    # key position(s) of the animal; the weights of several add up
+    weights:Tensor,
+    sources:list[list[str]],
     agent:int|tuple=AGENT,
-    place:int|tuple=PLACE,  # key position(s) of the place
-)->Tensor:  # (L, H): share of sentences where the referent outweighs the other noun
-    "How often each head prefers the noun that 'it' refers to over the other noun"
+    place:int|tuple=PLACE,
+)->Tensor:
+    """How often each head prefers the noun that 'it' refers to over the other noun
+
+    Parameters
+    ----------
+    weights : Tensor
+        (L, B, H, S): one query's weights over S keys
+    sources : list[list[str]]
+        the B English sentences
+    agent : int | tuple
+        key position(s) of the animal; the weights of several add up
+    place : int | tuple
+        key position(s) of the place
+
+    Returns
+    -------
+    Tensor
+        (L, H): share of sentences where the referent outweighs the other noun
+    """
     agent_first = torch.tensor([refers_to_agent(s) for s in sources])[None, :, None]
     on = lambda k: weights[..., list(k) if isinstance(k, tuple) else [k]].sum(-1)
     on_agent, on_place = on(agent), on(place)                             # (L, B, H)
@@ -162,12 +238,22 @@ KINDS = ("encoder", "decoder", "cross")  # the fields of `Attention`
 # article and noun in the decoder's input <s> + German
 DE_AGENT, DE_PLACE = (1, 2), (4, 5)
 
-def referent_shares(
-    attn:Attention,  # every map of the task's held-out sentences, in their order
-    task:Task,  # the task
-)->dict:  # kind: (L, H) share of the sentences whose genders differ
-    ("referent_preference of every head: encoder at 'it', decoder and cross writing "
-     "the pronoun")
+def referent_shares(attn:Attention, task:Task)->dict:
+    """referent_preference of every head: encoder at 'it', decoder and cross writing the
+    pronoun
+
+    Parameters
+    ----------
+    attn : Attention
+        every map of the task's held-out sentences, in their order
+    task : Task
+        the task
+
+    Returns
+    -------
+    dict
+        kind: (L, H) share of the sentences whose genders differ
+    """
     telling = torch.tensor([genders_differ(en) for en, _ in task.valid])
     if attn.cross.shape[1] != len(telling):
         raise ValueError(f"attn holds {attn.cross.shape[1]} sentences, the task "
@@ -181,11 +267,24 @@ def referent_shares(
 
 # %% ../nbs/11a_pronouns.ipynb #p100
 def show_referent_preference(
-    shares:Tensor,  # (K, L, H): referent_preference of K kinds of attention
+    shares:Tensor,
     titles:tuple=("encoder: the query \"it\"", "decoder self: writing er / sie / es",
-                  "cross: writing er / sie / es"),  # a title per kind
-)->Figure:  # the figure
-    "Tables, layer by head, of how often each head prefers the referent (0.5: chance)"
+                  "cross: writing er / sie / es"),
+)->Figure:
+    """Tables, layer by head, of how often each head prefers the referent (0.5: chance)
+
+    Parameters
+    ----------
+    shares : Tensor
+        (K, L, H): referent_preference of K kinds of attention
+    titles : tuple
+        a title per kind
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     plt = pyplot()
     K, L, H = shares.shape
     fig, axs = plt.subplots(K, 1, figsize=(3.6, K * (0.5 * L + 0.75)), squeeze=False)
@@ -203,13 +302,27 @@ def show_referent_preference(
 
 # %% ../nbs/11a_pronouns.ipynb #p102
 def show_links(
-    weights:Tensor,  # (n, S): one query's weights over S keys, for n panels
-    query:str,  # the query word (drawn on the left of each panel)
-    keys:list[str],  # the S key words (drawn on the right)
-    titles:list[str]|None=None,  # a title per panel
-)->Figure:  # the figure
-    ("Lines from one query word to every key word, darker for more weight; panels "
-     "stacked")
+    weights:Tensor, query:str, keys:list[str], titles:list[str]|None=None,
+)->Figure:
+    """Lines from one query word to every key word, darker for more weight; panels
+    stacked
+
+    Parameters
+    ----------
+    weights : Tensor
+        (n, S): one query's weights over S keys, for n panels
+    query : str
+        the query word (drawn on the left of each panel)
+    keys : list[str]
+        the S key words (drawn on the right)
+    titles : list[str] | None
+        a title per panel
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     plt = pyplot()
     n, S = weights.shape
     fig, axs = plt.subplots(n, 1, figsize=(3.6, n * (0.3 * S + 0.9)), squeeze=False)
@@ -231,11 +344,21 @@ def show_links(
 
 # %% ../nbs/11a_pronouns.ipynb #abl1
 @torch.no_grad()
-def pronoun_accuracy(
-    model:Transformer,  # a model trained on the task
-    task:Task,  # the task: its held-out sentences whose genders differ are scored
-)->float:  # share of those sentences whose pronoun the model gets right
-    "Is the model's most likely pronoun right, after the true German prefix?"
+def pronoun_accuracy(model:Transformer, task:Task)->float:
+    """Is the model's most likely pronoun right, after the true German prefix?
+
+    Parameters
+    ----------
+    model : Transformer
+        a model trained on the task
+    task : Task
+        the task: its held-out sentences whose genders differ are scored
+
+    Returns
+    -------
+    float
+        share of those sentences whose pronoun the model gets right
+    """
     telling = torch.tensor([genders_differ(en) for en, _ in task.valid])
     b = make_batch([p for p, t in zip(task.valid, telling) if t], task.vocab)
     logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask)  # (B, T, V)
@@ -243,13 +366,23 @@ def pronoun_accuracy(
         (logits[:, PRONOUN].argmax(-1) == b.tgt_out[:, PRONOUN]).float().mean().item()
     )
 
-def pronoun_ablation(
-    model:Transformer,  # a model trained on the task
-    task:Task,  # the task
-    # name: heads removed together; None: every head, every layer
-    groups:dict|None=None,
-)->dict:  # name: pronoun_accuracy with those heads removed ("none": all heads kept)
-    "pronoun_accuracy with each head, or group of heads, removed by `ablate_heads`"
+def pronoun_ablation(model:Transformer, task:Task, groups:dict|None=None)->dict:
+    """pronoun_accuracy with each head, or group of heads, removed by `ablate_heads`
+
+    Parameters
+    ----------
+    model : Transformer
+        a model trained on the task
+    task : Task
+        the task
+    groups : dict | None
+        name: heads removed together; None: every head, every layer
+
+    Returns
+    -------
+    dict
+        name: pronoun_accuracy with those heads removed ("none": all heads kept)
+    """
     if groups is None:
         H = model.num_heads
         L = {"encoder": len(model.encoder.layers), "decoder": len(model.decoder.layers),
@@ -265,12 +398,22 @@ def pronoun_ablation(
 
 # %% ../nbs/11a_pronouns.ipynb #meas
 @torch.no_grad()
-def measure_pronoun_model(
-    model:Transformer,  # a model trained by `train_pronoun_model`
-    task:Task,  # its task
-)->dict:  # the numbers of one model, as stored by benchmarks/seeds.py
-    ("Accuracy, every head's referent share and other weights, and the ablations of "
-     "one model")
+def measure_pronoun_model(model:Transformer, task:Task)->dict:
+    """Accuracy, every head's referent share and other weights, and the ablations of one
+    model
+
+    Parameters
+    ----------
+    model : Transformer
+        a model trained by `train_pronoun_model`
+    task : Task
+        its task
+
+    Returns
+    -------
+    dict
+        the numbers of one model, as stored by benchmarks/seeds.py
+    """
     batch = make_batch(task.valid, task.vocab)
     ids, _ = greedy_search(model, batch.src, batch.src_mask, max_len=16)
     written = [words(row, task.vocab) for row in ids]
@@ -313,14 +456,33 @@ def measure_pronoun_model(
 
 # %% ../nbs/11a_pronouns.ipynb #strips
 def show_strips(
-    values:dict,  # row label: its values, one dot each (rows drawn top to bottom)
-    xlabel:str,  # what the values are
-    hue:list|None=None,  # a legend label per position in each row (e.g. the split)
-    marks:dict|None=None,  # x: label of a dashed vertical line, e.g. {0.5: "chance"}
-    title:str|None=None,  # the figure's title
-)->Figure:  # the figure
-    ("One row of dots per label: a distribution over trained models, narrow enough for "
-     "a phone")
+    values:dict,
+    xlabel:str,
+    hue:list|None=None,
+    marks:dict|None=None,
+    title:str|None=None,
+)->Figure:
+    """One row of dots per label: a distribution over trained models, narrow enough for
+    a phone
+
+    Parameters
+    ----------
+    values : dict
+        row label: its values, one dot each (rows drawn top to bottom)
+    xlabel : str
+        what the values are
+    hue : list | None
+        a legend label per position in each row (e.g. the split)
+    marks : dict | None
+        x: label of a dashed vertical line, e.g. {0.5: "chance"}
+    title : str | None
+        the figure's title
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     plt = pyplot()
     n = len(values)
     fig, ax = plt.subplots(figsize=(3.6, 0.32 * n + 1.6))

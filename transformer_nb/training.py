@@ -23,13 +23,10 @@ __all__ = ['CHECKPOINT_FORMAT', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoot
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
-    target:Tensor,  # (N,) true token ids
-    num_classes:int,  # V, the vocabulary size
-    eps:float=0.1,  # ε, the probability mass spread over all V tokens
-    # rows whose target is this id (padding) get an all-zero distribution
-    ignore_index:int|None=None,
-)->Tensor:  # (N, V), each non-ignored row sums to one
-    """The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on every other
+    target:Tensor, num_classes:int, eps:float=0.1, ignore_index:int|None=None,
+)->Tensor:
+    """The label-smoothed target distribution: 1 − ε + ε/V on the true token, ε/V on
+    every other
 
     Parameters
     ----------
@@ -58,34 +55,26 @@ def smoothed_targets(
 
 # %% ../nbs/10_training.ipynb #c007
 class LabelSmoothingLoss(nn.Module):
-    """Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding
-
-    Parameters
-    ----------
-    eps : float
-        ε of section 5.4
-    ignore_index : int
-        target id that contributes nothing (padding)
-    reduction : str
-        "mean" per non-padding token, or their "sum\"
-    """
-    def __init__(self,
-        eps:float=0.1,  # ε of section 5.4
-        ignore_index:int=Vocab.pad,  # target id that contributes nothing (padding)
-        reduction:str="mean",  # "mean" per non-padding token, or their "sum"
-    ):
-        """Build a `LabelSmoothingLoss`: `help(LabelSmoothingLoss)` describes the parameters."""
+    ("Cross-entropy against label-smoothed targets, averaged over the tokens that are "
+     "not padding")
+    def __init__(self, eps:float=0.1, ignore_index:int=Vocab.pad, reduction:str="mean"):
+        """
+        Parameters
+        ----------
+        eps : float
+            ε of section 5.4
+        ignore_index : int
+            target id that contributes nothing (padding)
+        reduction : str
+            "mean" per non-padding token, or their "sum"
+        """
         super().__init__()
         if not 0 <= eps < 1: raise ValueError(f"eps must be in [0, 1), got {eps}")
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
-    def forward(self,
-        logits:Tensor,  # (..., V) unnormalised scores
-        target:Tensor,  # (...) true token ids
-    )->Tensor:  # scalar: mean (or sum) of the loss over non-padding tokens
-        """Cross-entropy against label-smoothed targets, averaged over the tokens that are not padding
-
+    def forward(self, logits:Tensor, target:Tensor)->Tensor:
+        """
         Parameters
         ----------
         logits : Tensor
@@ -112,11 +101,9 @@ class LabelSmoothingLoss(nn.Module):
         return loss[keep].sum() / keep.sum().clamp(min=1)
 
 # %% ../nbs/10_training.ipynb #c013
-def smoothing_floor(
-    vocab_size:int,  # V
-    eps:float=0.1,  # ε
-)->float:  # the entropy of q, in nats
-    """The smallest possible label-smoothed loss per token, reached when the model predicts q exactly
+def smoothing_floor(vocab_size:int, eps:float=0.1)->float:
+    """The smallest possible label-smoothed loss per token, reached when the model
+    predicts q exactly
 
     Parameters
     ----------
@@ -134,12 +121,7 @@ def smoothing_floor(
     return -(hi * math.log(hi) + (vocab_size - 1) * lo * math.log(lo))
 
 # %% ../nbs/10_training.ipynb #c016
-def noam_lr(
-    step:int,  # the optimiser step, counted from 1 (step 0 is read as 1)
-    d_model:int,  # width of the model
-    warmup:int=4000,  # warmup_steps: linear growth up to here
-    factor:float=1.0,  # multiplies the whole curve; 1 is the paper
-)->float:
+def noam_lr(step:int, d_model:int, warmup:int=4000, factor:float=1.0)->float:
     """The learning rate of equation 3: linear warm-up, then inverse square-root decay
 
     Parameters
@@ -152,18 +134,21 @@ def noam_lr(
         warmup_steps: linear growth up to here
     factor : float
         multiplies the whole curve; 1 is the paper
+
+    Returns
+    -------
+    float
+        the learning rate at `step`
     """
     step = max(step, 1)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 # %% ../nbs/10_training.ipynb #c019
 def make_optimizer(
-    model:nn.Module,  # the model to train
-    d_model:int,  # its width, for the schedule
-    warmup:int=4000,  # warm-up steps
-    factor:float=1.0,  # scale of the schedule
+    model:nn.Module, d_model:int, warmup:int=4000, factor:float=1.0,
 )->tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of equation 3
+    """Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of
+    equation 3
 
     Parameters
     ----------
@@ -175,6 +160,11 @@ def make_optimizer(
         warm-up steps
     factor : float
         scale of the schedule
+
+    Returns
+    -------
+    tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]
+        the optimizer and its learning-rate scheduler
     """
     # foreach: one call per operation for all parameters; the same numbers as a loop
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
@@ -187,29 +177,22 @@ def make_optimizer(
 
 # %% ../nbs/10_training.ipynb #c022
 class ProgressBar:
-    """A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the way when not in a terminal
-
-    Parameters
-    ----------
-    total : int
-        number of steps
-    file
-        where to write; sys.stderr by default, like other progress bars, away
-        from the results
-    width : int
-        characters of the bar
-    enabled : bool
-        False: write nothing
-    """
-    def __init__(self,
-        total:int,  # number of steps
-        # where to write; sys.stderr by default, like other progress bars, away from the
-        # results
-        file=None,
-        width:int=20,  # characters of the bar
-        enabled:bool=True,  # False: write nothing
-    ):
-        """Build a `ProgressBar`: `help(ProgressBar)` describes the parameters."""
+    ("A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the "
+     "way when not in a terminal")
+    def __init__(self, total:int, file=None, width:int=20, enabled:bool=True):
+        """
+        Parameters
+        ----------
+        total : int
+            number of steps
+        file
+            where to write; sys.stderr by default, like other progress bars, away from
+            the results
+        width : int
+            characters of the bar
+        enabled : bool
+            False: write nothing
+        """
         self.total, self.file, self.width, self.enabled = (
             total,
             file or sys.stderr,
@@ -219,8 +202,16 @@ class ProgressBar:
         self.tty = hasattr(self.file, "isatty") and self.file.isatty()
         self.last_tenth, self.t0 = 0, time.perf_counter()
     def update(self, i:int, **metrics)->None:
-        ("Show step `i` of `total` and the metrics (floats are shown with 3 "
-         "significant digits)")
+        """Show step `i` of `total` and the metrics (floats are shown with 3 significant
+        digits)
+
+        Parameters
+        ----------
+        i : int
+            the step just done, 1 to total
+        metrics
+            name -> value to show beside the bar, e.g. loss=2.5
+        """
         if not self.enabled: return
         tenth = 10 * i // self.total
         if not self.tty and (tenth == self.last_tenth and i != self.total): return
@@ -238,17 +229,14 @@ class ProgressBar:
 
 # %% ../nbs/10_training.ipynb #c025
 class CheckpointAverage:
-    """The mean of the parameters of the last few checkpoints of a model
-
-    Parameters
-    ----------
-    keep : int | None
-        how many of the latest checkpoints count; None: all
-    """
-    def __init__(self,
-        keep:int|None=None,  # how many of the latest checkpoints count; None: all
-    ):
-        """Build a `CheckpointAverage`: `help(CheckpointAverage)` describes the parameters."""
+    "The mean of the parameters of the last few checkpoints of a model"
+    def __init__(self, keep:int|None=None):
+        """
+        Parameters
+        ----------
+        keep : int | None
+            how many of the latest checkpoints count; None: all
+        """
         self.keep, self.checkpoints = keep, []
     @property
     def count(self)->int:
@@ -261,15 +249,19 @@ class CheckpointAverage:
                 if v.is_floating_point()}
     @torch.no_grad()
     def add(self, model:nn.Module)->None:
-        "Keep the current weights as a checkpoint; beyond `keep`, drop the oldest"
+        """Keep the current weights as a checkpoint; beyond `keep`, drop the oldest
+
+        Parameters
+        ----------
+        model : nn.Module
+            the model whose weights to keep
+        """
         self.checkpoints.append(self._weights(model))
         if self.keep is not None: del self.checkpoints[:-self.keep]
     @torch.no_grad()
-    def apply(self,
-        model:nn.Module,  # the model whose checkpoints were added
-        current:bool=False,  # its weights now count as one more, the newest
-    )->nn.Module:
-        """Load the mean of the checkpoints into the model (a float64 sum, oldest first)
+    def apply(self, model:nn.Module, current:bool=False)->nn.Module:
+        """Load the mean of the checkpoints into the model (a float64 sum, oldest
+        first)
 
         Parameters
         ----------
@@ -277,6 +269,11 @@ class CheckpointAverage:
             the model whose checkpoints were added
         current : bool
             its weights now count as one more, the newest
+
+        Returns
+        -------
+        nn.Module
+            the same model, now holding the mean
         """
         kept = self.checkpoints + ([self._weights(model)] if current else [])
         if self.keep is not None: kept = kept[-self.keep:]
@@ -285,10 +282,22 @@ class CheckpointAverage:
             if k in kept[0]: v.copy_(sum(c[k].double() for c in kept) / len(kept))
         return model
     def state_dict(self)->dict:
-        "What a resumed run needs to average the same checkpoints"
+        """What a resumed run needs to average the same checkpoints
+
+        Returns
+        -------
+        dict
+            `keep` and the kept checkpoints
+        """
         return dict(keep=self.keep, checkpoints=self.checkpoints)
     def load_state_dict(self, state:dict)->None:
-        "Continue from `state_dict()`"
+        """Continue from `state_dict()`
+
+        Parameters
+        ----------
+        state : dict
+            what `state_dict()` returned
+        """
         self.keep, self.checkpoints = state["keep"], list(state["checkpoints"])
 
 # %% ../nbs/10_training.ipynb #c028
@@ -306,16 +315,13 @@ class History(NamedTuple):
     seconds : float
         wall time of the run
     state : dict | None
-        what `train(..., resume=state)` needs to continue exactly: weights,
-        optimiser, schedule, the checkpoints to average, every process's random
-        state
+        what `train(..., resume=state)` needs to continue exactly: weights, optimiser,
+        schedule, the checkpoints to average, every process's random state
     """
-    loss: list  # training loss of every step
-    lr: list  # learning rate of every step
-    tokens: int  # target tokens seen
-    seconds: float  # wall time of the run
-    # what `train(..., resume=state)` needs to continue exactly: weights, optimiser,
-    # schedule, the checkpoints to average, every process's random state
+    loss: list
+    lr: list
+    tokens: int
+    seconds: float
     state: dict|None = None
 
 # %% ../nbs/10_training.ipynb #c028a
@@ -330,10 +336,7 @@ class SingleProcess:
         return self.rank == 0
 
     def batches(self,
-        pairs:Sequence[tuple[str, str]],  # the training pairs
-        vocab:Vocab,  # their vocabulary
-        batch_size:int,  # pairs per step, over all processes
-        seed:int=0,  # seed of the shuffling
+        pairs:Sequence[tuple[str, str]], vocab:Vocab, batch_size:int, seed:int=0,
     )->Iterator[Batch]:
         """The batches this process trains on: here, all of each batch
 
@@ -347,12 +350,15 @@ class SingleProcess:
             pairs per step, over all processes
         seed : int
             seed of the shuffling
+
+        Returns
+        -------
+        Iterator[Batch]
+            every batch of the stream, whole
         """
         return batch_stream(pairs, vocab, batch_size, seed=seed)
 
-    def wrap(self,
-        model:nn.Module,  # the model being trained
-    )->nn.Module:  # what runs forward and backward
+    def wrap(self, model:nn.Module)->nn.Module:
         """The module that shares gradients between processes: here the model itself
 
         Parameters
@@ -367,21 +373,22 @@ class SingleProcess:
         """
         return model
 
-    def no_sync(self,
-        net:nn.Module,  # what `wrap` returned
-    )->AbstractContextManager:
+    def no_sync(self, net:nn.Module)->AbstractContextManager:
         """A context for micro-batches whose gradients need not be shared yet
 
         Parameters
         ----------
         net : nn.Module
             what `wrap` returned
+
+        Returns
+        -------
+        AbstractContextManager
+            a context that does nothing (one process shares nothing)
         """
         return nullcontext()
 
-    def sum(self,
-        x:Tensor,  # a number of this process, as a tensor
-    )->Tensor:  # its sum over all processes
+    def sum(self, x:Tensor)->Tensor:
         """Add `x` up over all processes: here, `x`
 
         Parameters
@@ -396,10 +403,7 @@ class SingleProcess:
         """
         return x
 
-    def check_same(self,
-        value,  # something every process must agree on: a seed, a configuration
-        what:str,  # its name, for the error
-    )->None:
+    def check_same(self, value, what:str)->None:
         """Raise unless every process has the same `value`: one process always agrees
 
         Parameters
@@ -410,9 +414,7 @@ class SingleProcess:
             its name, for the error
         """
 
-    def gather(self,
-        value,  # something of this process: its random state
-    )->list:  # the value of every process, by rank
+    def gather(self, value)->list:
         """Collect `value` from every process, on every process: here, `[value]`
 
         Parameters
@@ -427,9 +429,7 @@ class SingleProcess:
         """
         return [value]
 
-    def agree(self,
-        problem:BaseException|None,  # what this process found wrong, or None
-    )->None:
+    def agree(self, problem:BaseException|None)->None:
         """Raise on every process if any process found a problem: here, this one's
 
         Parameters
@@ -457,12 +457,17 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
     if not is_number or not factor > 0:
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
 
-def _epochs(
-    batches:Iterable,  # an iterator, or a re-iterable such as a list or a DataLoader
-    steps:int,  # how many batches are needed, for the message
-)->Iterator:
-    ("The batches of an endless iterator; a re-iterable (list, DataLoader) is "
-     "restarted at the end of each epoch")
+def _epochs(batches:Iterable, steps:int)->Iterator:
+    """The batches of an endless iterator; a re-iterable (list, DataLoader) is restarted
+    at the end of each epoch
+
+    Parameters
+    ----------
+    batches : Iterable
+        an iterator, or a re-iterable such as a list or a DataLoader
+    steps : int
+        how many batches are needed, for the message
+    """
     # a generator or iterator: cannot restart
     one_shot = iter(batches) is batches
     n = 0
@@ -530,33 +535,30 @@ def _resume(model, opt, sched, avg, state:dict, procs)->int:
 
 # %% ../nbs/10_training.ipynb #c029
 def train(
-    model:Transformer,  # the model to train (in place); left in eval mode
-    # an endless iterator (`batch_stream`), or a list or DataLoader of batches,
-    # restarted each epoch
+    model:Transformer,
     batches:Iterable[Batch],
-    steps:int,  # number of optimiser steps (in all, when resuming)
-    warmup:int=400,  # warm-up steps of the schedule
-    factor:float=1.0,  # scale of the schedule
-    smoothing:float=0.1,  # ε of label smoothing
-    # at the end, load the average of this many checkpoints; 1: keep the last weights
+    steps:int,
+    warmup:int=400,
+    factor:float=1.0,
+    smoothing:float=0.1,
     average:int=5,
-    # checkpoints are taken at the steps that are multiples of this, and the last
     average_every:int=50,
-    progress:bool=True,  # show a progress bar (on stderr)
-    accumulate:int=1,  # micro-batches (consecutive batches) per optimiser step
-    processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
-    resume:dict|None=None,  # `history.state` of an earlier run: continue it
-    on_step:Callable|None=None,  # called as on_step(step, model) after every step
+    progress:bool=True,
+    accumulate:int=1,
+    processes:SingleProcess|None=None,
+    resume:dict|None=None,
+    on_step:Callable|None=None,
 )->History:
-    """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average the last checkpoints; leave the model in eval mode
+    """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average
+    the last checkpoints; leave the model in eval mode
 
     Parameters
     ----------
     model : Transformer
         the model to train (in place); left in eval mode
     batches : Iterable[Batch]
-        an endless iterator (`batch_stream`), or a list or DataLoader of
-        batches, restarted each epoch
+        an endless iterator (`batch_stream`), or a list or DataLoader of batches,
+        restarted each epoch
     steps : int
         number of optimiser steps (in all, when resuming)
     warmup : int
@@ -566,11 +568,9 @@ def train(
     smoothing : float
         ε of label smoothing
     average : int
-        at the end, load the average of this many checkpoints; 1: keep the last
-        weights
+        at the end, load the average of this many checkpoints; 1: keep the last weights
     average_every : int
-        checkpoints are taken at the steps that are multiples of this, and the
-        last
+        checkpoints are taken at the steps that are multiples of this, and the last
     progress : bool
         show a progress bar (on stderr)
     accumulate : int
@@ -581,6 +581,11 @@ def train(
         `history.state` of an earlier run: continue it
     on_step : Callable | None
         called as on_step(step, model) after every step
+
+    Returns
+    -------
+    History
+        the losses and learning rates recorded, and the steps taken
     """
     procs = processes or SingleProcess()
     schedule, averaging = dict(warmup=warmup, factor=factor), dict(
@@ -648,25 +653,19 @@ class Accuracy(NamedTuple):
     Parameters
     ----------
     tokens : float
-        share of target tokens (</s> included) whose most likely prediction is
-        right
+        share of target tokens (</s> included) whose most likely prediction is right
     sequences : float
-        share of targets right at every position: the exact match of greedy
-        decoding
+        share of targets right at every position: the exact match of greedy decoding
     """
-    # share of target tokens (</s> included) whose most likely prediction is right
     tokens: float
-    # share of targets right at every position: the exact match of greedy decoding
     sequences: float
 
 @torch.no_grad()
 def teacher_forced_accuracy(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    pairs:Sequence[tuple[str, str]],  # (source, target) strings
-    batch_size:int=512,  # pairs run together
+    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]], batch_size:int=512,
 )->Accuracy:
-    """Token and whole-target accuracy of the model's most likely next token, given the true prefix
+    """Token and whole-target accuracy of the model's most likely next token, given the
+    true prefix
 
     Parameters
     ----------
@@ -678,6 +677,11 @@ def teacher_forced_accuracy(
         (source, target) strings
     batch_size : int
         pairs run together
+
+    Returns
+    -------
+    Accuracy
+        the share of correct tokens and of wholly correct targets
     """
     check_int(batch_size, "batch_size")
     if len(pairs) == 0:
@@ -702,14 +706,15 @@ CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
 _READABLE_FORMATS = ("transformer_nb.checkpoint/1", CHECKPOINT_FORMAT)
 
 def save_model(
-    path,  # file to write
-    model:Transformer,  # the model
-    config:TransformerConfig|dict,  # what built it: `Transformer.from_config(config)`
-    vocab:Vocab,  # its vocabulary
-    training:dict|None=None,  # `history.state`, to resume the run later
-    **meta,  # anything else worth keeping: task name, accuracy, steps...
+    path,
+    model:Transformer,
+    config:TransformerConfig|dict,
+    vocab:Vocab,
+    training:dict|None=None,
+    **meta,
 )->None:
-    """Save a model with its configuration and vocabulary, after checking that the configuration rebuilds the model
+    """Save a model with its configuration and vocabulary, after checking that the
+    configuration rebuilds the model
 
     Parameters
     ----------
@@ -723,7 +728,7 @@ def save_model(
         its vocabulary
     training : dict | None
         `history.state`, to resume the run later
-    **meta
+    meta
         anything else worth keeping: task name, accuracy, steps...
     """
     if not isinstance(model, nn.Module):
@@ -761,10 +766,7 @@ def save_model(
     if training is not None: ckpt["training"] = training
     torch.save(ckpt, path)
 
-def load_checkpoint(
-    path,  # file written by `save_model`
-    map_location="cpu",  # where to put the weights
-)->dict:  # config (a TransformerConfig), vocab, state_dict, meta, training (or None)
+def load_checkpoint(path, map_location="cpu")->dict:
     """Read and check a checkpoint written by `save_model`, without building the model
 
     Parameters
@@ -777,8 +779,7 @@ def load_checkpoint(
     Returns
     -------
     dict
-        config (a TransformerConfig), vocab, state_dict, meta, training (or
-        None)
+        config (a TransformerConfig), vocab, state_dict, meta, training (or None)
     """
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
@@ -802,10 +803,7 @@ def load_checkpoint(
     return dict(config=config, vocab=Vocab(ckpt["vocab"]), meta=ckpt["meta"],
                 state_dict=ckpt["state_dict"], training=ckpt.get("training"))
 
-def load_model(
-    path,  # file written by `save_model`
-    map_location="cpu",  # where to put the weights
-)->tuple[Transformer, Vocab, dict]:  # the model (eval mode), its vocabulary, metadata
+def load_model(path, map_location="cpu")->tuple[Transformer, Vocab, dict]:
     """Rebuild a model saved by `save_model`
 
     Parameters
@@ -833,18 +831,20 @@ def load_model(
     return model.eval(), ckpt["vocab"], ckpt["meta"]
 
 # %% ../nbs/10_training.ipynb #c040
-def task_config(
-    vocab_size:int,  # size of the task's vocabulary, for source and target
-    **overrides,  # fields of TransformerConfig to change, e.g. d_model=16
-)->TransformerConfig:
+def task_config(vocab_size:int, **overrides)->TransformerConfig:
     """The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64
 
     Parameters
     ----------
     vocab_size : int
         size of the task's vocabulary, for source and target
-    **overrides
+    overrides
         fields of TransformerConfig to change, e.g. d_model=16
+
+    Returns
+    -------
+    TransformerConfig
+        the model's configuration
     """
     check_int(vocab_size, "vocab_size")
     small = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
@@ -875,10 +875,10 @@ class Trained(NamedTuple):
     history : History
         losses of the run, and its state for resuming
     """
-    model: Transformer  # in eval mode
-    config: TransformerConfig  # Transformer.from_config(config) rebuilds it
-    task: Task  # vocabulary, training and validation pairs
-    history: History  # losses of the run, and its state for resuming
+    model: Transformer
+    config: TransformerConfig
+    task: Task
+    history: History
 
 def _check_resume(ckpt:dict, path, config:TransformerConfig, settings:dict):
     "Fail unless the checkpoint at `path` is a run of this task, data and model"
@@ -897,20 +897,18 @@ def _check_resume(ckpt:dict, path, config:TransformerConfig, settings:dict):
                          + ", ".join(differ))
 
 def train_task(
-    name:str,  # "copy", "reverse" or "dates"
-    steps:int|None=None,  # optimiser steps; TASK_SETTINGS[name] by default
-    seed:int=0,  # seeds the data, the initial weights, dropout and the order of batches
-    progress:bool=True,  # show a progress bar (on stderr)
-    n_train:int=20_000,  # training pairs
-    n_valid:int=1000,  # validation pairs (before removing those seen in training)
-    # checkpoints averaged at the end (`average_every` steps apart); 1: the last weights
+    name:str,
+    steps:int|None=None,
+    seed:int=0,
+    progress:bool=True,
+    n_train:int=20_000,
+    n_valid:int=1000,
     average:int=5,
-    # warm-up steps; None: TASK_SETTINGS[name] (or the resumed run's), whatever `steps`
     warmup:int|None=None,
-    processes:SingleProcess|None=None,  # several processes: `distributed.DataParallel`
-    resume=None,  # a checkpoint saved with training state: continue that run to `steps`
-    average_every:int=50,  # steps between the averaged checkpoints
-    **overrides,  # fields of task_config to change, e.g. d_model=16
+    processes:SingleProcess|None=None,
+    resume=None,
+    average_every:int=50,
+    **overrides,
 )->Trained:
     """Make a task, build its model (`task_config`) and train it with TASK_SETTINGS
 
@@ -929,19 +927,24 @@ def train_task(
     n_valid : int
         validation pairs (before removing those seen in training)
     average : int
-        checkpoints averaged at the end (`average_every` steps apart); 1: the
-        last weights
+        checkpoints averaged at the end (`average_every` steps apart); 1: the last
+        weights
     warmup : int | None
-        warm-up steps; None: TASK_SETTINGS[name] (or the resumed run's),
-        whatever `steps`
+        warm-up steps; None: TASK_SETTINGS[name] (or the resumed run's), whatever
+        `steps`
     processes : SingleProcess | None
         several processes: `distributed.DataParallel`
     resume
         a checkpoint saved with training state: continue that run to `steps`
     average_every : int
         steps between the averaged checkpoints
-    **overrides
+    overrides
         fields of task_config to change, e.g. d_model=16
+
+    Returns
+    -------
+    Trained
+        the trained model, its task, vocabulary and history
     """
     procs = processes or SingleProcess()
     problem, state = None, None
@@ -984,10 +987,7 @@ def train_task(
     return Trained(model, config, task, hist)
 
 # %% ../nbs/10_training.ipynb #c055
-def smooth(
-    xs:Sequence[float],  # a noisy curve
-    k:int=25,  # window
-)->Tensor:  # the running mean over the last k values
+def smooth(xs:Sequence[float], k:int=25)->Tensor:
     """A running mean, for plotting noisy losses
 
     Parameters
@@ -1009,15 +1009,9 @@ def smooth(
 
 # %% ../nbs/10_training.ipynb #c063
 @torch.no_grad()
-def attention_maps(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    src_text:str,  # one source string
-    # its target, read with teacher forcing (or the model's own output, see
-    # `decoding.translate`)
-    tgt_text:str,
-)->tuple:  # (Attention with B = 1, source, decoder-input and decoder-output labels)
-    """Every attention map of one example, with the character labels of its queries and keys
+def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->tuple:
+    """Every attention map of one example, with the character labels of its queries and
+    keys
 
     Parameters
     ----------
@@ -1048,15 +1042,10 @@ def attention_maps(
 # %% ../nbs/10_training.ipynb #c069
 @torch.no_grad()
 def alignment_weight(
-    model:Transformer,  # a trained model
-    vocab:Vocab,  # its vocabulary
-    # (source, target) examples, run with teacher forcing
-    pairs:Sequence[tuple[str, str]],
-    # align(source, target) -> [(query position, key position)]: where each query should
-    # look
-    align,
-)->Tensor:  # (layers, H): mean cross-attention weight on the expected key
-    """How much each cross-attention head attends where an alignment says it should, averaged over examples
+    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]], align,
+)->Tensor:
+    """How much each cross-attention head attends where an alignment says it should,
+    averaged over examples
 
     Parameters
     ----------
@@ -1067,8 +1056,8 @@ def alignment_weight(
     pairs : Sequence[tuple[str, str]]
         (source, target) examples, run with teacher forcing
     align
-        align(source, target) -> [(query position, key position)]: where each
-        query should look
+        align(source, target) -> [(query position, key position)]: where each query
+        should look
 
     Returns
     -------

@@ -22,7 +22,8 @@ __all__ = ['Attention', 'Transformer', 'TransformerConfig', 'show_attention_grid
 
 # %% ../nbs/07_transformer.ipynb #c007
 class Attention(NamedTuple):
-    """Every attention map of one forward pass, each stacked over layers: (layers, B, H, queries, keys)
+    """Every attention map of one forward pass, each stacked over layers: (layers, B, H,
+    queries, keys)
 
     Parameters
     ----------
@@ -33,65 +34,61 @@ class Attention(NamedTuple):
     cross : Tensor
         decoder cross-attention over the memory (N_dec, B, H, T, S)
     """
-    encoder: Tensor  # encoder self-attention (N_enc, B, H, S, S)
-    decoder: Tensor  # decoder (masked) self-attention (N_dec, B, H, T, T)
-    cross: Tensor  # decoder cross-attention over the memory (N_dec, B, H, T, S)
+    encoder: Tensor
+    decoder: Tensor
+    cross: Tensor
 
 # %% ../nbs/07_transformer.ipynb #c008
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
-
-    Parameters
-    ----------
-    src_vocab : int
-        source vocabulary size
-    tgt_vocab : int
-        target vocabulary size, V, the number of logits per position
-    d_model : int
-        width of the residual stream
-    num_heads : int
-        H, heads of every attention
-    num_encoder_layers : int
-        N of the encoder
-    num_decoder_layers : int
-        N of the decoder
-    d_ff : int
-        hidden units of every FFN
-    dropout : float
-        P_drop: on embeddings + positions, sublayer outputs, attention weights,
-        inside FFNs
-    max_len : int
-        longest sequence the position table covers
-    norm_first : bool
-        True: pre-LN (ours); False: post-LN (the paper)
-    positions : str
-        "sinusoidal" (the paper) or "learned"
-    share_embeddings : bool
-        tie target embedding and output projection (and the source embedding, if
-        src_vocab == tgt_vocab)
-    activation : str
-        "relu" (the paper) or "gelu\"
-    """
+    ("The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and "
+     "output projection to logits")
     def __init__(self,
-        src_vocab:int,  # source vocabulary size
-        tgt_vocab:int,  # target vocabulary size, V, the number of logits per position
-        d_model:int=512,  # width of the residual stream
-        num_heads:int=8,  # H, heads of every attention
-        num_encoder_layers:int=6,  # N of the encoder
-        num_decoder_layers:int=6,  # N of the decoder
-        d_ff:int=2048,  # hidden units of every FFN
-        # P_drop: on embeddings + positions, sublayer outputs, attention weights, inside
-        # FFNs
+        src_vocab:int,
+        tgt_vocab:int,
+        d_model:int=512,
+        num_heads:int=8,
+        num_encoder_layers:int=6,
+        num_decoder_layers:int=6,
+        d_ff:int=2048,
         dropout:float=0.1,
-        max_len:int=5000,  # longest sequence the position table covers
-        norm_first:bool=True,  # True: pre-LN (ours); False: post-LN (the paper)
-        positions:str="sinusoidal",  # "sinusoidal" (the paper) or "learned"
-        # tie target embedding and output projection (and the source embedding, if
-        # src_vocab == tgt_vocab)
+        max_len:int=5000,
+        norm_first:bool=True,
+        positions:str="sinusoidal",
         share_embeddings:bool=False,
-        activation:str="relu",  # "relu" (the paper) or "gelu"
+        activation:str="relu",
     ):
-        """Build a `Transformer`: `help(Transformer)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        src_vocab : int
+            source vocabulary size
+        tgt_vocab : int
+            target vocabulary size, V, the number of logits per position
+        d_model : int
+            width of the residual stream
+        num_heads : int
+            H, heads of every attention
+        num_encoder_layers : int
+            N of the encoder
+        num_decoder_layers : int
+            N of the decoder
+        d_ff : int
+            hidden units of every FFN
+        dropout : float
+            P_drop: on embeddings + positions, sublayer outputs, attention weights,
+            inside FFNs
+        max_len : int
+            longest sequence the position table covers
+        norm_first : bool
+            True: pre-LN (ours); False: post-LN (the paper)
+        positions : str
+            "sinusoidal" (the paper) or "learned"
+        share_embeddings : bool
+            tie target embedding and output projection (and the source embedding, if
+            src_vocab == tgt_vocab)
+        activation : str
+            "relu" (the paper) or "gelu"
+        """
         super().__init__()
         sizes = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
                      d_ff=d_ff, num_heads=num_heads, max_len=max_len,
@@ -147,12 +144,8 @@ class Transformer(nn.Module):
             if p.dim() > 1: nn.init.xavier_uniform_(p)
 
     def encode(self,
-        src:Tensor,  # (B, S) source token ids
-        # boolean, True = may attend; e.g. padding (B, 1, 1, S)
-        src_mask:Tensor|None=None,
-        # also return the list of per-layer self-attention weights
-        need_weights:bool=False,
-    )->Tensor|tuple[Tensor, list[Tensor]]:  # memory (B, S, d_model)
+        src:Tensor, src_mask:Tensor|None=None, need_weights:bool=False,
+    )->Tensor|tuple[Tensor, list[Tensor]]:
         """Embed the source and run the encoder
 
         Parameters
@@ -177,21 +170,15 @@ class Transformer(nn.Module):
         )
 
     def decode(self,
-        # (B, T) target token ids (shifted right: they start with the start-of-sequence
-        # token)
         tgt:Tensor,
-        memory:Tensor,  # (B, S, d_model), from `encode`
-        # e.g. causal (1, 1, T, T), combined with target padding (B, 1, T, T)
+        memory:Tensor,
         tgt_mask:Tensor|None=None,
-        # source padding (B, 1, 1, S); None lets cross-attention see padded source keys
         memory_mask:Tensor|None=None,
-        # also return the per-layer self- and cross-attention weights
         need_weights:bool=False,
-        # one LayerCache per decoder layer (chapter 6), extended in place: tgt then
-        # holds only the new positions, which follow the len(cache[0]) cached ones
         cache:Sequence[LayerCache]|None=None,
-    )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:  # logits (B, T, V)
-        """Embed the target, run the decoder over the memory, project to target-vocabulary logits
+    )->Tensor|tuple[Tensor, list[Tensor], list[Tensor]]:
+        """Embed the target, run the decoder over the memory, project to
+        target-vocabulary logits
 
         Parameters
         ----------
@@ -201,17 +188,15 @@ class Transformer(nn.Module):
         memory : Tensor
             (B, S, d_model), from `encode`
         tgt_mask : Tensor | None
-            e.g. causal (1, 1, T, T), combined with target padding (B, 1, T,
-            T)
+            e.g. causal (1, 1, T, T), combined with target padding (B, 1, T, T)
         memory_mask : Tensor | None
-            source padding (B, 1, 1, S); None lets cross-attention see
-            padded source keys
+            source padding (B, 1, 1, S); None lets cross-attention see padded source
+            keys
         need_weights : bool
             also return the per-layer self- and cross-attention weights
         cache : Sequence[LayerCache] | None
-            one LayerCache per decoder layer (chapter 6), extended in place:
-            tgt then holds only the new positions, which follow the
-            len(cache[0]) cached ones
+            one LayerCache per decoder layer (chapter 6), extended in place: tgt then
+            holds only the new positions, which follow the len(cache[0]) cached ones
 
         Returns
         -------
@@ -242,21 +227,14 @@ class Transformer(nn.Module):
         return self.output(y), self_ws, cross_ws
 
     def forward(self,
-        src:Tensor,  # (B, S) source token ids
-        tgt:Tensor,  # (B, T) target token ids, shifted right
-        # encoder self-attention mask, broadcasts to (B, H, S, S)
+        src:Tensor,
+        tgt:Tensor,
         src_mask:Tensor|None=None,
-        # decoder self-attention mask, broadcasts to (B, H, T, T)
         tgt_mask:Tensor|None=None,
-        # cross-attention mask (B, H, T, S); None lets it see padded source keys: pass
-        # src_mask
         memory_mask:Tensor|None=None,
-        # also return an `Attention` with every attention map
         need_weights:bool=False,
-    )->Tensor|tuple[Tensor, Attention]:  # logits (B, T, V), or (logits, Attention)
-        # every input checked once, here: the modules inside check nothing again
-        """The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and output projection to logits
-
+    )->Tensor|tuple[Tensor, Attention]:
+        """
         Parameters
         ----------
         src : Tensor
@@ -268,8 +246,8 @@ class Transformer(nn.Module):
         tgt_mask : Tensor | None
             decoder self-attention mask, broadcasts to (B, H, T, T)
         memory_mask : Tensor | None
-            cross-attention mask (B, H, T, S); None lets it see padded
-            source keys: pass src_mask
+            cross-attention mask (B, H, T, S); None lets it see padded source keys: pass
+            src_mask
         need_weights : bool
             also return an `Attention` with every attention map
 
@@ -278,6 +256,7 @@ class Transformer(nn.Module):
         Tensor | tuple[Tensor, Attention]
             logits (B, T, V), or (logits, Attention)
         """
+        # every input checked once, here: the modules inside check nothing again
         self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
         self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
         if src.shape[0] != tgt.shape[0]:
@@ -337,7 +316,8 @@ class Transformer(nn.Module):
 # %% ../nbs/07_transformer.ipynb #cf01
 @dataclass(frozen=True)
 class TransformerConfig:
-    """The arguments of `Transformer`, by the same names: `Transformer.from_config(config)`, `model.config`
+    """The arguments of `Transformer`, by the same names:
+    `Transformer.from_config(config)`, `model.config`
 
     Parameters
     ----------
@@ -366,26 +346,37 @@ class TransformerConfig:
     share_embeddings : bool
         tie target embedding and output projection
     activation : str
-        "relu" or "gelu\"
+        "relu" or "gelu"
     """
-    src_vocab:int  # source vocabulary size
-    tgt_vocab:int  # target vocabulary size
-    d_model:int=512  # width of the residual stream
-    num_heads:int=8  # H, heads of every attention
-    num_encoder_layers:int=6  # N of the encoder
-    num_decoder_layers:int=6  # N of the decoder
-    d_ff:int=2048  # hidden units of every FFN
-    dropout:float=0.1  # P_drop
-    max_len:int=5000  # longest sequence the position table covers
-    norm_first:bool=True  # True: pre-LN; False: post-LN (the paper)
-    positions:str="sinusoidal"  # "sinusoidal" or "learned"
-    share_embeddings:bool=False  # tie target embedding and output projection
-    activation:str="relu"  # "relu" or "gelu"
+    src_vocab:int
+    tgt_vocab:int
+    d_model:int=512
+    num_heads:int=8
+    num_encoder_layers:int=6
+    num_decoder_layers:int=6
+    d_ff:int=2048
+    dropout:float=0.1
+    max_len:int=5000
+    norm_first:bool=True
+    positions:str="sinusoidal"
+    share_embeddings:bool=False
+    activation:str="relu"
 
     @classmethod
     def from_dict(cls, d:Mapping)->"TransformerConfig":
-        ("The configuration a dict describes, such as `asdict(config)` or a "
-         "checkpoint's; unknown or missing keys fail")
+        """The configuration a dict describes, such as `asdict(config)` or a
+        checkpoint's; unknown or missing keys fail
+
+        Parameters
+        ----------
+        d : Mapping
+            the configuration's fields by name, or a TransformerConfig
+
+        Returns
+        -------
+        TransformerConfig
+            the configuration
+        """
         if isinstance(d, cls): return d
         if not isinstance(d, Mapping):
             raise TypeError(
@@ -406,8 +397,19 @@ class TransformerConfig:
 
 # %% ../nbs/07_transformer.ipynb #cf02
 def _from_config(cls, config:"TransformerConfig|Mapping")->"Transformer":
-    ("The Transformer that `config` describes: a `TransformerConfig`, or a dict such "
-     "as `asdict(config)`")
+    """The Transformer that `config` describes: a `TransformerConfig`, or a dict such as
+    `asdict(config)`
+
+    Parameters
+    ----------
+    config : TransformerConfig|Mapping
+        a TransformerConfig, or a dict such as `asdict(config)`
+
+    Returns
+    -------
+    Transformer
+        the model, with fresh weights
+    """
     return cls(**asdict(TransformerConfig.from_dict(config)))
 
 def _config(self)->TransformerConfig:
@@ -436,27 +438,26 @@ Transformer.config = property(_config)
 
 # %% ../nbs/07_transformer.ipynb #c020
 def show_attention_grid(
-    # (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:, 0]`
     maps:Tensor,
-    queries:Sequence[str]|None=None,  # a label per query (row)
-    keys:Sequence[str]|None=None,  # a label per key (column)
-    title:str|None=None,  # a title over the figure
-    **kwargs,  # passed on to `show_heatmaps`
-)->object:  # the matplotlib Figure
-    """A layer x head grid of attention heatmaps with token labels: rows of panels are layers, columns are heads
+    queries:Sequence[str]|None=None,
+    keys:Sequence[str]|None=None,
+    title:str|None=None,
+    **kwargs,
+)->object:
+    """A layer x head grid of attention heatmaps with token labels: rows of panels are
+    layers, columns are heads
 
     Parameters
     ----------
     maps : Tensor
-        (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:,
-        0]`
+        (L, H, T, S) attention weights of one batch item, e.g. `attn.cross[:, 0]`
     queries : Sequence[str] | None
         a label per query (row)
     keys : Sequence[str] | None
         a label per key (column)
     title : str | None
         a title over the figure
-    **kwargs
+    kwargs
         passed on to `show_heatmaps`
 
     Returns
@@ -498,20 +499,18 @@ def _attention_modules(model:nn.Module)->dict:
 # %% ../nbs/07_transformer.ipynb #abl2
 @contextmanager
 def ablate_heads(
-    model:nn.Module,  # a Transformer
-    # (kind, layer, head) triples: kind "encoder", "decoder" or "cross" (the fields of
-    # `Attention`), layer and head counted from 0
-    heads:Iterable[tuple[str, int, int]],
-)->Iterator[nn.Module]:  # the same model, the heads removed until the block ends
-    """Inside the `with` block the chosen heads contribute nothing: their columns of W^O are zero
+    model:nn.Module, heads:Iterable[tuple[str, int, int]],
+)->Iterator[nn.Module]:
+    """Inside the `with` block the chosen heads contribute nothing: their columns of W^O
+    are zero
 
     Parameters
     ----------
     model : nn.Module
         a Transformer
     heads : Iterable[tuple[str, int, int]]
-        (kind, layer, head) triples: kind "encoder", "decoder" or "cross" (the
-        fields of `Attention`), layer and head counted from 0
+        (kind, layer, head) triples: kind "encoder", "decoder" or "cross" (the fields of
+        `Attention`), layer and head counted from 0
 
     Returns
     -------
@@ -568,10 +567,7 @@ def _check_stacks(ours, theirs):
             )
 
 # %% ../nbs/07_transformer.ipynb #c029
-def to_torch_transformer(
-    ours:Transformer,  # the source: its encoder and decoder (torch has no embeddings)
-    theirs:nn.Transformer,  # receives them; same sizes, layers, norm placement, norms
-)->nn.Transformer:  # `theirs`, with our weights
+def to_torch_transformer(ours:Transformer, theirs:nn.Transformer)->nn.Transformer:
     """Our encoder and decoder stacks into an `nn.Transformer`, by chapter 6's key map
 
     Parameters
@@ -591,10 +587,7 @@ def to_torch_transformer(
         layer_to_torch(getattr(ours, name), getattr(theirs, name))
     return theirs
 
-def from_torch_transformer(
-    theirs:nn.Transformer,  # the source of the weights
-    ours:Transformer,  # receives them in its stacks; embeddings and output unchanged
-)->Transformer:  # `ours`, with torch's stack weights
+def from_torch_transformer(theirs:nn.Transformer, ours:Transformer)->Transformer:
     """The stacks of an `nn.Transformer` into our encoder and decoder, by the key map
 
     Parameters

@@ -42,11 +42,20 @@ def _rss()->tuple[int, int]:
         int(re.search(rf"{k}:\s+(\d+)", s).group(1)) * 1024 for k in ("VmRSS", "VmHWM")
     )
 
-def peak_memory(
-    step,  # a `training_step`: called once here
-)->float|None:  # MB, or None where it cannot be measured
-    ("MB by which one call of `step` raises the peak resident memory (Linux), or the "
-     "CUDA peak; None elsewhere")
+def peak_memory(step)->float|None:
+    """MB by which one call of `step` raises the peak resident memory (Linux), or the
+    CUDA peak; None elsewhere
+
+    Parameters
+    ----------
+    step
+        a `training_step`: called once here
+
+    Returns
+    -------
+    float | None
+        MB, or None where it cannot be measured
+    """
     if torch.cuda.is_available() and next(step.module.parameters()).is_cuda:
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated(); step()
@@ -73,22 +82,42 @@ def release_freed_memory()->None:
         except (OSError, AttributeError): pass
 
 # %% ../../nbs/13_benchmark.ipynb #c012
-def step_flops(
-    step,  # a `training_step`: called once here, under a FLOP counter
-)->int:  # FLOPs of one step
-    ("Floating-point operations of the matrix multiplies (attention included) in one "
-     "call of `step`")
+def step_flops(step)->int:
+    """Floating-point operations of the matrix multiplies (attention included) in one
+    call of `step`
+
+    Parameters
+    ----------
+    step
+        a `training_step`: called once here, under a FLOP counter
+
+    Returns
+    -------
+    int
+        FLOPs of one step
+    """
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter: step()
     return counter.get_total_flops()
 
-def matmul_peak(
-    sizes=(512, 1024, 2048),  # sides of the square matrices tried
-    reps:int=5,  # multiplies timed per size
-    device="cpu",  # where to multiply
-)->float:  # FLOP/s of the best size
-    ("The best float32 FLOP/s of square matrix multiplies on this machine, with "
-     "torch's current threads")
+def matmul_peak(sizes=(512, 1024, 2048), reps:int=5, device="cpu")->float:
+    """The best float32 FLOP/s of square matrix multiplies on this machine, with torch's
+    current threads
+
+    Parameters
+    ----------
+    sizes
+        sides of the square matrices tried
+    reps : int
+        multiplies timed per size
+    device
+        where to multiply
+
+    Returns
+    -------
+    float
+        FLOP/s of the best size
+    """
     best = 0.0
     for n in sizes:
         a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
@@ -109,19 +138,38 @@ PROFILE_GROUPS = (  # (group, pieces of torch's operator names); the first match
                           "aten::clone")),
 )
 
-def op_group(
-    name:str,  # an operator as torch's profiler names it, e.g. "aten::addmm"
-)->str:  # a group of PROFILE_GROUPS, else "everything else"
-    "The group of `PROFILE_GROUPS` that operator `name` falls in"
+def op_group(name:str)->str:
+    """The group of `PROFILE_GROUPS` that operator `name` falls in
+
+    Parameters
+    ----------
+    name : str
+        an operator as torch's profiler names it, e.g. "aten::addmm"
+
+    Returns
+    -------
+    str
+        a group of PROFILE_GROUPS, else "everything else"
+    """
     return next((g for g, pieces in PROFILE_GROUPS if any(p in name for p in pieces)),
                 "everything else")
 
-def profile_groups(
-    fn,  # a function to profile: a training step, a forward pass, a decoding
-    calls:int=3,  # profiled calls, averaged: one alone is at the mercy of the machine
-)->dict:  # {"ms": group -> milliseconds, "operators": calls of aten operators}
-    ("Self time (CPU) of one call of `fn` per group of operators (`op_group`), and "
-     "how many operators it called; the average of `calls` calls")
+def profile_groups(fn, calls:int=3)->dict:
+    """Self time (CPU) of one call of `fn` per group of operators (`op_group`), and how
+    many operators it called; the average of `calls` calls
+
+    Parameters
+    ----------
+    fn
+        a function to profile: a training step, a forward pass, a decoding
+    calls : int
+        profiled calls, averaged: one alone is at the mercy of the machine
+
+    Returns
+    -------
+    dict
+        {"ms": group -> milliseconds, "operators": calls of aten operators}
+    """
     ms = dict.fromkeys([g for g, _ in PROFILE_GROUPS] + ["everything else"], 0.0)
     ops = profile_ops(fn, calls)
     for e in ops: ms[op_group(e.key)] += e.self_cpu_time_total / 1000 / calls
@@ -130,15 +178,33 @@ def profile_groups(
 
 # %% ../../nbs/13_benchmark.ipynb #c014
 def bench_training(
-    config:RunConfig,  # the model and batch to train on
-    reps:int=7,  # timed rounds
-    impls=IMPLEMENTATIONS,  # which implementations, e.g. ("fast", "compiled")
-    # also timed with torch's default Adam (not fused), as "<impl>, default Adam"
+    config:RunConfig,
+    reps:int=7,
+    impls=IMPLEMENTATIONS,
     default_adam=("fast", "torch"),
-    profile:bool=False,  # also profile one step of each (`profile_groups`)
-)->dict:  # implementation -> timings and tokens_per_s; "flops" of a step
-    ("Training-step time and tokens/s of the implementations `impls`, and the step's "
-     "FLOPs")
+    profile:bool=False,
+)->dict:
+    """Training-step time and tokens/s of the implementations `impls`, and the step's
+    FLOPs
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch to train on
+    reps : int
+        timed rounds
+    impls
+        which implementations, e.g. ("fast", "compiled")
+    default_adam
+        also timed with torch's default Adam (not fused), as "<impl>, default Adam"
+    profile : bool
+        also profile one step of each (`profile_groups`)
+
+    Returns
+    -------
+    dict
+        implementation -> timings and tokens_per_s; "flops" of a step
+    """
     steps = {k: training_step(k, config) for k in impls}
     steps |= {f"{k}, default Adam": training_step(k, config, fused_adam=False)
               for k in default_adam}
@@ -155,23 +221,42 @@ def bench_training(
     if "readable" in steps: out["flops"] = step_flops(steps["readable"])
     return out
 
-def bench_bf16(
-    config:RunConfig,  # the model and batch to train on
-    reps:int=7,  # timed rounds
-)->dict:  # "float32"/"bfloat16" -> timings and tokens_per_s
-    ("Training steps of the fast path in float32 and under the CPU's autocast to "
-     "bfloat16, interleaved")
+def bench_bf16(config:RunConfig, reps:int=7)->dict:
+    """Training steps of the fast path in float32 and under the CPU's autocast to
+    bfloat16, interleaved
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch to train on
+    reps : int
+        timed rounds
+
+    Returns
+    -------
+    dict
+        "float32"/"bfloat16" -> timings and tokens_per_s
+    """
     f32, b16 = training_step("fast", config), training_step("fast", config)
     def bf16():
         with torch.autocast("cpu", dtype=torch.bfloat16): b16()
     t = interleaved({"float32": f32, "bfloat16": bf16}, reps)
     return {k: dict(v, tokens_per_s=f32.tokens / v["median"]) for k, v in t.items()}
 
-def bench_memory(
-    configs:dict,  # name -> RunConfig
-)->dict:  # name -> implementation -> {"peak_mb", "saved_mb"}
-    ("Peak memory of a training step (MB above the memory before it) and MB saved for "
-     "backward, per implementation")
+def bench_memory(configs:dict)->dict:
+    """Peak memory of a training step (MB above the memory before it) and MB saved for
+    backward, per implementation
+
+    Parameters
+    ----------
+    configs : dict
+        name -> RunConfig
+
+    Returns
+    -------
+    dict
+        name -> implementation -> {"peak_mb", "saved_mb"}
+    """
     # In a fresh process, where glibc returns freed blocks from the start (see
     # `release_freed_memory`): here, blocks
     # freed by earlier measurements would be reused without showing in the resident
@@ -205,12 +290,23 @@ def _memory_child(configs:dict)->dict:
     return out
 
 @torch.no_grad()
-def bench_forward(
-    config:RunConfig,  # the model and batch
-    reps:int=5,  # timed rounds
-    profile:bool=False,  # also profile one forward pass of each (`profile_groups`)
-)->dict:  # implementation -> timings and tokens_per_s
-    "Forward (eval mode, no gradients) time and tokens/s of the three implementations"
+def bench_forward(config:RunConfig, reps:int=5, profile:bool=False)->dict:
+    """Forward (eval mode, no gradients) time and tokens/s of the three implementations
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch
+    reps : int
+        timed rounds
+    profile : bool
+        also profile one forward pass of each (`profile_groups`)
+
+    Returns
+    -------
+    dict
+        implementation -> timings and tokens_per_s
+    """
     impls = build(config)
     src, tgt, _, tgt_mask = random_batch(config)
     for m, _ in impls.values(): m.eval()
@@ -222,14 +318,33 @@ def bench_forward(
     return out
 
 def bench_decoding(
-    config:RunConfig,  # the model; its seq_len is the source length
-    new_tokens:int=64,  # tokens generated per sequence
-    batch_size:int=8,  # sources decoded together
-    reps:int=5,  # timed rounds
-    profile:bool=False,  # also profile one decoding of each (`profile_groups`)
-)->dict:  # "cached"/"uncached" -> timings and tokens_per_s
-    ("Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value "
-     "cache (the fast model)")
+    config:RunConfig,
+    new_tokens:int=64,
+    batch_size:int=8,
+    reps:int=5,
+    profile:bool=False,
+)->dict:
+    """Greedy decoding of `new_tokens` at `batch_size`, with and without the key/value
+    cache (the fast model)
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model; its seq_len is the source length
+    new_tokens : int
+        tokens generated per sequence
+    batch_size : int
+        sources decoded together
+    reps : int
+        timed rounds
+    profile : bool
+        also profile one decoding of each (`profile_groups`)
+
+    Returns
+    -------
+    dict
+        "cached"/"uncached" -> timings and tokens_per_s
+    """
     model = build(config)["fast"][0].eval()
     src = random_batch(replace(config, batch_size=batch_size))[0]
     run = lambda cache: greedy_search(
@@ -243,11 +358,20 @@ def bench_decoding(
         for k in fns: out[k]["profile"] = profile_groups(fns[k])
     return out
 
-def bench_kernels(
-    reps:int=7,  # timed rounds
-)->dict:  # "float"/"mask" -> {"eager", "compiled"} milliseconds
-    ("One elementwise function that returns floats and one that returns a boolean "
-     "mask, on a (4096, 512) tensor, eager and through torch.compile")
+def bench_kernels(reps:int=7)->dict:
+    """One elementwise function that returns floats and one that returns a boolean mask,
+    on a (4096, 512) tensor, eager and through torch.compile
+
+    Parameters
+    ----------
+    reps : int
+        timed rounds
+
+    Returns
+    -------
+    dict
+        "float"/"mask" -> {"eager", "compiled"} milliseconds
+    """
     x = torch.randn(4096, 512)
     # a mask like those ReLU's gradient and dropout keep for the backward pass
     fns = {"float": lambda x: torch.relu(x) * 2 + 1, "mask": lambda x: x <= 0}
@@ -268,12 +392,19 @@ RUNGS = (
     "+ keep x, not norm(x)",   # recompute_saved in the layers (chapter 6)
 )
 
-def rung_step(
-    rung:int,  # 0 to len(RUNGS) - 1: how many optimisations are on
-    config:RunConfig,  # the model and the batch
-    seed:int=0,  # of the weights and the batch
-):
-    "A `training_step` with the first `rung` optimisations of `RUNGS` on, in that order"
+def rung_step(rung:int, config:RunConfig, seed:int=0):
+    """A `training_step` with the first `rung` optimisations of `RUNGS` on, in that
+    order
+
+    Parameters
+    ----------
+    rung : int
+        0 to len(RUNGS) - 1: how many optimisations are on
+    config : RunConfig
+        the model and the batch
+    seed : int
+        of the weights and the batch
+    """
     if (
         isinstance(rung, bool)
         or not isinstance(rung, int)
@@ -292,11 +423,21 @@ def rung_step(
     with_torch_masks.tokens, with_torch_masks.module = step.tokens, step.module
     return with_torch_masks
 
-def check_rungs(
-    config:RunConfig,  # the model and the batch; its dropout is set to 0 here
-    seed:int=0,  # of the weights and the batch
-)->dict[str, float]:  # rung -> largest difference of the loss and of any gradient
-    "One training step of every rung, without dropout, against rung 0: the differences"
+def check_rungs(config:RunConfig, seed:int=0)->dict[str, float]:
+    """One training step of every rung, without dropout, against rung 0: the differences
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and the batch; its dropout is set to 0 here
+    seed : int
+        of the weights and the batch
+
+    Returns
+    -------
+    dict[str, float]
+        rung -> largest difference of the loss and of any gradient
+    """
     config = config.with_model(dropout=0.0)
     def run(rung):
         step = rung_step(rung, config, seed)
@@ -310,13 +451,24 @@ def check_rungs(
         out[name] = max([(loss - loss0).abs().item()] + diffs)
     return out
 
-def bench_ladder(
-    config:RunConfig,  # the model and batch to train on
-    reps:int=7,  # timed rounds
-    tol:float=1e-5,  # largest difference from rung 0 allowed (see `check_rungs`)
-)->dict:  # rung (and "torch") -> timings, tokens_per_s, saved_mb, max_diff
-    ("Training tokens/s and MB kept for backward of every rung of `RUNGS` and of "
-     "torch.nn.Transformer, interleaved; refused if a rung computes something else")
+def bench_ladder(config:RunConfig, reps:int=7, tol:float=1e-5)->dict:
+    """Training tokens/s and MB kept for backward of every rung of `RUNGS` and of
+    torch.nn.Transformer, interleaved; refused if a rung computes something else
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and batch to train on
+    reps : int
+        timed rounds
+    tol : float
+        largest difference from rung 0 allowed (see `check_rungs`)
+
+    Returns
+    -------
+    dict
+        rung (and "torch") -> timings, tokens_per_s, saved_mb, max_diff
+    """
     worst = check_rungs(config)
     if any(v > tol for v in worst.values()):
         raise RuntimeError(f"a rung differs from the readable path by more than {tol}: "
@@ -330,18 +482,37 @@ def bench_ladder(
 
 # %% ../../nbs/13_benchmark.ipynb #c015
 def run_benchmark(
-    seq_lens=(32, 128),  # training lengths of the small configuration
-    dropouts=(0.1, 0.0),  # training dropouts: the paper's, and none
-    reps:int=7,  # timed rounds per measurement
-    # tiny sizes and few rounds: checks that everything runs, measures nothing
+    seq_lens=(32, 128),
+    dropouts=(0.1, 0.0),
+    reps:int=7,
     quick:bool=False,
-    # also train the fast path through torch.compile (seconds to a minute of compiling
-    # per setting)
     compiled:bool=False,
-    log=print,  # where progress goes
-)->dict:  # the measurements, as `save_results` writes them
-    ("Every measurement of this chapter; a dict that `save_results` writes and "
-     "`show_benchmark` draws")
+    log=print,
+)->dict:
+    """Every measurement of this chapter; a dict that `save_results` writes and
+    `show_benchmark` draws
+
+    Parameters
+    ----------
+    seq_lens
+        training lengths of the small configuration
+    dropouts
+        training dropouts: the paper's, and none
+    reps : int
+        timed rounds per measurement
+    quick : bool
+        tiny sizes and few rounds: checks that everything runs, measures nothing
+    compiled : bool
+        also train the fast path through torch.compile (seconds to a minute of compiling
+        per setting)
+    log
+        where progress goes
+
+    Returns
+    -------
+    dict
+        the measurements, as `save_results` writes them
+    """
     torch.manual_seed(0)
     res = dict(
         torch=torch.__version__,
@@ -416,11 +587,20 @@ def _processor()->str:
     return platform.processor() or "unknown"
 
 # %% ../../nbs/13_benchmark.ipynb #c017
-def summary(
-    res:dict,  # from run_benchmark or load_results
-)->dict[str, float]:  # name -> ratio
-    ("The ratios of a benchmark result: speed-ups, memory ratios and the fast path's "
-     "share of the matmul peak")
+def summary(res:dict)->dict[str, float]:
+    """The ratios of a benchmark result: speed-ups, memory ratios and the fast path's
+    share of the matmul peak
+
+    Parameters
+    ----------
+    res : dict
+        from run_benchmark or load_results
+
+    Returns
+    -------
+    dict[str, float]
+        name -> ratio
+    """
     out = {}
     for key, r in res["train"].items():
         out[f"train {key}: fast / torch tokens/s"] = (
@@ -484,27 +664,55 @@ def summary(
         )
     return out
 
-def spread(
-    runs:list[dict],  # several results of run_benchmark
-)->dict[str, tuple[float, float]]:  # ratio name -> (min, max) over the runs
-    "The lowest and highest value of every ratio over several runs of the benchmark"
+def spread(runs:list[dict])->dict[str, tuple[float, float]]:
+    """The lowest and highest value of every ratio over several runs of the benchmark
+
+    Parameters
+    ----------
+    runs : list[dict]
+        several results of run_benchmark
+
+    Returns
+    -------
+    dict[str, tuple[float, float]]
+        ratio name -> (min, max) over the runs
+    """
     ratios = [summary(r) for r in runs]
     return {k: (min(r[k] for r in ratios), max(r[k] for r in ratios))
             for k in ratios[0] if all(k in r for r in ratios)}
 
-def save_results(
-    res:dict,  # from run_benchmark
-    path,  # a .json file to write; its folder is created
-)->Path:  # the path written
-    "Write a benchmark result as JSON"
+def save_results(res:dict, path)->Path:
+    """Write a benchmark result as JSON
+
+    Parameters
+    ----------
+    res : dict
+        from run_benchmark
+    path
+        a .json file to write; its folder is created
+
+    Returns
+    -------
+    Path
+        the path written
+    """
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1) + "\n")
     return path
 
-def load_results(
-    path,  # a .json file written by save_results
-)->dict:  # the result
-    "Read a result written by `save_results`"
+def load_results(path)->dict:
+    """Read a result written by `save_results`
+
+    Parameters
+    ----------
+    path
+        a .json file written by save_results
+
+    Returns
+    -------
+    dict
+        the result
+    """
     return json.loads(Path(path).read_text())
 
 # %% ../../nbs/13_benchmark.ipynb #c019
@@ -562,12 +770,22 @@ def _bars(ax, groups:dict, key:str, scale:float=1.0):
         bbox_to_anchor=(0.5, 1.0),
     )
 
-def show_benchmark(
-    res:dict,  # from run_benchmark or load_results
-    title:str|None=None,  # over the figure; by default the machine and torch version
-)->object:  # the matplotlib Figure
-    ("Four panels: training tokens/s, peak training memory, base-model forward "
-     "tokens/s, decoding tokens/s")
+def show_benchmark(res:dict, title:str|None=None)->object:
+    """Four panels: training tokens/s, peak training memory, base-model forward
+    tokens/s, decoding tokens/s
+
+    Parameters
+    ----------
+    res : dict
+        from run_benchmark or load_results
+    title : str | None
+        over the figure; by default the machine and torch version
+
+    Returns
+    -------
+    object
+        the matplotlib Figure
+    """
     plt = pyplot()
     fig, axs = plt.subplots(2, 2, figsize=(8, 7.5))
     train = {
@@ -600,24 +818,45 @@ def show_benchmark(
     fig.tight_layout()
     return fig
 
-def met(
-    lo_hi:tuple[float, float],  # a ratio's lowest and highest value over the runs
-    target:tuple[float, str],  # (value, "at least" or "at most")
-)->bool:  # True when every run met the target
-    ("Whether every run met a target: the lowest value at least it, or the highest at "
-     "most")
+def met(lo_hi:tuple[float, float], target:tuple[float, str])->bool:
+    """Whether every run met a target: the lowest value at least it, or the highest at
+    most
+
+    Parameters
+    ----------
+    lo_hi : tuple[float, float]
+        a ratio's lowest and highest value over the runs
+    target : tuple[float, str]
+        (value, "at least" or "at most")
+
+    Returns
+    -------
+    bool
+        True when every run met the target
+    """
     value, how = target
     if how not in ("at least", "at most"):
         raise ValueError(f'target must say "at least" or "at most", got {how!r}')
     return lo_hi[0] >= value if how == "at least" else lo_hi[1] <= value
 
-def show_spread(
-    ranges:dict,  # ratio name -> (lowest, highest), from `spread`
-    targets:dict|None=None,  # ratio name -> (target, "at least" or "at most")
-    title:str|None=None,  # over the figure
-)->object:  # the matplotlib Figure
-    ("Every ratio as a bar from its lowest to its highest value over the runs, with "
-     "its target: blue where every run met it, red where one did not")
+def show_spread(ranges:dict, targets:dict|None=None, title:str|None=None)->object:
+    """Every ratio as a bar from its lowest to its highest value over the runs, with its
+    target: blue where every run met it, red where one did not
+
+    Parameters
+    ----------
+    ranges : dict
+        ratio name -> (lowest, highest), from `spread`
+    targets : dict | None
+        ratio name -> (target, "at least" or "at most")
+    title : str | None
+        over the figure
+
+    Returns
+    -------
+    object
+        the matplotlib Figure
+    """
     plt = pyplot()
     names, targets = list(ranges), targets or {}
     fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(names) + 1.2))
@@ -647,12 +886,22 @@ def show_spread(
     return fig
 
 # %% ../../nbs/13_benchmark.ipynb #c019b
-def ladder_ratios(
-    res:dict,  # one result of run_benchmark, with its "ladder"
-    key:str,  # a setting of the ladder, e.g. "T=128, dropout 0.1"
-)->dict[str, float]:  # rung (then "compiled", "bfloat16", "torch") -> tokens/s ratio
-    ("Every rung's training tokens/s relative to the readable path; the top rung "
-     "compiled and under bfloat16 autocast, and torch.nn, where the run has them")
+def ladder_ratios(res:dict, key:str)->dict[str, float]:
+    """Every rung's training tokens/s relative to the readable path; the top rung
+    compiled and under bfloat16 autocast, and torch.nn, where the run has them
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark, with its "ladder"
+    key : str
+        a setting of the ladder, e.g. "T=128, dropout 0.1"
+
+    Returns
+    -------
+    dict[str, float]
+        rung (then "compiled", "bfloat16", "torch") -> tokens/s ratio
+    """
     lad = res["ladder"][key]
     base, top = lad[RUNGS[0]]["tokens_per_s"], lad[RUNGS[-1]]["tokens_per_s"]
     out = {name: lad[name]["tokens_per_s"] / base for name in RUNGS}
@@ -668,11 +917,20 @@ def ladder_ratios(
     out["torch"] = lad["torch"]["tokens_per_s"] / base
     return out
 
-def show_ladder(
-    runs:list[dict],  # results of run_benchmark (one or more runs)
-)->object:  # the matplotlib Figure
-    ("One panel per setting, one above the other: each rung's training speed relative "
-     "to the readable path, median and range over the runs, with torch.nn dashed")
+def show_ladder(runs:list[dict])->object:
+    """One panel per setting, one above the other: each rung's training speed relative
+    to the readable path, median and range over the runs, with torch.nn dashed
+
+    Parameters
+    ----------
+    runs : list[dict]
+        results of run_benchmark (one or more runs)
+
+    Returns
+    -------
+    object
+        the matplotlib Figure
+    """
     import statistics
     plt = pyplot()
     keys = list(runs[0]["ladder"])
@@ -736,11 +994,20 @@ GROUP_STYLE = {
     "everything else": ("rest", "#9aa5b1"),
 }
 
-def profiled(
-    res:dict,  # one result of run_benchmark
-)->dict[str, dict[str, dict]]:  # panel -> bar -> timings, with "profile"
-    ("The measurements of a result that were profiled, by panel (a training setting, "
-     "the forward pass, decoding) and implementation")
+def profiled(res:dict)->dict[str, dict[str, dict]]:
+    """The measurements of a result that were profiled, by panel (a training setting,
+    the forward pass, decoding) and implementation
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark
+
+    Returns
+    -------
+    dict[str, dict[str, dict]]
+        panel -> bar -> timings, with "profile"
+    """
     out = {}
     for part, title in (("train", "training, "), ("compiled", "torch.compile, "),
                         ("forward_base", "forward, base model"),
@@ -755,12 +1022,21 @@ def profiled(
             if bars: out[title + key.replace("T=", "length ")] = bars
     return out
 
-def profile_summary(
-    res:dict,  # one result of run_benchmark, with profiles
-)->dict[str, dict]:  # panel -> bar -> {"ms", "share", "operators"}; and "ceiling"
-    ("Each profile in figures: operator time, its share in matrix multiplies and the "
-     "attention kernel, operators called; and where a panel has both, `ceiling`: "
-     "the fast path's timed speed over torch's if only those two groups cost it time")
+def profile_summary(res:dict)->dict[str, dict]:
+    """Each profile in figures: operator time, its share in matrix multiplies and the
+    attention kernel, operators called; and where a panel has both, `ceiling`: the fast
+    path's timed speed over torch's if only those two groups cost it time
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark, with profiles
+
+    Returns
+    -------
+    dict[str, dict]
+        panel -> bar -> {"ms", "share", "operators"}; and "ceiling"
+    """
     out = {}
     for title, bars in profiled(res).items():
         out[title] = {}
@@ -775,12 +1051,21 @@ def profile_summary(
             out[title]["ceiling"] = timed / out[title]["fast"]["share"]
     return out
 
-def profile_table(
-    runs:list[dict],  # results of run_benchmark, with profiles
-)->str:  # a table in plain text, at most 68 columns wide
-    ("The profiles of several runs as a table: per panel and implementation, the "
-     "lowest and highest milliseconds of each group that took any, the share in matrix "
-     "multiplies and attention (core), the operators called, and each run's ceiling")
+def profile_table(runs:list[dict])->str:
+    """The profiles of several runs as a table: per panel and implementation, the lowest
+    and highest milliseconds of each group that took any, the share in matrix multiplies
+    and attention (core), the operators called, and each run's ceiling
+
+    Parameters
+    ----------
+    runs : list[dict]
+        results of run_benchmark, with profiles
+
+    Returns
+    -------
+    str
+        a table in plain text, at most 68 columns wide
+    """
     if not isinstance(runs, (list, tuple)) or not runs:
         raise ValueError(f"runs must be a non-empty list of results, got {runs!r:.60}")
     def span(vals):
@@ -814,11 +1099,15 @@ def profile_table(
                 f"{s[title]['ceiling']:.2f}" for s in sums))
     return "\n".join(lines)
 
-def show_profiles(
-    res:dict,  # one result of run_benchmark, with profiles
-):
-    ("Stacked bars: where one call of each implementation spends its time, by group of "
-     "operators (`profile_groups`)")
+def show_profiles(res:dict):
+    """Stacked bars: where one call of each implementation spends its time, by group of
+    operators (`profile_groups`)
+
+    Parameters
+    ----------
+    res : dict
+        one result of run_benchmark, with profiles
+    """
     plt = pyplot()
     panels = profiled(res)
     rows = [len(b) for b in panels.values()]
@@ -868,7 +1157,12 @@ class TorchGPT(nn.Module):
     ("Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied "
      "output")
     def __init__(self, ours:GPT):
-        """Build a `TorchGPT`: `help(TorchGPT)` describes the parameters."""
+        """
+        Parameters
+        ----------
+        ours : GPT
+            the GPT whose sizes and weights to copy
+        """
         super().__init__()
         d, c = ours.d_model, ours.config
         self.tok = nn.Embedding(c["vocab_size"], d)
@@ -885,7 +1179,17 @@ class TorchGPT(nn.Module):
         load_weights(self.stack, torch_state(ours.stack))
 
     def forward(self, ids:Tensor)->Tensor:
-        """Our GPT built from torch.nn: embeddings, a causal nn.TransformerEncoder, tied output"""
+        """
+        Parameters
+        ----------
+        ids : Tensor
+            (B, T) token ids
+
+        Returns
+        -------
+        Tensor
+            (B, T, V) logits
+        """
         T = ids.shape[1]
         x = self.tok(ids) * self.scale + self.pos(torch.arange(T, device=ids.device))
         blocked = nn.Transformer.generate_square_subsequent_mask(T, device=ids.device,
@@ -893,8 +1197,19 @@ class TorchGPT(nn.Module):
         return F.linear(self.stack(x, mask=blocked, is_causal=True), self.tok.weight)
 
 def gpt2_model(ours:GPT)->nn.Module:
-    ("Hugging Face's GPT2LMHeadModel at our GPT's sizes, random weights (needs "
-     "transformers)")
+    """Hugging Face's GPT2LMHeadModel at our GPT's sizes, random weights (needs
+    transformers)
+
+    Parameters
+    ----------
+    ours : GPT
+        the GPT whose sizes to take
+
+    Returns
+    -------
+    nn.Module
+        a GPT2LMHeadModel with random weights
+    """
     from transformers import GPT2Config, GPT2LMHeadModel
     c = ours.config
     cfg = GPT2Config(
@@ -917,7 +1232,18 @@ def gpt2_model(ours:GPT)->nn.Module:
     return GPT2LMHeadModel(cfg)
 
 def gpt_models(seed:int=0)->dict:
-    "The three decoder-only models of the benchmark: {name: (module, ids -> logits)}"
+    """The three decoder-only models of the benchmark: {name: (module, ids -> logits)}
+
+    Parameters
+    ----------
+    seed : int
+        seed of the initial weights
+
+    Returns
+    -------
+    dict
+        {name: (module, ids -> logits)} for ours, torch and gpt2
+    """
     torch.manual_seed(seed)
     ours = GPT(**GPT_BENCH)
     theirs = TorchGPT(ours)
@@ -926,8 +1252,18 @@ def gpt_models(seed:int=0)->dict:
             "gpt2": (hf, lambda ids: hf(input_ids=ids).logits)}
 
 def gpt_training_step(impl:str, seed:int=0, batch:dict|None=None):
-    ("One training step (forward, loss, backward, fused AdamW) of `impl` on a fixed "
-     "batch")
+    """One training step (forward, loss, backward, fused AdamW) of `impl` on a fixed
+    batch
+
+    Parameters
+    ----------
+    impl : str
+        'ours', 'torch' or 'gpt2'
+    seed : int
+        seed of the weights and the batch
+    batch : dict | None
+        the batch's sizes; GPT_BATCH by default
+    """
     b = batch or GPT_BATCH
     module, forward = gpt_models(seed)[impl]
     g = torch.Generator().manual_seed(seed)
@@ -944,8 +1280,20 @@ def gpt_training_step(impl:str, seed:int=0, batch:dict|None=None):
     return step
 
 def gpt_generation(impl:str, batch_size:int, seed:int=0, batch:dict|None=None):
-    ("Greedy generation of new_tokens after a random prompt: ours and gpt2 cached, "
-     "torch not")
+    """Greedy generation of new_tokens after a random prompt: ours and gpt2 cached,
+    torch not
+
+    Parameters
+    ----------
+    impl : str
+        'ours', 'torch' or 'gpt2'
+    batch_size : int
+        B, prompts continued at once
+    seed : int
+        seed of the weights and the prompts
+    batch : dict | None
+        prompt length and new tokens; GPT_BATCH by default
+    """
     b = batch or GPT_BATCH
     module, forward = gpt_models(seed)[impl]
     module.eval()
@@ -979,12 +1327,7 @@ def _gpt_memory_child(args:dict)->dict:
             del gen
     return out
 
-def bench_gpt(
-    reps:int=7,  # timed rounds
-    batch_sizes=(1, 8),  # generation batch sizes
-    quick:bool=False,  # tiny sizes, few rounds: checks that it runs, measures nothing
-    log=print,  # where progress goes
-)->dict:  # {"train": impl -> timings, "generate B=b": impl -> timings, "memory": ...}
+def bench_gpt(reps:int=7, batch_sizes=(1, 8), quick:bool=False, log=print)->dict:
     """Training step and generation of the decoder-only model: ours, torch's, GPT-2's
 
     Parameters
@@ -1001,8 +1344,7 @@ def bench_gpt(
     Returns
     -------
     dict
-        {"train": impl -> timings, "generate B=b": impl -> timings, "memory":
-        ...}
+        {"train": impl -> timings, "generate B=b": impl -> timings, "memory": ...}
     """
     batch = dict(batch_size=2, seq_len=16, prompt=4, new_tokens=4) if quick else None
     b = batch or GPT_BATCH
@@ -1044,10 +1386,7 @@ def bench_gpt(
     res["memory_mb"] = json.loads(done.stdout.splitlines()[-1])
     return res
 
-def gpt_summary(
-    res:dict,  # from bench_gpt
-# name -> ratio; above 1 means ours is faster (or uses more memory)
-)->dict[str, float]:
+def gpt_summary(res:dict)->dict[str, float]:
     """The ratios of the decoder-only benchmark: ours over torch's and over GPT-2's
 
     Parameters

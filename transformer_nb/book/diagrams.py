@@ -233,12 +233,20 @@ class _Sketch:
         return self.fig
 
 # %% ../../nbs/00b_diagrams.ipynb #c009
-def diagram_texts(
-    fig,  # a figure returned by one of the `draw_` functions
-# every string written on it, from the bottom to the top, then from left to right
-)->list[str]:
-    ("The text of a diagram, in reading order from the bottom up: what the tests of "
-     "the diagrams check")
+def diagram_texts(fig)->list[str]:
+    """The text of a diagram, in reading order from the bottom up: what the tests of the
+    diagrams check
+
+    Parameters
+    ----------
+    fig
+        a figure returned by one of the `draw_` functions
+
+    Returns
+    -------
+    list[str]
+        every string written on it, from the bottom to the top, then from left to right
+    """
     items = [t for ax in fig.axes for t in ax.texts if t.get_text()]
     items.sort(
         key=lambda t: (round(float(t.get_position()[1]), 3), float(t.get_position()[0]))
@@ -295,11 +303,19 @@ def _sublayers(kind:str):
             ("Cross-attention", "Q from below, K = V = memory", "attention"), ffn]
 
 # %% ../../nbs/00b_diagrams.ipynb #c014
-def draw_architecture(
-    # pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
-    norm_first:bool=True,
-)->Figure:  # the figure
-    "The encoder-decoder Transformer, as built in this project"
+def draw_architecture(norm_first:bool=True)->Figure:
+    """The encoder-decoder Transformer, as built in this project
+
+    Parameters
+    ----------
+    norm_first : bool
+        pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     sk, ex, dx, w = _Sketch(), 2.55, 7.2, 2.9
     src = sk.box(ex, 0.4, "source tokens", "io", w=2.2, h=0.4)
     tgt = sk.box(dx, 0.4, "target tokens (shifted right)", "io", w=2.9, h=0.4)
@@ -490,11 +506,20 @@ def draw_attention():
 HEAD_COLORS = ("#fbd3a0", "#f6b26b", "#fde6c4", "#e9a15a")
 
 # %% ../../nbs/00b_diagrams.ipynb #c027
-def draw_multihead(
-    num_heads:int=4,  # H, the number of heads drawn
-)->Figure:  # the figure
-    ("Multi-head attention: project, split d_model into heads, attend per head, merge, "
-     "project")
+def draw_multihead(num_heads:int=4)->Figure:
+    """Multi-head attention: project, split d_model into heads, attend per head, merge,
+    project
+
+    Parameters
+    ----------
+    num_heads : int
+        H, the number of heads drawn
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
     H, sk, xs = num_heads, _Sketch(), (2.0, 5.0, 8.0)
@@ -604,11 +629,21 @@ def draw_multihead(
     )
 
 # %% ../../nbs/00b_diagrams.ipynb #c030
-def draw_layer(
-    kind:str="encoder",  # "encoder" (two sublayers) or "decoder" (three)
-    norm_first:bool=True,  # pre-LN (our default) or post-LN (the paper)
-)->Figure:  # the figure
-    "One encoder or decoder layer: where LayerNorm, dropout and the residual sit"
+def draw_layer(kind:str="encoder", norm_first:bool=True)->Figure:
+    """One encoder or decoder layer: where LayerNorm, dropout and the residual sit
+
+    Parameters
+    ----------
+    kind : str
+        "encoder" (two sublayers) or "decoder" (three)
+    norm_first : bool
+        pre-LN (our default) or post-LN (the paper)
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     if kind not in ("encoder", "decoder"):
         raise ValueError(f'kind must be "encoder" or "decoder", got {kind!r}')
     sk, cx, w = _Sketch(), 5.0, 3.4
@@ -648,12 +683,22 @@ def draw_layer(
 MAY, BLOCKED = "#6aa84f", "#eeeeee"   # colours of True (may attend) and False (blocked)
 
 # %% ../../nbs/00b_diagrams.ipynb #c039
-def draw_masks(
-    lengths:tuple=(5, 3),  # the real length of each sequence of the batch, at most T
-    T:int=5,  # the padded length (S = T: the keys are the same sequence)
-)->Figure:  # the figure
-    ("The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and "
-     "the decoder's both at once")
+def draw_masks(lengths:tuple=(5, 3), T:int=5)->Figure:
+    """The three masks as boolean grids: padding (B, 1, 1, S), causal (1, 1, T, T) and
+    the decoder's both at once
+
+    Parameters
+    ----------
+    lengths : tuple
+        the real length of each sequence of the batch, at most T
+    T : int
+        the padded length (S = T: the keys are the same sequence)
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     from matplotlib.patches import Rectangle, Patch
     if not isinstance(T, int) or T < 1:
         raise ValueError(f"T must be a positive int, got {T!r}")
@@ -765,11 +810,20 @@ def draw_masks(
     )
 
 # %% ../../nbs/00b_diagrams.ipynb #c042b
-def draw_data_parallel(
-    world_size:int=2,  # how many processes to draw
-)->Figure:  # the figure
-    ("Data parallelism: shards of one batch, a copy of the model each, gradients "
-     "all-reduced")
+def draw_data_parallel(world_size:int=2)->Figure:
+    """Data parallelism: shards of one batch, a copy of the model each, gradients
+    all-reduced
+
+    Parameters
+    ----------
+    world_size : int
+        how many processes to draw
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
     check_int(world_size, "world_size")
     sk = _Sketch()
     xs = [sk.width * (r + 0.5) / world_size for r in range(world_size)]
@@ -832,12 +886,22 @@ DIAGRAMS = {  # file name: how to draw it
 }
 
 # %% ../../nbs/00b_diagrams.ipynb #c044
-def save_diagrams(
-    out_dir:str|Path="images",  # folder to write into; created if missing
-    # file names of the diagrams to write; all by default
-    names:Sequence[str]|None=None,
-)->list[Path]:  # the files written, in the order of `DIAGRAMS`
-    "Write every diagram as a PNG with a fixed name; the same code gives the same bytes"
+def save_diagrams(out_dir:str|Path="images", names:Sequence[str]|None=None)->list[Path]:
+    """Write every diagram as a PNG with a fixed name; the same code gives the same
+    bytes
+
+    Parameters
+    ----------
+    out_dir : str | Path
+        folder to write into; created if missing
+    names : Sequence[str] | None
+        file names of the diagrams to write; all by default
+
+    Returns
+    -------
+    list[Path]
+        the files written, in the order of `DIAGRAMS`
+    """
     unknown = sorted(set(names or ()) - set(DIAGRAMS))
     if unknown: raise ValueError(f"names: no diagram called {unknown}; see DIAGRAMS")
     plt = pyplot()
@@ -853,11 +917,15 @@ def save_diagrams(
     return paths
 
 # %% ../../nbs/00b_diagrams.ipynb #c047
-def main(
-    argv:list[str]|None=None,  # command-line arguments; `sys.argv[1:]` by default
-):
-    ("`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into "
-     "OUT_DIR (default `images`)")
+def main(argv:list[str]|None=None):
+    """`python -m transformer_nb.book.diagrams [OUT_DIR]`: write every diagram into
+    OUT_DIR (default `images`)
+
+    Parameters
+    ----------
+    argv : list[str] | None
+        command-line arguments; `sys.argv[1:]` by default
+    """
     import matplotlib
     matplotlib.use("Agg")  # no display needed
     args = sys.argv[1:] if argv is None else argv

@@ -17,10 +17,9 @@ __all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'split_d
 # the directive: `#| exercise CHECKER`
 EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")
 
-def split_directives(
-    source:str,  # a code cell's source
-)->tuple[list[str], str]:  # the directive lines, and the code after them
-    """Separate the `#|` lines at the top of a cell, which nbdev reads as directives, from the code
+def split_directives(source:str)->tuple[list[str], str]:
+    """Separate the `#|` lines at the top of a cell, which nbdev reads as directives,
+    from the code
 
     Parameters
     ----------
@@ -37,9 +36,7 @@ def split_directives(
     while n < len(lines) and lines[n].startswith("#|"): n += 1
     return lines[:n], "\n".join(lines[n:])
 
-def exercise_checker(
-    source:str,  # a code cell's source
-)->str|None:  # the checker's name, or None if the cell is not an exercise
+def exercise_checker(source:str)->str|None:
     """The checker named by the cell's `#| exercise` directive
 
     Parameters
@@ -187,12 +184,9 @@ def _stub_body(
     return first, last, stub
 
 # %% ../../nbs/91_grading.ipynb #xc010
-def make_exercise_source(
-    source:str,  # the source of a cell marked `#| exercise`, directives included
-    section:str|None=None,  # the paper's section to name when the docstrings name none
-# the exercise's source, and the names of the functions and classes it defines
-)->tuple[str, list[str]]:
-    """Replace the bodies of the functions and public methods of a cell by a TODO and `...`, keeping signatures and docstrings
+def make_exercise_source(source:str, section:str|None=None)->tuple[str, list[str]]:
+    """Replace the bodies of the functions and public methods of a cell by a TODO and
+    `...`, keeping signatures and docstrings
 
     Parameters
     ----------
@@ -204,8 +198,7 @@ def make_exercise_source(
     Returns
     -------
     tuple[str, list[str]]
-        the exercise's source, and the names of the functions and classes it
-        defines
+        the exercise's source, and the names of the functions and classes it defines
     """
     src = split_directives(source)[1]
     tree = ast.parse(src)
@@ -241,9 +234,7 @@ def make_exercise_source(
 # extra `pip install "transformer_nb[exercises]"` (settings.ini)
 EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
 
-def setup_source(
-    needs:dict=EXERCISE_NEEDS,  # {module: the distribution that provides it}
-)->str:  # the source of the first code cell of an exercise notebook
+def setup_source(needs:dict=EXERCISE_NEEDS)->str:
     """The set-up cell: say and check what the notebook needs, before any import fails
 
     Parameters
@@ -274,13 +265,9 @@ def setup_source(
         "      f\"transformer_nb {transformer_nb.__version__}\")"
     )
 
-def check_source(
-    checker:str,  # the checker's name, e.g. "grade_attention"
-    # the learner's functions or classes, the graded one first, e.g.
-    # "scaled_dot_product_attention"
-    names:str|list,
-)->str:  # the source of the check cell under the exercise
-    """The check cell: grade the answer; the cells below use it, or the book's while it is unfilled
+def check_source(checker:str, names:str|list)->str:
+    """The check cell: grade the answer; the cells below use it, or the book's while it
+    is unfilled
 
     Parameters
     ----------
@@ -348,10 +335,9 @@ def _intro(stem:str, checkers:list[str])->str:
     )
 
 # %% ../../nbs/91_grading.ipynb #77e99136
-def comment_out_error_lessons(
-    code:str,  # the source of a lesson cell
-)->str:  # the same source with every top-level `test_fail(...)` statement commented out
-    """Comment out the book's error-message lessons, which a learner's correct answer need not satisfy
+def comment_out_error_lessons(code:str)->str:
+    """Comment out the book's error-message lessons, which a learner's correct answer
+    need not satisfy
 
     Parameters
     ----------
@@ -361,8 +347,7 @@ def comment_out_error_lessons(
     Returns
     -------
     str
-        the same source with every top-level `test_fail(...)` statement
-        commented out
+        the same source with every top-level `test_fail(...)` statement commented out
     """
     try: tree = ast.parse(code)
     except SyntaxError: return code
@@ -385,11 +370,9 @@ def comment_out_error_lessons(
     )
 
 # %% ../../nbs/91_grading.ipynb #e3a42ba0
-def embed_images(
-    cells:list,  # notebook cells (nbformat 4 JSON dicts), changed in place
-    base:Path,  # the folder that relative image paths start from (the chapters' nbs/)
-)->list:  # the same cells
-    """Turn Markdown images with a relative path into cell attachments, so that a notebook shows them on its own
+def embed_images(cells:list, base:Path)->list:
+    """Turn Markdown images with a relative path into cell attachments, so that a
+    notebook shows them on its own
 
     Parameters
     ----------
@@ -422,11 +405,9 @@ def embed_images(
     return cells
 
 # %% ../../nbs/91_grading.ipynb #xc017
-def make_exercise_notebook(
-    chapter:Path|str,  # a chapter notebook with cells marked `#| exercise CHECKER`
-# the exercise notebook (nbformat 4 JSON), or None if the chapter has no exercise
-)->dict|None:
-    """The exercise notebook of a chapter: exercises stubbed, each followed by its check; nbdev plumbing and outputs gone
+def make_exercise_notebook(chapter:Path|str)->dict|None:
+    """The exercise notebook of a chapter: exercises stubbed, each followed by its
+    check; nbdev plumbing and outputs gone
 
     Parameters
     ----------
@@ -436,8 +417,7 @@ def make_exercise_notebook(
     Returns
     -------
     dict | None
-        the exercise notebook (nbformat 4 JSON), or None if the chapter has no
-        exercise
+        the exercise notebook (nbformat 4 JSON), or None if the chapter has no exercise
     """
     chapter = Path(chapter)
     nb = json.loads(chapter.read_text(encoding="utf-8"))
@@ -540,12 +520,9 @@ def make_exercise_notebook(
     }
 
 # %% ../../nbs/91_grading.ipynb #xc018
-def make_exercises(
-    nbs_dir:Path|str="nbs",  # the chapters
-    # where the exercise notebooks go (created; stale ones removed)
-    out_dir:Path|str="exercises",
-)->list[Path]:  # the notebooks written
-    """Write the exercise notebook of every chapter that has exercises; remove those of chapters that have none
+def make_exercises(nbs_dir:Path|str="nbs", out_dir:Path|str="exercises")->list[Path]:
+    """Write the exercise notebook of every chapter that has exercises; remove those of
+    chapters that have none
 
     Parameters
     ----------
@@ -575,7 +552,13 @@ def make_exercises(
 
 # %% ../../nbs/91_grading.ipynb #xc019
 def main(argv:list[str]|None=None):
-    "Command line: python -m transformer_nb.book.exercises [NBS_DIR] [OUT_DIR]"
+    """Command line: python -m transformer_nb.book.exercises [NBS_DIR] [OUT_DIR]
+
+    Parameters
+    ----------
+    argv : list[str] | None
+        the arguments; None: the command line's
+    """
     import argparse
     p = argparse.ArgumentParser(
         prog="python -m transformer_nb.book.exercises",
@@ -796,19 +779,18 @@ class Exercise(NamedTuple):
     hint : str
         a nudge, for a learner who is stuck
     """
-    checker: str  # the check that grades it, in transformer_nb.book.grading
-    names: list  # the functions and classes the learner writes
-    summary: str  # the first line of the docstring of the first of them
-    chapter: str  # the chapter's notebook, e.g. 02_attention.ipynb
-    title: str  # the chapter's title
-    minutes: int  # an honest time estimate
-    level: int  # 1 (a formula) to 3 (several parts put together)
-    hint: str  # a nudge, for a learner who is stuck
+    checker: str
+    names: list
+    summary: str
+    chapter: str
+    title: str
+    minutes: int
+    level: int
+    hint: str
 
-def list_exercises(
-    nbs_dir:Path|str="nbs",  # the chapters
-)->list[Exercise]:  # every exercise, in reading order
-    """Every exercise of the chapters, from their `#| exercise` directives, with its estimate, level and hint from `EFFORT`
+def list_exercises(nbs_dir:Path|str="nbs")->list[Exercise]:
+    """Every exercise of the chapters, from their `#| exercise` directives, with its
+    estimate, level and hint from `EFFORT`
 
     Parameters
     ----------
@@ -864,11 +846,7 @@ def list_exercises(
     return out
 
 # %% ../../nbs/91_grading.ipynb #ex-html
-def exercise_table(
-    exercises:list[Exercise],  # from list_exercises
-# an HTML table: one row per exercise, with its chapter, download, time, level and a
-# hint to open
-)->str:
+def exercise_table(exercises:list[Exercise])->str:
     """The table of exercises that the Exercises page shows
 
     Parameters
@@ -879,8 +857,8 @@ def exercise_table(
     Returns
     -------
     str
-        an HTML table: one row per exercise, with its chapter, download, time,
-        level and a hint to open
+        an HTML table: one row per exercise, with its chapter, download, time, level and
+        a hint to open
     """
     from html import escape
     def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))

@@ -35,37 +35,29 @@ __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grad
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
-    """What a checker found: `passed` (also the truth value) and a `message` in plain words; shows as ✓/✗ and the message
-
-    Parameters
-    ----------
-    passed : bool
-        did the answer pass every check?
-    name : str
-        the name of the function or class that was checked
-    message : str
-        "passed: …" or the hint
-    answer
-        what later cells should use: the answer, or the book's while it is
-        unfilled
-    """
-    def __init__(self,
-        passed:bool,  # did the answer pass every check?
-        name:str,  # the name of the function or class that was checked
-        message:str,  # "passed: …" or the hint
-        # what later cells should use: the answer, or the book's while it is unfilled
-        answer=None,
-    ):
-        """Build a `Verdict`: `help(Verdict)` describes the parameters."""
+    ("What a checker found: `passed` (also the truth value) and a `message` in plain "
+     "words; shows as ✓/✗ and the message")
+    def __init__(self, passed:bool, name:str, message:str, answer=None):
+        """
+        Parameters
+        ----------
+        passed : bool
+            did the answer pass every check?
+        name : str
+            the name of the function or class that was checked
+        message : str
+            "passed: …" or the hint
+        answer
+            what later cells should use: the answer, or the book's while it is unfilled
+        """
         self.passed, self.name, self.message = passed, name, message
         self.answer = answer
     def __bool__(self): return self.passed
     def __repr__(self):
         return f"{'✓' if self.passed else '✗'} {self.name}: {self.message}"
-    def book_if_unfilled(self,
-        obj,  # another function or class of the exercise's cell
-    ):  # `obj`, or the book's of the same name while `obj` still holds its `...`
-        """For the other names of an exercise's cell: the book's while unfilled, and say so
+    def book_if_unfilled(self, obj):
+        """For the other names of an exercise's cell: the book's while unfilled, and say
+        so
 
         Parameters
         ----------
@@ -111,8 +103,14 @@ def _name(obj)->str: return getattr(obj, "__name__", type(obj).__name__)
 
 # %% ../../nbs/91_grading.ipynb #c010
 def checker(f):
-    ("Make `f(answer)`, which raises `Hint` or returns a success message, into a "
-     "checker that returns a `Verdict`")
+    """Make `f(answer)`, which raises `Hint` or returns a success message, into a
+    checker that returns a `Verdict`
+
+    Parameters
+    ----------
+    f
+        f(answer): raises Hint, or returns a success message
+    """
     @functools.wraps(f)
     def check(answer, *args, **kwargs)->Verdict:
         name = _name(answer)
@@ -190,13 +188,9 @@ def _snapshot(f, args, kwargs)->list:
     ]
 
 # %% ../../nbs/91_grading.ipynb #c013
-def run(
-    what:str,  # what is called, for the message: "your function", "your module"
-    f,  # the learner's callable
-    # arguments for `f`; `advice` is appended to an error's hint
-    *args, advice:str="", **kwargs,
-):
-    """Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or changes a tensor it was given
+def run(what:str, f, *args, advice:str="", **kwargs):
+    """Call the learner's `f`; raise a `Hint` if it raises, returns None or `...`, or
+    changes a tensor it was given
 
     Parameters
     ----------
@@ -204,8 +198,12 @@ def run(
         what is called, for the message: "your function", "your module"
     f
         the learner's callable
+    args
+        positional arguments for `f`
     advice : str
-        arguments for `f`; `advice` is appended to an error's hint
+        appended to the hint when `f` raises
+    kwargs
+        keyword arguments for `f`
     """
     before = _snapshot(f, args, kwargs)
     try: out = f(*args, **kwargs)
@@ -342,18 +340,18 @@ def _explain(gots:list, computes:list, axes:list, same=None)->list[str]:
     return sorted(dict.fromkeys(found), key=order.index)
 
 # %% ../../nbs/91_grading.ipynb #c016
-def build(
-    cls,  # the learner's nn.Module class
-    *args, **kwargs,  # its constructor's arguments
-)->nn.Module:  # the module, in eval mode
-    """Construct the learner's module; raise a `Hint` if that fails or if it is not a proper nn.Module
+def build(cls, *args, **kwargs)->nn.Module:
+    """Construct the learner's module; raise a `Hint` if that fails or if it is not a
+    proper nn.Module
 
     Parameters
     ----------
     cls
         the learner's nn.Module class
-    **kwargs
-        its constructor's arguments
+    args
+        its constructor's positional arguments
+    kwargs
+        its constructor's keyword arguments
 
     Returns
     -------
@@ -374,11 +372,9 @@ def build(
         )
     return m.eval()
 
-def load_reference(
-    ours:nn.Module,  # the book's module, whose weights are copied
-    theirs:nn.Module,  # the learner's module, which receives them
-):
-    """Copy the book's parameters into the learner's module, by name or else in order; raise a `Hint` if impossible
+def load_reference(ours:nn.Module, theirs:nn.Module):
+    """Copy the book's parameters into the learner's module, by name or else in order;
+    raise a `Hint` if impossible
 
     Parameters
     ----------
@@ -551,18 +547,20 @@ def _init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
 
 # %% ../../nbs/91_grading.ipynb #c018
 @checker
-def grade_token_embedding(
-    # your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module mapping
-    # (B, T) ids to (B, T, d_model)
-    cls,
-)->Verdict:
-    """Check a token embedding against `TokenEmbedding`: the lookup, the √d_model scale, the initialisation, padding_idx
+def grade_token_embedding(cls)->Verdict:
+    """Check a token embedding against `TokenEmbedding`: the lookup, the √d_model scale,
+    the initialisation, padding_idx
 
     Parameters
     ----------
     cls
-        your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module
-        mapping (B, T) ids to (B, T, d_model)
+        your TokenEmbedding class: (vocab_size, d_model, padding_idx) -> module mapping
+        (B, T) ids to (B, T, d_model)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     # d = 24: √d, d / 2 and d all differ
     V, d, pad = 50, 24, 3
@@ -648,15 +646,19 @@ def _pe_variant(max_len:int, d:int, kind:str)->Tensor:
 
 # %% ../../nbs/91_grading.ipynb #c020
 @checker
-def grade_positional_encoding(
-    fn,  # your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
-)->Verdict:
-    """Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5), with the default and another base
+def grade_positional_encoding(fn)->Verdict:
+    """Check a sinusoidal position table against `sinusoidal_encoding` (section 3.5),
+    with the default and another base
 
     Parameters
     ----------
     fn
         your sinusoidal_encoding(max_len, d_model, base) -> (max_len, d_model)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     for L, d, base in ((50, 16, None), (7, 6, None), (9, 10, 100.0)):
         kw = {} if base is None else {"base": base}
@@ -753,18 +755,20 @@ def _dropout_modes(what:str, m:nn.Module, call, want_eval:Tensor, where:str):
 
 # %% ../../nbs/91_grading.ipynb #c021
 @checker
-def grade_embeddings(
-    # your Embeddings class: (vocab_size, d_model, max_len, dropout, positions,
-    # padding_idx) -> forward(ids, offset)
-    cls,
-)->Verdict:
-    """Check the input block: scaled token embedding plus positions (sinusoidal or learned, from an offset), then dropout
+def grade_embeddings(cls)->Verdict:
+    """Check the input block: scaled token embedding plus positions (sinusoidal or
+    learned, from an offset), then dropout
 
     Parameters
     ----------
     cls
-        your Embeddings class: (vocab_size, d_model, max_len, dropout,
-        positions, padding_idx) -> forward(ids, offset)
+        your Embeddings class: (vocab_size, d_model, max_len, dropout, positions,
+        padding_idx) -> forward(ids, offset)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     V, d, L = 30, 20, 24
     ids = torch.randint(0, V, (3, 6))
@@ -1051,18 +1055,20 @@ def _attention_dropout(fn, q, k, v, mask):
 
 # %% ../../nbs/91_grading.ipynb #c025
 @checker
-def grade_attention(
-    # your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) -> (output,
-    # weights)
-    fn,
-)->Verdict:
-    """Check scaled dot-product attention against the book's: shapes, masks, dropout, half precision (section 3.2.1)
+def grade_attention(fn)->Verdict:
+    """Check scaled dot-product attention against the book's: shapes, masks, dropout,
+    half precision (section 3.2.1)
 
     Parameters
     ----------
     fn
-        your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) ->
-        (output, weights)
+        your scaled_dot_product_attention(q, k, v, mask=None, dropout_p=0.0) -> (output,
+        weights)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     # d_k = 8: √d_k, d_k / 2 and d_k all differ
     B, H, T, S, dk, dv = 2, 3, 5, 7, 8, 6
@@ -1191,15 +1197,19 @@ def grade_attention(
 
 # %% ../../nbs/91_grading.ipynb #c027
 @checker
-def grade_split_heads(
-    fn,  # your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
-)->Verdict:
-    """Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every position
+def grade_split_heads(fn)->Verdict:
+    """Check `split_heads`: head h must get features h·d_k … (h+1)·d_k - 1 of every
+    position
 
     Parameters
     ----------
     fn
         your split_heads(x, num_heads): (B, T, d_model) -> (B, H, T, d_k)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     B, T, d, H = 2, 5, 24, 4
     x = torch.randn(B, T, d)
@@ -1225,15 +1235,18 @@ def grade_split_heads(
     return "each head gets its own slice of every position."
 
 @checker
-def grade_merge_heads(
-    fn,  # your merge_heads(x): (B, H, T, d_k) -> (B, T, H·d_k)
-)->Verdict:
+def grade_merge_heads(fn)->Verdict:
     """Check `merge_heads`, the inverse of `split_heads` (the Concat of section 3.2.2)
 
     Parameters
     ----------
     fn
         your merge_heads(x): (B, H, T, d_k) -> (B, T, H·d_k)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     B, H, T, dk = 2, 4, 5, 6
     x = torch.randn(B, H, T, dk)
@@ -1298,18 +1311,20 @@ def _mha_variant(
 
 # %% ../../nbs/91_grading.ipynb #c029
 @checker
-def grade_multihead(
-    # your MultiHeadAttention class: (d_model, num_heads, dropout, bias) ->
-    # forward(query, key, value, mask, need_weights)
-    cls,
-)->Verdict:
-    """Check multi-head attention against the book's, given the same weights: masks, need_weights, dropout, bias
+def grade_multihead(cls)->Verdict:
+    """Check multi-head attention against the book's, given the same weights: masks,
+    need_weights, dropout, bias
 
     Parameters
     ----------
     cls
         your MultiHeadAttention class: (d_model, num_heads, dropout, bias) ->
         forward(query, key, value, mask, need_weights)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     # d_k = 6: √d_k, d_k / 2, √d_model all differ
     B, T, S, d, H = 2, 5, 7, 24, 4
@@ -1477,18 +1492,20 @@ def grade_multihead(
 
 # %% ../../nbs/91_grading.ipynb #c031
 @checker
-def grade_ffn(
-    # your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation) -> module
-    # on (B, T, d_model)
-    cls,
-)->Verdict:
-    """Check the position-wise feed-forward network against the book's, given the same weights (section 3.3)
+def grade_ffn(cls)->Verdict:
+    """Check the position-wise feed-forward network against the book's, given the same
+    weights (section 3.3)
 
     Parameters
     ----------
     cls
-        your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation)
-        -> module on (B, T, d_model)
+        your PositionwiseFeedForward class: (d_model, d_ff, dropout, activation) ->
+        module on (B, T, d_model)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     B, T, d, dff = 2, 5, 24, 96
     x = torch.randn(B, T, d)
@@ -1604,18 +1621,20 @@ def _ln_mistakes(eps:float)->list:
 
 # %% ../../nbs/91_grading.ipynb #c034
 @checker
-def grade_layer_norm(
-    # your LayerNorm class: (d_model, eps, fused) -> module normalising the last
-    # dimension
-    cls,
-)->Verdict:
-    """Check a LayerNorm against the book's (biased variance, ε inside the square root, weight and bias), for any eps, and its initial weight and bias
+def grade_layer_norm(cls)->Verdict:
+    """Check a LayerNorm against the book's (biased variance, ε inside the square root,
+    weight and bias), for any eps, and its initial weight and bias
 
     Parameters
     ----------
     cls
-        your LayerNorm class: (d_model, eps, fused) -> module normalising the
-        last dimension
+        your LayerNorm class: (d_model, eps, fused) -> module normalising the last
+        dimension
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     d = 12
     # entries of size 10, and tiny ones
@@ -1673,18 +1692,20 @@ def _norm_of(m:nn.Module):
 
 # %% ../../nbs/91_grading.ipynb #c036
 @checker
-def grade_sublayer(
-    # your SublayerConnection class: (d_model, dropout, norm_first) -> module,
-    # forward(x, sublayer)
-    cls,
-)->Verdict:
-    """Check the residual connection in both placements of the norm (section 3.1; pre-LN and post-LN), with dropout
+def grade_sublayer(cls)->Verdict:
+    """Check the residual connection in both placements of the norm (section 3.1; pre-LN
+    and post-LN), with dropout
 
     Parameters
     ----------
     cls
         your SublayerConnection class: (d_model, dropout, norm_first) -> module,
         forward(x, sublayer)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     B, T, d = 2, 5, 16
     x = torch.randn(B, T, d)
@@ -1868,18 +1889,20 @@ def _layer_modes(cls, ref_cls, args:tuple, n_out:int, d, H, dff):
 
 # %% ../../nbs/91_grading.ipynb #c039
 @checker
-def grade_encoder_layer(
-    # your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first,
-    # activation) -> forward(x, src_mask, need_weights)
-    cls,
-)->Verdict:
-    """Check an encoder layer against the book's, given the same weights, in pre-LN and post-LN
+def grade_encoder_layer(cls)->Verdict:
+    """Check an encoder layer against the book's, given the same weights, in pre-LN and
+    post-LN
 
     Parameters
     ----------
     cls
         your EncoderLayer class: (d_model, num_heads, d_ff, dropout, norm_first,
         activation) -> forward(x, src_mask, need_weights)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     d, H, dff = 24, 4, 40
     _, x, pad, _ = _inputs()
@@ -1946,18 +1969,20 @@ def grade_encoder_layer(
 
 # %% ../../nbs/91_grading.ipynb #c040
 @checker
-def grade_decoder_layer(
-    # your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask, need_weights)
-    # -> (y, self weights, cross weights)
-    cls,
-)->Verdict:
-    """Check a decoder layer against the book's, given the same weights, in pre-LN and post-LN
+def grade_decoder_layer(cls)->Verdict:
+    """Check a decoder layer against the book's, given the same weights, in pre-LN and
+    post-LN
 
     Parameters
     ----------
     cls
-        your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask,
-        need_weights) -> (y, self weights, cross weights)
+        your DecoderLayer class: forward(y, memory, tgt_mask, memory_mask, need_weights)
+        -> (y, self weights, cross weights)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     d, H, dff = 24, 4, 40
     y, mem, pad_S, tgt = _inputs()
@@ -2250,31 +2275,35 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
 
 # %% ../../nbs/91_grading.ipynb #c042
 @checker
-def grade_encoder(
-    # your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout, norm_first) ->
-    # forward(x, src_mask)
-    cls,
-)->Verdict:
+def grade_encoder(cls)->Verdict:
     """Check an encoder stack against the book's `Encoder`
 
     Parameters
     ----------
     cls
-        your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout,
-        norm_first) -> forward(x, src_mask)
+        your Encoder class: (d_model, num_heads, d_ff, num_layers, dropout, norm_first)
+        -> forward(x, src_mask)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     return _check_stack(cls, Encoder, decoder=False)
 
 @checker
-def grade_decoder(
-    cls,  # your Decoder class: forward(y, memory, tgt_mask, memory_mask)
-)->Verdict:
+def grade_decoder(cls)->Verdict:
     """Check a decoder stack against the book's `Decoder`
 
     Parameters
     ----------
     cls
         your Decoder class: forward(y, memory, tgt_mask, memory_mask)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     return _check_stack(cls, Decoder, decoder=True)
 
@@ -2324,15 +2353,19 @@ def _same_cache(a:list, b:list)->bool:
 
 # %% ../../nbs/91_grading.ipynb #x06b
 @checker
-def grade_layer_cache(
-    cls,  # your LayerCache class: append(k, v) -> (k, v) of every position so far
-)->Verdict:
-    """Check a key/value cache against `LayerCache`: what append returns and stores, len, `cross`, and a decoder layer run one position at a time with it
+def grade_layer_cache(cls)->Verdict:
+    """Check a key/value cache against `LayerCache`: what append returns and stores,
+    len, `cross`, and a decoder layer run one position at a time with it
 
     Parameters
     ----------
     cls
         your LayerCache class: append(k, v) -> (k, v) of every position so far
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     B, H, d_k = 2, 3, 4
     steps = [(torch.randn(B, H, T, d_k), torch.randn(B, H, T, d_k)) for T in (1, 2, 1)]
@@ -2379,19 +2412,20 @@ def grade_layer_cache(
 
 # %% ../../nbs/91_grading.ipynb #c044
 @checker
-def grade_transformer(
-    # your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads,
-    # num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len, norm_first, ...)
-    cls,
-)->Verdict:
-    """Check the full model against the book's `Transformer`, given the same weights: logits, encode, decode, attention
+def grade_transformer(cls)->Verdict:
+    """Check the full model against the book's `Transformer`, given the same weights:
+    logits, encode, decode, attention
 
     Parameters
     ----------
     cls
         your Transformer class: (src_vocab, tgt_vocab, d_model, num_heads,
-        num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len,
-        norm_first, ...)
+        num_encoder_layers, num_decoder_layers, d_ff, dropout, max_len, norm_first, ...)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     Vs, Vt, d, H, dff = 11, 13, 24, 4, 40
     _, _, pad_S, tgt_mask = _inputs()
@@ -2566,17 +2600,19 @@ def grade_transformer(
 
 # %% ../../nbs/91_grading.ipynb #c046
 @checker
-def grade_causal_mask(
-    # your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may attend
-    fn,
-)->Verdict:
-    """Check a causal mask: query t may attend to keys 0 … t, itself included, shaped (1, 1, T, T), on the device asked
+def grade_causal_mask(fn)->Verdict:
+    """Check a causal mask: query t may attend to keys 0 … t, itself included, shaped
+    (1, 1, T, T), on the device asked
 
     Parameters
     ----------
     fn
-        your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may
-        attend
+        your causal_mask(T, device): size T -> boolean (1, 1, T, T), True = may attend
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     for T in (4, 7, 1):
         got = _tensor(run("your function", fn, T), f"the mask for T={T}")
@@ -2647,18 +2683,20 @@ def _ids(pad:int=0):
 
 # %% ../../nbs/91_grading.ipynb #c048
 @checker
-def grade_padding_mask(
-    # your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True = a real
-    # token
-    fn,
-)->Verdict:
-    """Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast against the scores
+def grade_padding_mask(fn)->Verdict:
+    """Check a padding mask: True at the real tokens, shaped (B, 1, 1, S) to broadcast
+    against the scores
 
     Parameters
     ----------
     fn
-        your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True =
-        a real token
+        your padding_mask(ids, pad_id): (B, S) ids -> (B, 1, 1, S) bool, True = a real
+        token
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     for pad in (0, 3):
         ids, real = _ids(pad)
@@ -2693,15 +2731,19 @@ def grade_padding_mask(
 
 # %% ../../nbs/91_grading.ipynb #c049
 @checker
-def grade_target_mask(
-    fn,  # your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
-)->Verdict:
-    """Check the decoder's target mask: a key may be attended to if it is a real token AND not in the future
+def grade_target_mask(fn)->Verdict:
+    """Check the decoder's target mask: a key may be attended to if it is a real token
+    AND not in the future
 
     Parameters
     ----------
     fn
         your target_mask(tgt, pad_id): (B, T) ids -> (B, 1, T, T) bool
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
     """
     for pad in (0, 3):
         ids, real = _ids(pad)
@@ -2826,18 +2868,20 @@ def _ls_mistakes(eps:float, ignore:int, V:int)->list:
 
 # %% ../../nbs/91_grading.ipynb #x10b
 @checker
-def grade_label_smoothing(
-    # your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module
-    # mapping logits (..., V) and targets (...) to a scalar
-    cls,
-)->Verdict:
-    """Check a label-smoothed cross-entropy against `LabelSmoothingLoss`: the smoothed targets, padding, eps, both reductions, gradients
+def grade_label_smoothing(cls)->Verdict:
+    """Check a label-smoothed cross-entropy against `LabelSmoothingLoss`: the smoothed
+    targets, padding, eps, both reductions, gradients
 
     Parameters
     ----------
     cls
-        your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module
-        mapping logits (..., V) and targets (...) to a scalar
+        your LabelSmoothingLoss class: (eps, ignore_index, reduction) -> module mapping
+        logits (..., V) and targets (...) to a scalar
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     B, T, V = 3, 6, 9
     logits = 3 * torch.randn(B, T, V)
@@ -2920,15 +2964,19 @@ _LR_MISTAKES = [
 ]
 
 @checker
-def grade_noam_lr(
-    fn,  # your noam_lr(step, d_model, warmup=4000, factor=1.0) -> float
-)->Verdict:
-    """Check the warm-up schedule against `noam_lr` (equation 3): the rise, the peak at warmup, the decay, step 0, warmup and factor
+def grade_noam_lr(fn)->Verdict:
+    """Check the warm-up schedule against `noam_lr` (equation 3): the rise, the peak at
+    warmup, the decay, step 0, warmup and factor
 
     Parameters
     ----------
     fn
         your noam_lr(step, d_model, warmup=4000, factor=1.0) -> float
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     for d, kw in ((512, {}), (64, {"warmup": 400, "factor": 2.0}),
                   (32, {"warmup": 100, "factor": 0.5})):
@@ -3002,16 +3050,19 @@ _ALIGN_MISTAKES = [
 
 # %% ../../nbs/91_grading.ipynb #x10f
 @checker
-def grade_alignment_weight(
-    # your alignment_weight(model, vocab, pairs, align) -> (layers, H)
-    fn,
-)->Verdict:
-    """Check the reading of cross-attention maps against `alignment_weight`: the maps read, queries and keys, the average, eval mode
+def grade_alignment_weight(fn)->Verdict:
+    """Check the reading of cross-attention maps against `alignment_weight`: the maps
+    read, queries and keys, the average, eval mode
 
     Parameters
     ----------
     fn
         your alignment_weight(model, vocab, pairs, align) -> (layers, H)
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     vocab = Vocab("0123456789")
     with torch.random.fork_rng(devices=[]):
@@ -3133,17 +3184,20 @@ _GREEDY_MISTAKES = [
 
 # %% ../../nbs/91_grading.ipynb #x11b
 @checker
-def grade_greedy_search(
-    # your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids, logits)
-    fn,
-)->Verdict:
-    """Check greedy decoding against `greedy_search`: the argmax at each step, <pad> after </s>, stopping when every row is done, max_len, masks, with and without the cache
+def grade_greedy_search(fn)->Verdict:
+    """Check greedy decoding against `greedy_search`: the argmax at each step, <pad>
+    after </s>, stopping when every row is done, max_len, masks, with and without
+    the cache
 
     Parameters
     ----------
     fn
-        your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids,
-        logits)
+        your greedy_search(model, src, src_mask=None, max_len=32, ...) -> (ids, logits)
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     sig = inspect.signature(greedy_search).parameters
     model, src, src_mask = _decoding_case()
@@ -3322,18 +3376,20 @@ def _same_hyps(a:list, b:list)->bool:
 
 # %% ../../nbs/91_grading.ipynb #x11d
 @checker
-def grade_beam_search(
-    # your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) ->
-    # list of Hypothesis, best first
-    fn,
-)->Verdict:
-    """Check beam search against `beam_search`: the hypotheses and scores, the stopping rule, the length penalty, finished hypotheses set aside, max_len
+def grade_beam_search(fn)->Verdict:
+    """Check beam search against `beam_search`: the hypotheses and scores, the stopping
+    rule, the length penalty, finished hypotheses set aside, max_len
 
     Parameters
     ----------
     fn
-        your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) ->
-        list of Hypothesis, best first
+        your beam_search(model, src, beam_size=4, max_len=32, alpha=0.6, ...) -> list of
+        Hypothesis, best first
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     cases = _beam_cases()
     def call(model, src, k, L, a):
@@ -3423,18 +3479,20 @@ def _same_filter(a, b)->bool:
 
 # %% ../../nbs/91_grading.ipynb #x11cb
 @checker
-def grade_filter_logits(
-    # your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) -> logits
-    # with -inf where a token is left out
-    fn,
-)->Verdict:
-    """Check sampling's filter against `filter_logits`: temperature, top-k with ties, top-p's boundary and ties, in that order
+def grade_filter_logits(fn)->Verdict:
+    """Check sampling's filter against `filter_logits`: temperature, top-k with ties,
+    top-p's boundary and ties, in that order
 
     Parameters
     ----------
     fn
-        your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) ->
-        logits with -inf where a token is left out
+        your filter_logits(logits, temperature=1.0, top_k=None, top_p=None) -> logits
+        with -inf where a token is left out
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
     """
     g = torch.Generator().manual_seed(0)
     probs = torch.tensor([[0.4, 0.3, 0.15, 0.15], [0.5, 0.2, 0.2, 0.1]])

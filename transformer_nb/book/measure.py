@@ -23,36 +23,84 @@ __all__ = ['IMPLEMENTATIONS', 'RunConfig', 'small_config', 'base_config', 'Torch
 # %% ../../nbs/12_fast.ipynb #h001
 @dataclass(frozen=True)
 class RunConfig:
-    "A configuration to time: the model, and the batches of random tokens it runs on"
-    model:TransformerConfig  # the Transformer; src_vocab == tgt_vocab
-    seq_len:int=128  # source and target length
-    batch_size:int=32  # sentence pairs per step
+    """A configuration to time: the model, and the batches of random tokens it runs on
 
-    def with_model(self,
-        **changes,  # TransformerConfig fields to change, e.g. d_model=32
-    )->"RunConfig":  # a new run; this one is unchanged
-        "The same run with some model arguments changed, e.g. `d_model=32`"
+    Parameters
+    ----------
+    model : TransformerConfig
+        the Transformer; src_vocab == tgt_vocab
+    seq_len : int
+        source and target length
+    batch_size : int
+        sentence pairs per step
+    """
+    model:TransformerConfig
+    seq_len:int=128
+    batch_size:int=32
+
+    def with_model(self, **changes)->"RunConfig":
+        """The same run with some model arguments changed, e.g. `d_model=32`
+
+        Parameters
+        ----------
+        changes
+            TransformerConfig fields to change, e.g. d_model=32
+
+        Returns
+        -------
+        RunConfig
+            a new run; this one is unchanged
+        """
         return replace(self, model=replace(self.model, **changes))
 
-    def to_dict(self)->dict:  # the run's fields, the model's as a nested dict
-        "A plain dict (JSON), which `from_dict` reads back"
+    def to_dict(self)->dict:
+        """A plain dict (JSON), which `from_dict` reads back
+
+        Returns
+        -------
+        dict
+            the run's fields, the model's as a nested dict
+        """
         return asdict(self)
 
     @classmethod
-    def from_dict(cls,
-        d:dict,  # what `to_dict` wrote
-    )->"RunConfig":  # the run
-        "The run a dict of `to_dict` describes"
+    def from_dict(cls, d:dict)->"RunConfig":
+        """The run a dict of `to_dict` describes
+
+        Parameters
+        ----------
+        d : dict
+            what `to_dict` wrote
+
+        Returns
+        -------
+        RunConfig
+            the run
+        """
         model = TransformerConfig.from_dict(d["model"])
         return cls(model, d["seq_len"], d["batch_size"])
 
 def small_config(
-    seq_len:int=128,  # source and target length
-    batch_size:int=32,  # sentence pairs per step
-    vocab:int=1000,  # source and target vocabulary
-    dropout:float=0.1,  # the paper's P_drop
-)->RunConfig:  # the run: the small model, its sequence length and batch size
-    "The benchmark's small model: d_model 128, 4 heads, d_ff 512, 2 + 2 layers"
+    seq_len:int=128, batch_size:int=32, vocab:int=1000, dropout:float=0.1,
+)->RunConfig:
+    """The benchmark's small model: d_model 128, 4 heads, d_ff 512, 2 + 2 layers
+
+    Parameters
+    ----------
+    seq_len : int
+        source and target length
+    batch_size : int
+        sentence pairs per step
+    vocab : int
+        source and target vocabulary
+    dropout : float
+        the paper's P_drop
+
+    Returns
+    -------
+    RunConfig
+        the run: the small model, its sequence length and batch size
+    """
     model = TransformerConfig(
         vocab,
         vocab,
@@ -65,22 +113,36 @@ def small_config(
     )
     return RunConfig(model, seq_len, batch_size)
 
-def base_config(
-    seq_len:int=64,  # source and target length
-    batch_size:int=8,  # sentence pairs per step
-    vocab:int=37000,  # the paper's shared vocabulary
-)->RunConfig:  # the run: the base model, its sequence length and batch size
-    "The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers"
+def base_config(seq_len:int=64, batch_size:int=8, vocab:int=37000)->RunConfig:
+    """The paper's base model: d_model 512, 8 heads, d_ff 2048, 6 + 6 layers
+
+    Parameters
+    ----------
+    seq_len : int
+        source and target length
+    batch_size : int
+        sentence pairs per step
+    vocab : int
+        the paper's shared vocabulary
+
+    Returns
+    -------
+    RunConfig
+        the run: the base model, its sequence length and batch size
+    """
     return RunConfig(TransformerConfig(vocab, vocab), seq_len, batch_size)
 
 # %% ../../nbs/12_fast.ipynb #h002
 class TorchTransformer(nn.Module):
     ("`nn.Transformer` between the embeddings and the output layer of one of our "
      "models, with a copy of its weights")
-    def __init__(self,
-        # the model whose embeddings, output layer and weights to copy
-        ours:Transformer,
-    ):
+    def __init__(self, ours:Transformer):
+        """
+        Parameters
+        ----------
+        ours : Transformer
+            the model whose embeddings, output layer and weights to copy
+        """
         super().__init__()
         enc, dec = ours.encoder, ours.decoder
         layer = enc.layers[0]
@@ -107,14 +169,29 @@ class TorchTransformer(nn.Module):
         to_torch_transformer(ours, self.transformer)
 
     def forward(self,
-        src:Tensor,  # (B, S) source ids
-        tgt:Tensor,  # (B, T) target ids
-        src_mask=None,  # ours: boolean, True = may attend
-        tgt_mask=None,  # ours: boolean, True = may attend
-        memory_mask=None,  # ours: boolean, True = may attend
-    )->Tensor:  # (B, T, V) logits
-        ("The signature of `Transformer.forward`; our masks go through "
-         "`to_torch_masks`, the one conversion")
+        src:Tensor, tgt:Tensor, src_mask=None, tgt_mask=None, memory_mask=None,
+    )->Tensor:
+        """The signature of `Transformer.forward`; our masks go through
+        `to_torch_masks`, the one conversion
+
+        Parameters
+        ----------
+        src : Tensor
+            (B, S) source ids
+        tgt : Tensor
+            (B, T) target ids
+        src_mask
+            ours: boolean, True = may attend
+        tgt_mask
+            ours: boolean, True = may attend
+        memory_mask
+            ours: boolean, True = may attend
+
+        Returns
+        -------
+        Tensor
+            (B, T, V) logits
+        """
         kw = {}
         for name, mask in (
             ("src", src_mask),
@@ -132,26 +209,52 @@ class TorchTransformer(nn.Module):
 
 # %% ../../nbs/12_fast.ipynb #h003
 def readable_forward(
-    model:Transformer,  # the model
-    src:Tensor,  # (B, S) source ids
-    tgt:Tensor,  # (B, T) target ids
-    src_mask=None,  # boolean, True = may attend
-    tgt_mask=None,  # boolean, True = may attend
-    memory_mask=None,  # boolean, True = may attend
+    model:Transformer,
+    src:Tensor,
+    tgt:Tensor,
+    src_mask=None,
+    tgt_mask=None,
+    memory_mask=None,
 ):
-    ("`model(src, tgt, ...)` with every attention weight requested (so chapter 2's "
-     "code runs), the weights dropped")
+    """`model(src, tgt, ...)` with every attention weight requested (so chapter 2's code
+    runs), the weights dropped
+
+    Parameters
+    ----------
+    model : Transformer
+        the model
+    src : Tensor
+        (B, S) source ids
+    tgt : Tensor
+        (B, T) target ids
+    src_mask
+        boolean, True = may attend
+    tgt_mask
+        boolean, True = may attend
+    memory_mask
+        boolean, True = may attend
+    """
     memory, _ = model.encode(src, src_mask, need_weights=True)
     return model.decode(tgt, memory, tgt_mask, memory_mask, need_weights=True)[0]
 
 IMPLEMENTATIONS = ("readable", "fast", "torch")
 
-def build(
-    config:RunConfig,  # the model and the batch
-    seed:int=0,  # of the weights
-)->dict:  # {name: (module, forward function)} of the readable, fast and torch versions
-    ("The three implementations of one configuration, with the same weights: {name: "
-     "(module, forward function)}")
+def build(config:RunConfig, seed:int=0)->dict:
+    """The three implementations of one configuration, with the same weights: {name:
+    (module, forward function)}
+
+    Parameters
+    ----------
+    config : RunConfig
+        the model and the batch
+    seed : int
+        of the weights
+
+    Returns
+    -------
+    dict
+        {name: (module, forward function)} of the readable, fast and torch versions
+    """
     torch.manual_seed(seed)
     # a position table just longer than the run needs
     max_len = max(config.seq_len, 64) + 64
@@ -162,24 +265,41 @@ def build(
             "fast": (ours, ours), "torch": (theirs, theirs)}
 
 # %% ../../nbs/12_fast.ipynb #h004
-def random_batch(
-    config:RunConfig,  # the batch's size, length and vocabulary
-    seed:int=0,  # of the ids
-)->tuple[Tensor, Tensor, Tensor, Tensor]:  # src, tgt_in and tgt_out ids (B, T), and the causal target mask
-    "Random (src, tgt_in, tgt_out) ids of shape (B, T) and the causal target mask"
+def random_batch(config:RunConfig, seed:int=0)->tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Random (src, tgt_in, tgt_out) ids of shape (B, T) and the causal target mask
+
+    Parameters
+    ----------
+    config : RunConfig
+        the batch's size, length and vocabulary
+    seed : int
+        of the ids
+
+    Returns
+    -------
+    tuple[Tensor, Tensor, Tensor, Tensor]
+        src, tgt_in and tgt_out ids (B, T), and the causal target mask
+    """
     g = torch.Generator().manual_seed(seed)
     B, T, V = config.batch_size, config.seq_len, config.model.src_vocab
     ids = lambda: torch.randint(4, V, (B, T), generator=g)
     return ids(), ids(), ids(), causal_mask(T)
 
-def training_step(
-    impl:str,  # "readable", "fast", "torch", or "compiled" (the fast path compiled)
-    config:RunConfig,  # the model and the batch
-    seed:int=0,  # of the weights and the batch
-    fused_adam:bool=True,  # Adam in one kernel; False: torch's default Adam
-):
-    ("A function that runs one training step (forward, loss, backward, Adam) of `impl` "
-     "on a fixed random batch, and returns the loss")
+def training_step(impl:str, config:RunConfig, seed:int=0, fused_adam:bool=True):
+    """A function that runs one training step (forward, loss, backward, Adam) of `impl`
+    on a fixed random batch, and returns the loss
+
+    Parameters
+    ----------
+    impl : str
+        "readable", "fast", "torch", or "compiled" (the fast path compiled)
+    config : RunConfig
+        the model and the batch
+    seed : int
+        of the weights and the batch
+    fused_adam : bool
+        Adam in one kernel; False: torch's default Adam
+    """
     module, forward = build(config, seed)["fast" if impl == "compiled" else impl]
     src, tgt_in, tgt_out, tgt_mask = random_batch(config, seed)
     # the fast path through torch.compile
@@ -201,14 +321,26 @@ def training_step(
 def _sync(device):
     if torch.device(device).type == "cuda": torch.cuda.synchronize()
 
-def interleaved(
-    fns:dict,  # name -> function to time
-    reps:int=7,  # rounds; each runs every function once
-    warmup:int=2,  # untimed rounds first
-    device="cpu",  # where they run: synchronised before and after each call
-)->dict[str, dict]:  # name -> {"median", "min", "max"} in seconds
-    ("Time several functions in turn, round after round, so that the machine's "
-     "changing load hits all alike")
+def interleaved(fns:dict, reps:int=7, warmup:int=2, device="cpu")->dict[str, dict]:
+    """Time several functions in turn, round after round, so that the machine's changing
+    load hits all alike
+
+    Parameters
+    ----------
+    fns : dict
+        name -> function to time
+    reps : int
+        rounds; each runs every function once
+    warmup : int
+        untimed rounds first
+    device
+        where they run: synchronised before and after each call
+
+    Returns
+    -------
+    dict[str, dict]
+        name -> {"median", "min", "max"} in seconds
+    """
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
@@ -220,10 +352,14 @@ def interleaved(
     }
 
 # %% ../../nbs/12_fast.ipynb #h006
-def show_source(
-    *objs,  # functions and classes of the package
-):
-    "Show the source code of functions and classes defined elsewhere in the package"
+def show_source(*objs):
+    """Show the source code of functions and classes defined elsewhere in the package
+
+    Parameters
+    ----------
+    objs
+        functions and classes of the package
+    """
     import inspect
     from IPython.display import HTML
     from pygments import highlight
@@ -243,12 +379,22 @@ def show_source(
     )
 
 # %% ../../nbs/12_fast.ipynb #c006
-def profile_ops(
-    fn,  # a function to profile, e.g. one training step
-    calls:int=1,  # how many calls to profile
-)->list:  # torch's totals per operator (FunctionEventAvg), costliest first
-    ("Call `fn` once to warm up, then `calls` times under torch's profiler; each "
-     "operator's self time (CPU) and number of calls, summed over the calls")
+def profile_ops(fn, calls:int=1)->list:
+    """Call `fn` once to warm up, then `calls` times under torch's profiler; each
+    operator's self time (CPU) and number of calls, summed over the calls
+
+    Parameters
+    ----------
+    fn
+        a function to profile, e.g. one training step
+    calls : int
+        how many calls to profile
+
+    Returns
+    -------
+    list
+        torch's totals per operator (FunctionEventAvg), costliest first
+    """
     import os
     from torch.profiler import profile, ProfilerActivity
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
@@ -266,13 +412,22 @@ def profile_ops(
     ops = prof.key_averages()
     return sorted(ops, key=lambda e: e.self_cpu_time_total, reverse=True)
 
-def profile_step(
-    step,  # a function that runs one training step
-    row_limit:int|None=8,  # how many operations to list; None: all
-# (operation, milliseconds, share of the step) for the most expensive ones
-)->list[tuple[str, float, float]]:
-    ("Run `step` once under torch's profiler and list the operations that took the "
-     "most time (self time, CPU)")
+def profile_step(step, row_limit:int|None=8)->list[tuple[str, float, float]]:
+    """Run `step` once under torch's profiler and list the operations that took the most
+    time (self time, CPU)
+
+    Parameters
+    ----------
+    step
+        a function that runs one training step
+    row_limit : int | None
+        how many operations to list; None: all
+
+    Returns
+    -------
+    list[tuple[str, float, float]]
+        (operation, milliseconds, share of the step) for the most expensive ones
+    """
     ops = profile_ops(step)
     total = sum(e.self_cpu_time_total for e in ops)
     return [
@@ -281,12 +436,17 @@ def profile_step(
     ]
 
 # %% ../../nbs/12_fast.ipynb #c007
-def show_profile(
-    profiles:dict,  # name -> the rows that profile_step returned
-    title:str|None=None,  # over the figure
-):
-    ("Side-by-side bars of the most expensive operations of profiled steps, "
-     "random-number operations highlighted")
+def show_profile(profiles:dict, title:str|None=None):
+    """Side-by-side bars of the most expensive operations of profiled steps,
+    random-number operations highlighted
+
+    Parameters
+    ----------
+    profiles : dict
+        name -> the rows that profile_step returned
+    title : str | None
+        over the figure
+    """
     plt = pyplot()
     n = max(len(rows) for rows in profiles.values())
     fig, axs = plt.subplots(
