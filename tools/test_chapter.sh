@@ -13,6 +13,9 @@ NB=${NB%.ipynb}; NB=${NB#nbs/}
   (cd nbs && ls *.ipynb | sed 's/\.ipynb$//' | tr '\n' ' ') >&2; echo >&2; exit 2; }
 BIN=.venv/bin
 source tools/kernels.sh  # the kernels the stored outputs were computed with
+# one thread per process, as in make test and make execute: on 2 cores torch's default of
+# two threads makes the small models of chapters 3-7 many times slower (and nbval time out)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 name=$(echo "$NB" | sed -E 's/^[0-9]+[a-zA-Z0-9]*_//')
 rc=0
 timed() {  # timed LABEL COMMAND...
