@@ -13,13 +13,20 @@ benchmarks/results/distributed.json, which the chapter reads. This is a benchmar
 test: it asserts nothing.
 """
 
-import argparse, json, os, platform, statistics, time
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
 from pathlib import Path
+
 import torch
-from transformer_nb.data import make_task, batch_stream
-from transformer_nb.transformer import Transformer
-from transformer_nb.training import train, task_config, SingleProcess, TASK_SETTINGS
+
+from transformer_nb.data import batch_stream, make_task
 from transformer_nb.distributed import DataParallel, spawn
+from transformer_nb.training import TASK_SETTINGS, SingleProcess, task_config, train
+from transformer_nb.transformer import Transformer
 
 BATCH = TASK_SETTINGS["dates"]["batch_size"]  # pairs per step, by default
 

@@ -11,11 +11,14 @@ training times then include each other's load). The chapter reads the JSON; run 
 or its training.
 Run it with the AVX2 kernels of tools/kernels.sh (`source tools/kernels.sh` first) to reproduce the stored numbers.
 """
-import argparse, json
+import argparse
+import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
 import torch
-from transformer_nb.gpt import pydoc_text, lm_report, CHAR_LM, LM_TRAINING
+
+from transformer_nb.gpt import CHAR_LM, LM_TRAINING, lm_report, pydoc_text
 
 # the configuration the test re-runs: two layers of width 32, 30 steps
 SMALL = dict(model_kw=dict(d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=32),

@@ -10,7 +10,12 @@ The committed file also holds, under "check", the small run that tests/test_numb
 Runs on one thread with the AVX2 kernels of tools/kernels.sh (set them in the environment, as `make` does),
 so that the numbers are reproduced exactly."""
 from __future__ import annotations
-import argparse, json, os, sys, time
+
+import argparse
+import json
+import os
+import sys
+import time
 from pathlib import Path
 
 OUT = Path(__file__).parent / "results" / "numbers.json"
@@ -19,7 +24,7 @@ CHECK = dict(lang="de", seed=0, steps=30)  # the small run the test repeats
 
 def run(lang: str, seed: int, steps: int | None) -> dict:
     "Train one run and report it (`number_report`)"
-    from transformer_nb.numbers import train_numbers, number_report
+    from transformer_nb.numbers import number_report, train_numbers
     return number_report(train_numbers(lang, seed=seed, steps=steps))
 
 

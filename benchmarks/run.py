@@ -23,11 +23,24 @@ Hugging Face's GPT2LMHeadModel (`bench_gpt`: a training step, and greedy generat
 peak memory) and writes benchmarks/results/gpt.json (with --runs N, results/runs/gpt-1.json ...). It needs
 `transformers` (`make bench` installs it, pinned in tools/bench-constraints.txt).
 """
-import argparse, json, subprocess, sys
+import argparse
+import json
+import subprocess
+import sys
 from pathlib import Path
+
 import torch
-from transformer_nb.book.benchmark import (run_benchmark, summary, save_results, load_results,
-                                          spread, profile_table, bench_gpt, gpt_summary)
+
+from transformer_nb.book.benchmark import (
+    bench_gpt,
+    gpt_summary,
+    load_results,
+    profile_table,
+    run_benchmark,
+    save_results,
+    spread,
+    summary,
+)
 
 
 def main():

@@ -21,13 +21,29 @@ apart ("quick"; the chapters do not read them): tests/test_seeds.py checks such 
 steps, in a few seconds, so that a change to the training or the measures that the stored results do not reflect
 fails a test.
 """
-import argparse, json, os, re, sys, time
+import argparse
+import json
+import os
+import re
+import sys
+import time
 from pathlib import Path
+
 import torch
-from transformer_nb.training import (TASK_SETTINGS, train_task, teacher_forced_accuracy,
-                                     attention_maps, alignment_weight)
-from transformer_nb.pronouns import (PRONOUN_MODEL, PRONOUN_TRAINING, train_pronoun_model,
-                                     measure_pronoun_model)
+
+from transformer_nb.pronouns import (
+    PRONOUN_MODEL,
+    PRONOUN_TRAINING,
+    measure_pronoun_model,
+    train_pronoun_model,
+)
+from transformer_nb.training import (
+    TASK_SETTINGS,
+    alignment_weight,
+    attention_maps,
+    teacher_forced_accuracy,
+    train_task,
+)
 
 RESULTS = Path(__file__).parent / "results"
 FILES = {"pronouns": "seeds_pronouns.json", "dates": "seeds_training.json",

@@ -1,6 +1,11 @@
 "Shared fixtures: paths of the repository and of the built site."
-import functools, http.server, os, sys, threading
+import functools
+import http.server
+import os
+import sys
+import threading
 from pathlib import Path
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +50,9 @@ def docs() -> Path:
 
 def chapter_pages() -> list[str]:
     "The chapter pages, in the sidebar's reading order (pages of nbs/sidebar.yml under 'Chapters')."
-    import yaml, re
+    import re
+
+    import yaml
     side = yaml.safe_load((ROOT / "nbs" / "sidebar.yml").read_text())
     pages = []
     def walk(items, in_chapters=False):
@@ -67,6 +74,7 @@ def all_pages() -> list[str]:
 def pad_mask(lengths, n):
     "(B, 1, 1, n) padding mask of sequences of these lengths padded to n, built by the package: True = a real key"
     import torch
+
     from transformer_nb.masking import padding_mask
     ids = (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]).long()   # 1 = a token, 0 = padding
     return padding_mask(ids, 0)

@@ -1,7 +1,10 @@
 "Scaled dot-product attention: the numbers of F.scaled_dot_product_attention, exact zeros for masked keys, no NaN."
 import math
-import pytest, torch
+
+import pytest
+import torch
 import torch.nn.functional as F
+
 from transformer_nb.attention import scaled_dot_product_attention as sdpa
 from transformer_nb.masking import causal_mask
 

@@ -7,10 +7,16 @@ light and the dark theme (the system's preference, emulated): nothing wider than
 box of its own that shows it does; the panels of a figure wider than its column shown one by one, each inside the
 column; the theme applied, figures and the explorer on a light card; the explorers' keyboard and colours. With
 TNB_SCREENSHOTS=1, screenshots of every page in the four views go to artifacts/screenshots/."""
-import functools, json, os, re, shutil
+import functools
+import json
+import os
+import re
+import shutil
 from urllib.parse import urlparse
+
 import pytest
-from conftest import ROOT, chapter_pages, all_pages, serve
+
+from conftest import ROOT, all_pages, chapter_pages, serve
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"

@@ -3,9 +3,13 @@ stdout, progress and warnings on stderr; user errors give one line on stderr and
 a traceback; --help and --version answer without loading torch. Where a test runs many commands, one goes through the
 script and the rest through `main(argv)`, the function the script calls, in this process (each subprocess spends a
 second or two importing torch)."""
-import os, subprocess, sys
+import os
+import subprocess
+import sys
 from pathlib import Path
+
 import pytest
+
 from transformer_nb import __version__
 
 EXE = Path(sys.executable).with_name("transformer-nb")
@@ -113,7 +117,7 @@ def test_help_does_not_load_torch():
 
 
 def test_task_names_match_the_data_module():
-    from transformer_nb.cli import _TASKS, _NUMBER_TASKS
+    from transformer_nb.cli import _NUMBER_TASKS, _TASKS
     from transformer_nb.data import TASKS
     from transformer_nb.numbers import NUMBER_TASKS
     assert _TASKS == TASKS + NUMBER_TASKS and _NUMBER_TASKS == NUMBER_TASKS
@@ -121,7 +125,8 @@ def test_task_names_match_the_data_module():
 
 def test_python_dash_m_is_the_same_command():
     "`python -m transformer_nb` answers like the console script: version, and a usage error with status 2."
-    import subprocess, sys
+    import subprocess
+    import sys
     run = lambda *a: subprocess.run([sys.executable, "-m", "transformer_nb", *a], capture_output=True, text=True)
     version = run("--version")
     assert version.returncode == 0 and version.stdout.startswith("transformer-nb ")
@@ -155,7 +160,7 @@ if os.environ.get("RANK") == "1" and os.environ.get("RANK_1_CWD"): os.chdir(os.e
 
 def test_nproc_error_found_by_one_process_is_one_line_and_every_process_exits(trained, tmp_path):
     "--nproc 2 (torch's elastic launcher): rank 1 finds a checkpoint of another model under the same name"
-    from transformer_nb.training import train_task, save_model
+    from transformer_nb.training import save_model, train_task
     out, _ = trained
     (tmp_path / "site").mkdir(); (tmp_path / "site" / "sitecustomize.py").write_text(RANK_1_ELSEWHERE)
     (tmp_path / "other").mkdir()
@@ -187,7 +192,7 @@ def test_torchrun_two_machines_one_without_the_checkpoint(trained, tmp_path):
                 for cwd in (out, tmp_path)]
     results = [m.communicate(timeout=300) for m in machines]
     want = "transformer-nb train: error: no such checkpoint: --resume copy.pt (on rank "
-    for m, (stdout, stderr) in zip(machines, results):
+    for m, (_, stderr) in zip(machines, results):
         assert m.returncode == 1, stderr
         ours = [line for line in stderr.splitlines() if line.startswith("transformer-nb")]
         assert len(ours) == 1 and ours[0].startswith(want), stderr

@@ -6,12 +6,14 @@ The compiled tests use the `aot_eager` backend: it runs what can fail on the mod
 whole forward with `fullgraph=True`, and AOTAutograd's trace of the backward) without inductor's C++ code
 generation, which takes minutes on a small CPU and belongs to torch. One compiled module serves every step."""
 import os
+
 import pytest
 import torch
 import torch._dynamo
 import torch.nn.functional as F
-from transformer_nb.transformer import Transformer
+
 from transformer_nb.masking import padding_mask, target_mask
+from transformer_nb.transformer import Transformer
 
 PAD = 0
 SIZES = dict(d_model=16, num_heads=2, num_encoder_layers=2, num_decoder_layers=2, d_ff=32, max_len=32)
@@ -210,7 +212,8 @@ def test_torchscript_what_the_docs_say():
     m = Transformer(11, 13, dropout=0.0, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
                     d_ff=16, max_len=16).eval()
     for module in (m, LayerNorm(8)):
-        with pytest.raises(Exception): torch.jit.script(module)
+        # TorchScript refuses each module with an error type of its own
+        with pytest.raises(Exception): torch.jit.script(module)  # noqa: B017
     src, tgt, sm, tm = shaped(3, 7, 6)
     other = torch.rand(3, 1, 6, 6, generator=torch.Generator().manual_seed(0)) > 0.3
     with torch.no_grad(), pytest.warns(torch.jit.TracerWarning):
@@ -242,9 +245,12 @@ def test_no_value_is_read_off_the_device():
 def test_each_input_is_checked_once(monkeypatch):
     """Checks once, at the entry the caller uses: the model's forward checks each mask once, and none of the layers,
     attentions, FFNs, norms and embeddings inside checks its inputs again; a layer or stack called directly checks."""
-    import transformer_nb.core as core, transformer_nb.layers as layers, transformer_nb.transformer as tr
-    import transformer_nb.multihead as mh, transformer_nb.ffn as ffn, transformer_nb.norms as norms
     import transformer_nb.embeddings as emb
+    import transformer_nb.ffn as ffn
+    import transformer_nb.layers as layers
+    import transformer_nb.multihead as mh
+    import transformer_nb.norms as norms
+    import transformer_nb.transformer as tr
     calls = []
     def counting(module, name):
         real = getattr(module, name)

@@ -1,12 +1,22 @@
 "Decoding: the key/value cache changes nothing; beam search is ordered, reduces to greedy, finds the exact n-best when\nwide enough, and never scores below greedy"
-import pytest, torch
+import pytest
+import torch
+
 from transformer_nb import decoding
-from transformer_nb.transformer import Transformer
-from transformer_nb.masking import causal_mask, padding_mask
 from transformer_nb.data import Vocab, make_batch
-from transformer_nb.training import train_task, teacher_forced_accuracy
-from transformer_nb.decoding import (KVCache, decode_step, greedy_search, beam_search, sequence_logprob,
-                                     length_penalty, translate, exact_match)
+from transformer_nb.decoding import (
+    KVCache,
+    beam_search,
+    decode_step,
+    exact_match,
+    greedy_search,
+    length_penalty,
+    sequence_logprob,
+    translate,
+)
+from transformer_nb.masking import causal_mask, padding_mask
+from transformer_nb.training import teacher_forced_accuracy, train_task
+from transformer_nb.transformer import Transformer
 
 
 def _model(norm_first=True, V=13, seed=0):
@@ -266,7 +276,7 @@ def test_reordered_cache_equals_recomputing_the_prefixes(norm_first, shared_sour
     cache = KVCache(m, memory, smask, capacity=3)
     rows = list(range(src.shape[0]))                      # which source each live row decodes
     prefixes = [[1] for _ in rows]
-    for step in range(8):
+    for _ in range(8):
         logits = decode_step(m, cache, torch.tensor([p[-1] for p in prefixes]))
         tgt = torch.tensor(prefixes)
         mem, mask = memory[rows], smask[rows]

@@ -1,13 +1,18 @@
 "The diagrams of the site: figures from code, written as byte-identical PNGs (that the module imports without matplotlib is checked with the rest of the package in test_package.py)."
-import hashlib, subprocess, sys
+import hashlib
+import subprocess
+import sys
 from pathlib import Path
+
 import pytest
+
 from conftest import ROOT
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
-from matplotlib.figure import Figure
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
 from transformer_nb.book import diagrams as D
 
 EXPECTED = ["architecture.png", "architecture_postln.png", "embeddings.png", "attention.png", "multihead.png",

@@ -6,13 +6,23 @@ embeddings, frozen parameters); the ranks' weights are gathered and compared; ba
 another model) raises the same clear error on every rank and leaves the group usable.
 Gradient accumulation is tested in one process."""
 
-import io, warnings
-import pytest, torch
+import io
+import warnings
+
+import pytest
+import torch
 import torch.distributed as dist
-from transformer_nb.data import make_task, batch_stream, make_batch
-from transformer_nb.transformer import Transformer
-from transformer_nb.training import train, train_task, task_config, save_model, SingleProcess
+
+from transformer_nb.data import batch_stream, make_batch, make_task
 from transformer_nb.distributed import DataParallel, spawn
+from transformer_nb.training import (
+    SingleProcess,
+    save_model,
+    task_config,
+    train,
+    train_task,
+)
+from transformer_nb.transformer import Transformer
 
 STEPS, BATCH = 4, 8
 SMALL = dict(

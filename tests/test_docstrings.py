@@ -5,11 +5,19 @@ annotated, is documented in each of the three. A class's constructor parameters 
 `__init__` docstring (where `docments(cls)` reads them), a NamedTuple's or dataclass's fields
 in the class docstring. The public API carries return annotations; the main names are
 importable from `transformer_nb` without importing anything."""
-import importlib, inspect, json, pkgutil, pydoc, re, subprocess, sys
+import importlib
+import inspect
+import json
+import pkgutil
+import pydoc
+import re
+import subprocess
+import sys
+
 import pytest
-from conftest import ROOT
 
 import transformer_nb
+from conftest import ROOT
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(transformer_nb.__path__, "transformer_nb.")
                  if not m.name.split(".")[-1].startswith("_"))
@@ -169,7 +177,9 @@ def test_the_checks_can_fail(tmp_path, monkeypatch):
 def test_no_docments_comment_is_left_in_a_signature():
     """The parameters are documented once, in the docstring: no exported signature of the
     package carries a comment that fastcore would read as a second copy."""
-    import ast, io, tokenize
+    import ast
+    import io
+    import tokenize
     found = []
     for path in sorted((ROOT / "transformer_nb").rglob("*.py")):
         src = path.read_text()
@@ -193,7 +203,7 @@ def test_main_names_are_lazy_and_complete():
         assert obj.__module__.startswith("transformer_nb.") and obj.__name__ == name
     assert {"Transformer", "train", "translate", "attention_explorer"} <= set(transformer_nb.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        transformer_nb.nope
+        _ = transformer_nb.nope
 
 
 def test_version_matches_settings():

@@ -1,8 +1,16 @@
 "Embeddings and positions: the paper's formulas, √d_model scaling, offsets for step-by-step decoding, clear errors."
 import math
-import pytest, torch
-from transformer_nb.embeddings import (TokenEmbedding, sinusoidal_encoding, SinusoidalPositions, LearnedPositions,
-                                       Embeddings)
+
+import pytest
+import torch
+
+from transformer_nb.embeddings import (
+    Embeddings,
+    LearnedPositions,
+    SinusoidalPositions,
+    TokenEmbedding,
+    sinusoidal_encoding,
+)
 
 
 def test_sinusoidal_matches_the_paper_formula():

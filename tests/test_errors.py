@@ -1,14 +1,16 @@
 """Bad input fails loudly at the boundary: a ValueError/TypeError naming the argument, what it got and what it
 needs (issue 4's list), across the package's public modules -- never a NaN or a stack trace from inside torch."""
-import pytest, torch
-from transformer_nb.embeddings import Embeddings, sinusoidal_encoding
+import pytest
+import torch
+
 from transformer_nb.attention import scaled_dot_product_attention
-from transformer_nb.multihead import MultiHeadAttention
+from transformer_nb.embeddings import Embeddings, sinusoidal_encoding
 from transformer_nb.ffn import PositionwiseFeedForward
+from transformer_nb.layers import Decoder, DecoderLayer, EncoderLayer
+from transformer_nb.masking import causal_mask, pad_batch, padding_mask, target_mask
+from transformer_nb.multihead import MultiHeadAttention
 from transformer_nb.norms import LayerNorm, SublayerConnection
-from transformer_nb.layers import EncoderLayer, DecoderLayer, Decoder
 from transformer_nb.transformer import Transformer
-from transformer_nb.masking import pad_batch, padding_mask, causal_mask, target_mask
 
 torch.manual_seed(0)
 MODEL = Transformer(11, 13, d_model=16, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
@@ -127,9 +129,15 @@ def test_every_id_dtype_nn_embedding_accepts_works(dtype):
 
 
 # ---- the decoders, training and checkpoints (issue 15): the message names the argument the caller passed ----
-from transformer_nb.data import Vocab, make_task, make_batch, batch_stream
-from transformer_nb.decoding import greedy_search, beam_search, translate, beam_translate, sequence_logprob
-from transformer_nb.training import train, train_task, save_model, load_model
+from transformer_nb.data import Vocab, batch_stream, make_batch, make_task
+from transformer_nb.decoding import (
+    beam_search,
+    beam_translate,
+    greedy_search,
+    sequence_logprob,
+    translate,
+)
+from transformer_nb.training import load_model, save_model, train, train_task
 
 V = Vocab("0123456789")
 DEC = Transformer(len(V), len(V), d_model=16, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,

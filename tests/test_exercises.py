@@ -1,9 +1,20 @@
 "The exercise notebooks: generated from the chapters, up to date, and checkable from inside the notebook."
-import ast, json, re, subprocess, sys
+import ast
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
+
 import pytest
+
 from conftest import ROOT
-from transformer_nb.book.exercises import make_exercises, make_exercise_source, split_directives, exercise_checker
+from transformer_nb.book.exercises import (
+    exercise_checker,
+    make_exercise_source,
+    make_exercises,
+    split_directives,
+)
 
 NBS, EXERCISES = ROOT / "nbs", ROOT / "exercises"
 MODEL_CHAPTERS = sorted(p.name for p in NBS.glob("0[1-8]*.ipynb"))      # embeddings … the full model and masks (not training, 09)
@@ -46,8 +57,9 @@ def test_command_line(tmp_path):
 
 def test_marker_does_not_change_the_export():
     "The exported module is the same with and without the `#| exercise` lines (nbdev ignores the directive)."
-    from nbdev.export import nb_export
     import tempfile
+
+    from nbdev.export import nb_export
     for name in ["02_attention.ipynb", "05_norms.ipynb"]:
         nb = load(NBS / name)
         with tempfile.TemporaryDirectory() as tmp:
@@ -83,7 +95,7 @@ def test_exercise_notebook_shape(name):
         calls = [m for c in codes for m in [CHECK.fullmatch(c.strip())] if m and m.group(1) == chk]
         assert len(calls) == 1, f"{name}: no single call of {chk}"
         assert calls[0].group(2) == calls[0].group(3), "the check hands on the answer it graded"
-    assert f"from transformer_nb.book.grading import" in joined
+    assert "from transformer_nb.book.grading import" in joined
     todos = [c for c in codes if "# TODO" in c]
     assert len(todos) == len(checkers) and all(re.search(r"^\s*\.\.\.$", c, re.M) for c in todos)
     md = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
@@ -106,7 +118,8 @@ def defining_cells(codes):
 
 def run_checks(codes):
     "Run the defining cells in one namespace, then every check call; return {checker: Verdict}"
-    import matplotlib; matplotlib.use("Agg")
+    import matplotlib
+    matplotlib.use("Agg")
     ns = {"__name__": "exercise"}
     for c in defining_cells(codes): exec(compile(c, "<exercise>", "exec"), ns)
     out = {}
@@ -125,7 +138,7 @@ def test_unfilled_exercises_fail_with_fill_in_message(name):
         assert not v, f"{chk} passed an unfilled exercise"
         assert "fill in the TODO" in v.message, f"{chk}: {v.message}"
         assert "Until then the cells below use the book's" in v.message, v.message
-        assert v.answer is not None and not getattr(v.answer, "__doc__", "x") is None
+        assert v.answer is not None and getattr(v.answer, "__doc__", "x") is not None
 
 
 @pytest.mark.parametrize("name", EXERCISE_CHAPTERS)
@@ -182,6 +195,7 @@ def test_first_code_cell_says_and_checks_what_it_needs(name):
 def test_exercises_extra_covers_the_notebooks_imports():
     "Every module an exercise notebook imports is the standard library's, torch, the package, IPython, or in [exercises]."
     from configparser import ConfigParser
+
     from transformer_nb.book.exercises import EXERCISE_NEEDS
     cfg = ConfigParser(); cfg.read(ROOT / "settings.ini")
     extra = {r.split(">")[0].split("=")[0] for r in cfg["DEFAULT"]["exercises_requirements"].split()}
@@ -200,8 +214,8 @@ def test_exercises_extra_covers_the_notebooks_imports():
 
 def test_nbconvert_to_script_gives_python():
     "`jupyter nbconvert --to script` (its ScriptExporter) names the file .py, from the notebook's language_info."
-    from nbconvert import ScriptExporter
     import nbformat
+    from nbconvert import ScriptExporter
     nb = nbformat.reads((EXERCISES / "04_ffn.ipynb").read_text(encoding="utf-8"), as_version=4)
     body, resources = ScriptExporter().from_notebook_node(nb)
     assert resources["output_extension"] == ".py" and "class PositionwiseFeedForward" in body
@@ -209,7 +223,9 @@ def test_nbconvert_to_script_gives_python():
 
 def _run_all(cells):
     "Run code cells in one fresh IPython shell, as Run All does; return the errors and everything shown"
-    import io, contextlib, os
+    import contextlib
+    import io
+    import os
     os.environ.setdefault("MPLBACKEND", "Agg")
     from IPython.core.interactiveshell import InteractiveShell
     InteractiveShell.clear_instance()

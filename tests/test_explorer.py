@@ -8,12 +8,17 @@ shown are the tensor's, no request leaves localhost, no console error, nothing
 overflows. The explorers on the built site's pages are checked by test_browser.py, on
 the pages it has loaded anyway (check_explorers). With TNB_SCREENSHOTS=1,
 screenshots go to artifacts/explorer/ (gitignored)."""
-import json, os, re, shutil
+import json
+import os
+import re
+import shutil
 from html.parser import HTMLParser
 from importlib import resources
 from urllib.parse import urlparse
+
 import pytest
 import torch
+
 from conftest import ROOT, serve
 from transformer_nb.plotting import attention_explorer
 

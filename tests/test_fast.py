@@ -1,21 +1,31 @@
 """The fast path (need_weights=False, chapter "Fast path"): the same outputs and gradients as the readable path within 1e-5 for self- and
 cross-attention, every mask kind, both norm placements and whole models; dropout's mask; the benchmark's machinery."""
-import subprocess, sys
+import subprocess
+import sys
 from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
-from transformer_nb.core import (drop_mask, dropout, Dropout, compare_modules, recompute_saved,
-                                 saved_for_backward, torch_dropout_masks)
-from transformer_nb.attention import is_causal, fused_attention as attention
-from transformer_nb.multihead import fused_projection
-from transformer_nb.multihead import MultiHeadAttention
-from transformer_nb.layers import EncoderLayer, DecoderLayer, RECOMPUTE_MIN_BYTES
-from transformer_nb.transformer import Transformer
-from transformer_nb.masking import causal_mask
+from conftest import all_close
+from conftest import pad_mask as pad
+from transformer_nb.attention import fused_attention as attention
+from transformer_nb.attention import is_causal
 from transformer_nb.book import benchmark, measure
-from conftest import pad_mask as pad, all_close
+from transformer_nb.core import (
+    Dropout,
+    compare_modules,
+    drop_mask,
+    dropout,
+    recompute_saved,
+    saved_for_backward,
+    torch_dropout_masks,
+)
+from transformer_nb.layers import RECOMPUTE_MIN_BYTES, DecoderLayer, EncoderLayer
+from transformer_nb.masking import causal_mask
+from transformer_nb.multihead import MultiHeadAttention, fused_projection
+from transformer_nb.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
 B, T, S, D, H = 3, 11, 13, 64, 8          # distinct sizes, so that a swapped axis fails
@@ -188,7 +198,8 @@ def test_recompute_saved_of_a_view_with_an_offset():
 
 def test_recompute_saved_lets_t_go():
     "Autograd keeps the hooks as long as what they packed: they must not hold t, or t stays in memory"
-    import gc, weakref
+    import gc
+    import weakref
     torch.manual_seed(0)
     norm, lin = nn.LayerNorm(D), nn.Linear(D, D)
     x = torch.randn(B, 5, D, requires_grad=True)
@@ -210,7 +221,7 @@ def test_recompute_saved_steps_aside_without_gradients():
 
 def test_pre_ln_layer_under_torch_func_grad():
     "torch.func's transforms wrap tensors that saved-tensor hooks cannot read: the recomputation steps aside"
-    from torch.func import grad, functional_call
+    from torch.func import functional_call, grad
     torch.manual_seed(0)
     layer = EncoderLayer(16, 2, 32, dropout=0.0)
     x = torch.randn(2, RECOMPUTE_MIN_BYTES // (2 * 16 * 4), 16)     # large enough to recompute

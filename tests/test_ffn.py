@@ -2,6 +2,7 @@
 import pytest
 import torch
 from torch import nn
+
 from transformer_nb.ffn import PositionwiseFeedForward
 
 B, T, D, F = 2, 5, 24, 96

@@ -1,15 +1,32 @@
 """Chapter 11c: sampling tested statistically (Pearson's χ² at α = 0.001 with 20,000 seeded draws), its limits and
 errors; the decoder-only model equals torch's causal nn.TransformerEncoder; cached generation equals uncached, for it
 and for the encoder-decoder; benchmarks/gpt_heads.py reproduces its committed small configuration."""
-import copy, json, math, subprocess, sys
+import json
+import math
 from pathlib import Path
-import pytest, torch
+
+import pytest
+import torch
 from torch import nn
-from transformer_nb.gpt import (filter_logits, sample_next, sampling_test, chi2_quantile, GPT, generate, sample,
-                                pydoc_text, ngram_bits, lm_report, save_lm, load_lm, torch_state)
+
+from transformer_nb.gpt import (
+    GPT,
+    chi2_quantile,
+    filter_logits,
+    generate,
+    lm_report,
+    load_lm,
+    ngram_bits,
+    pydoc_text,
+    sample,
+    sample_next,
+    sampling_test,
+    save_lm,
+    torch_state,
+)
+from transformer_nb.masking import padding_mask
 from transformer_nb.multihead import load_weights
 from transformer_nb.transformer import Transformer
-from transformer_nb.masking import padding_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 N, ALPHA = 20_000, 1e-3     # every statistical test: 20,000 draws, false-alarm rate 0.001
@@ -251,6 +268,7 @@ def test_head_script_reproduces_its_small_configuration():
 def test_command_line_train_lm_and_generate(tmp_path, capsys, monkeypatch):
     "train-lm saves a model; generate reads the prompt from an argument or stdin; mistakes get one line, no traceback"
     import io
+
     from transformer_nb.cli import main
     assert main(["train-lm", "--steps", "3", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr()

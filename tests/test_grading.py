@@ -1,22 +1,29 @@
 "The checkers: each passes the book's implementation, and each classic mistake gets its own hint (one test per mistake)."
 import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformer_nb.book.grading import *
-from transformer_nb.embeddings import TokenEmbedding, Embeddings, sinusoidal_encoding
+
 from transformer_nb.attention import scaled_dot_product_attention
-from transformer_nb.multihead import MultiHeadAttention, split_heads, merge_heads
+from transformer_nb.book.grading import *
+from transformer_nb.decoding import beam_search, greedy_search
+from transformer_nb.embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
 from transformer_nb.ffn import PositionwiseFeedForward
-from transformer_nb.norms import LayerNorm, SublayerConnection, residual
-from transformer_nb.layers import EncoderLayer, DecoderLayer, Encoder, Decoder
-from transformer_nb.transformer import Transformer
-from transformer_nb.masking import padding_mask, causal_mask, target_mask
-from transformer_nb.training import LabelSmoothingLoss, noam_lr, alignment_weight
-from transformer_nb.decoding import greedy_search, beam_search
-from transformer_nb.layers import LayerCache
 from transformer_nb.gpt import filter_logits
+from transformer_nb.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    LayerCache,
+)
+from transformer_nb.masking import causal_mask, padding_mask, target_mask
+from transformer_nb.multihead import MultiHeadAttention, merge_heads, split_heads
+from transformer_nb.norms import LayerNorm, SublayerConnection, residual
+from transformer_nb.training import LabelSmoothingLoss, alignment_weight, noam_lr
+from transformer_nb.transformer import Transformer
 
 BOOK = [(grade_token_embedding, TokenEmbedding), (grade_positional_encoding, sinusoidal_encoding),
         (grade_embeddings, Embeddings), (grade_attention, scaled_dot_product_attention),
@@ -926,8 +933,9 @@ def test_torch_style_encoder_layer_with_its_own_dropout_names_passes():
 
 
 # ---------------------------------------------------------------- chapter 10: label smoothing, the schedule
-from transformer_nb.training import LabelSmoothingLoss, noam_lr
 from transformer_nb.decoding import greedy_search
+from transformer_nb.training import LabelSmoothingLoss, noam_lr
+
 
 class LS(nn.Module):
     "A label-smoothed loss as learners write it: explicit q, with one configurable mistake"
@@ -1065,7 +1073,8 @@ def test_greedy_no_pad_and_never_stops_named_in_order():
 
 
 # ---------------------------------------------------------------- chapter 11: beam search and its stopping rule
-from transformer_nb.decoding import beam_search, Hypothesis, length_penalty
+from transformer_nb.decoding import Hypothesis, beam_search, length_penalty
+
 
 def beam(stop="bound", bound_len="max_len", count_eos=True, use_alpha=True, eos_any_rank=False, keep_unfinished=True):
     "Beam search as learners write it: a heap-free loop over prefixes, no cache, with one configurable mistake"
@@ -1103,7 +1112,13 @@ def test_beam_book_and_alternatives():
 
 def test_beam_every_deviation_shows_in_the_checkers_cases():
     "Each deviation the checker names changes the result of at least one of its cases"
-    from transformer_nb.book.grading import _beam_cases, _beam_variant, _BEAM_MISTAKES, _hyps, _same_hyps
+    from transformer_nb.book.grading import (
+        _BEAM_MISTAKES,
+        _beam_cases,
+        _beam_variant,
+        _hyps,
+        _same_hyps,
+    )
     for axis, options in _BEAM_MISTAKES:
         for option in options:
             assert any(not _same_hyps(_hyps(beam_search(m, s, beam_size=k, max_len=L, alpha=a), ""),
@@ -1123,8 +1138,9 @@ def test_beam_two_mistakes_named_in_order():
 
 
 # ---------------------------------------------------------------- chapter 10: reading attention (alignment_weight)
-from transformer_nb.training import alignment_weight
 from transformer_nb.data import make_batch
+from transformer_nb.training import alignment_weight
+
 
 def reading(maps="cross", swap=False, average="all", eval_mode=True):
     "alignment_weight as learners write it, with one configurable mistake"
@@ -1178,6 +1194,7 @@ def test_multihead_xavier_initialised_passes():
 # ---------------------------------------------------------------- chapter 6: the key/value cache
 from transformer_nb.layers import LayerCache
 
+
 def kv(dim=2, new_first=False, store="all", returns="all", length="positions", swap=False, cross=True):
     "A key/value cache as learners write it, with one configurable mistake"
     class C:
@@ -1218,6 +1235,7 @@ def test_cache_new_first_and_len_calls_named_in_order():
 
 # ---------------------------------------------------------------- chapter 11c: sampling's filter, top-p's boundary
 from transformer_nb.gpt import filter_logits
+
 
 def filt(crossing="kept", ties="kept", temp="first", kties="kept", order="after top-k"):
     "filter_logits as learners write it (no max subtraction), with one configurable mistake"

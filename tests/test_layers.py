@@ -5,13 +5,21 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_nb.layers import (EncoderLayer, DecoderLayer, Encoder, Decoder, LayerCache, LAYER_NAMES, layer_to_torch,
-                                   layer_from_torch)
+from conftest import pad_mask
+from transformer_nb.core import compare_modules
+from transformer_nb.layers import (
+    LAYER_NAMES,
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    LayerCache,
+    layer_from_torch,
+    layer_to_torch,
+)
+from transformer_nb.masking import causal_mask
 from transformer_nb.multihead import to_torch_masks, to_torch_state
 from transformer_nb.norms import LayerNorm
-from transformer_nb.core import compare_modules
-from transformer_nb.masking import causal_mask
-from conftest import pad_mask
 
 B, T, S, D, H, F = 2, 5, 7, 24, 4, 40  # distinct sizes, so that a swapped axis fails
 TOL = 1e-5
@@ -259,7 +267,7 @@ def test_cross_attention_switch_errors():
 
 def test_input_of_another_dtype_names_the_argument():
     "float64 into float32 layers: our error naming the argument, not torch's 'mixed dtype' from inside LayerNorm"
-    from transformer_nb.layers import Encoder, Decoder, EncoderLayer, DecoderLayer
+    from transformer_nb.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
     x = torch.randn(2, 3, 8, dtype=torch.float64)
     cases = ((lambda: Encoder(8, 2, 16, 1)(x), "x"), (lambda: EncoderLayer(8, 2, 16)(x), "x"),
              (lambda: Decoder(8, 2, 16, 1)(x.float(), x), "memory"), (lambda: DecoderLayer(8, 2, 16)(x, x.float()), "y"))

@@ -1,6 +1,8 @@
 "Masks: their shapes and broadcasting, and the behaviours they guarantee in the full model (issue 4)."
-import pytest, torch
-from transformer_nb.masking import pad_batch, padding_mask, causal_mask, target_mask
+import pytest
+import torch
+
+from transformer_nb.masking import causal_mask, pad_batch, padding_mask, target_mask
 from transformer_nb.transformer import Transformer
 
 PAD = 0

@@ -3,12 +3,21 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import all_close, pad_mask
 from transformer_nb.core import compare_modules
 from transformer_nb.masking import causal_mask
-from conftest import pad_mask, all_close
-from transformer_nb.multihead import (MultiHeadAttention, split_heads, merge_heads, to_torch_masks, from_torch_masks,
-                                      mha_to_torch, mha_from_torch, to_torch_state, from_torch_state,
-                                      MHA_NAMES)
+from transformer_nb.multihead import (
+    MHA_NAMES,
+    MultiHeadAttention,
+    from_torch_masks,
+    from_torch_state,
+    merge_heads,
+    mha_from_torch,
+    mha_to_torch,
+    split_heads,
+    to_torch_masks,
+    to_torch_state,
+)
 
 B, T, S, D, H = 2, 5, 7, 24, 4  # distinct sizes, so that a swapped axis fails
 TOL = 1e-5

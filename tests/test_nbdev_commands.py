@@ -7,9 +7,15 @@
   into whatever Python is first on the PATH) stop with one line: tools/venv.sh replaces
   their launchers in .venv/bin. `nbdev_prepare` and `nbdev_readme` install nothing: without
   Quarto their README step fails on the missing `quarto` (exit status 127)."""
-import os, shutil, subprocess, sys, sysconfig
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
+
 import pytest
+
 from conftest import ROOT
 
 BIN = Path(sys.executable).parent

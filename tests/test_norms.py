@@ -2,6 +2,7 @@
 import pytest
 import torch
 from torch import nn
+
 from transformer_nb.norms import LayerNorm, SublayerConnection
 
 

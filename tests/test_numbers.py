@@ -1,14 +1,42 @@
 """The numbers chapter (11b): num2words' words cut into parts, the from-scratch BPE, the held-out split, the gold
 alignment and its scores, bad input, the extra, and the multi-seed benchmark reproducing its committed check row."""
-import configparser, json, os, subprocess, sys
+import configparser
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
 import pytest
 import torch
-from transformer_nb.numbers import (LANGUAGES, LOW, HIGH, H, C, T, E, number_words, english_words,
-                                    english_roles, number_parts, learn_bpe, bpe_encode, held_out_numbers,
-                                    make_number_task, gold_alignment, crossing, alignment_shares, diagonal,
-                                    source_words, translate_numbers, ablation_groups, train_numbers,
-                                    number_exact_match, summarise_numbers)
+
+from transformer_nb.numbers import (
+    HIGH,
+    LANGUAGES,
+    LOW,
+    C,
+    E,
+    H,
+    T,
+    ablation_groups,
+    alignment_shares,
+    bpe_encode,
+    crossing,
+    diagonal,
+    english_roles,
+    english_words,
+    gold_alignment,
+    held_out_numbers,
+    learn_bpe,
+    make_number_task,
+    number_exact_match,
+    number_parts,
+    number_words,
+    source_words,
+    summarise_numbers,
+    train_numbers,
+    translate_numbers,
+)
 
 ROOT = Path(__file__).parent.parent
 
@@ -162,6 +190,6 @@ def test_summary_of_the_committed_runs():
     results = json.loads((ROOT / "benchmarks" / "results" / "numbers.json").read_text())
     summary = summarise_numbers(results["runs"])
     assert set(summary) == set(LANGUAGES)
-    for lang, s in summary.items():
+    for s in summary.values():
         assert len(s["seeds"]) >= 5 and s["exact"]["low"] <= s["exact"]["median"] <= s["exact"]["high"]
     assert summary["fr"]["best_crossing"] is None and summary["de"]["best_crossing"] is not None

@@ -1,6 +1,9 @@
 "The package as a user meets it: importable with only torch, and in step with the notebooks."
-import subprocess, sys
+import subprocess
+import sys
+
 import pytest
+
 from conftest import ROOT
 
 MODULES = sorted(".".join(p.relative_to(ROOT / "transformer_nb").with_suffix("").parts)
@@ -48,7 +51,8 @@ def test_the_import_check_sees_a_heavy_import(imported_with):
 
 def test_every_notebook_module_is_exported():
     "Each notebook with a default_exp has its module in transformer_nb/, and nothing else is there."
-    import json, re
+    import json
+    import re
     exps = set()
     for nb in (ROOT / "nbs").glob("*.ipynb"):
         for cell in json.loads(nb.read_text())["cells"]:
@@ -65,7 +69,8 @@ def test_plotting_helpers_return_figures():
     matplotlib.use("Agg")
     import torch
     from matplotlib.figure import Figure
-    from transformer_nb.plotting import show_attention, show_heatmaps, show_curves
+
+    from transformer_nb.plotting import show_attention, show_curves, show_heatmaps
     f1 = show_attention(torch.rand(2, 3, 4).softmax(-1), queries=list("abc"), keys=list("wxyz"))
     f2 = show_heatmaps(torch.rand(2, 2, 3, 3))
     f3 = show_curves(torch.arange(4), {"y": torch.arange(4.0)})
@@ -75,9 +80,12 @@ def test_plotting_helpers_return_figures():
 
 def test_shape_trace_is_off_by_default(capsys):
     "Modules log shapes at DEBUG level only when asked; with the trace on, every call reports its shapes."
-    import io, torch
-    from transformer_nb.core import trace_shapes
+    import io
+
+    import torch
+
     from transformer_nb.attention import scaled_dot_product_attention
+    from transformer_nb.core import trace_shapes
     q = torch.randn(2, 3, 4)
     scaled_dot_product_attention(q, q, q)
     assert capsys.readouterr().out == ""

@@ -7,10 +7,19 @@ setuptools of the project's environment, so the test needs no network and takes 
 The fresh environment gets torch by links to the project environment's torch and its
 requirements (a `.pth` file), not by a new install of the 190 MB wheel.
 """
-import configparser, json, os, shutil, subprocess, sys, tarfile, zipfile
+import configparser
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
 from importlib import metadata
 from pathlib import Path
+
 import pytest
+
 from conftest import ROOT
 
 CFG = configparser.ConfigParser(delimiters=["="])

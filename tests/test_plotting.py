@@ -1,14 +1,23 @@
 """The plotting helpers size their figures for the page: at the natural size (PX_PER_INCH CSS px per inch, the size
 the site shows them at), every cell of a map read cell by cell is at least MIN_CELL_PX and every text at least
 MIN_LABEL_PX, whatever the number of tokens and heads; the PNG they are shown as is twice that size and carries it."""
-import io, json
+import io
+import json
+
 import pytest
 import torch
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
-from transformer_nb.plotting import (show_heatmaps, show_attention, figure_legibility, figure_png, PX_PER_INCH,
-                                     MIN_CELL_PX, MIN_LABEL_PX)
+from transformer_nb.plotting import (
+    MIN_CELL_PX,
+    MIN_LABEL_PX,
+    PX_PER_INCH,
+    figure_legibility,
+    figure_png,
+    show_attention,
+    show_heatmaps,
+)
 from transformer_nb.transformer import show_attention_grid
 
 

@@ -1,10 +1,29 @@
 "The pronoun task of chapter 11a: German agreement, held-out pairs never seen in training, the referent measure."
 import pytest
 import torch
-from transformer_nb.pronouns import (AGENTS, PLACES, AGENT_ADJECTIVES, PLACE_ADJECTIVES, IT, AGENT, PLACE,
-                                     ADJECTIVE, PRONOUN, pronoun_pair, make_pronoun_task, refers_to_agent,
-                                     genders_differ, referent_preference, words, referent_shares,
-                                     pronoun_accuracy, pronoun_ablation, train_pronoun_model, show_strips)
+
+from transformer_nb.pronouns import (
+    ADJECTIVE,
+    AGENT,
+    AGENT_ADJECTIVES,
+    AGENTS,
+    IT,
+    PLACE,
+    PLACE_ADJECTIVES,
+    PLACES,
+    PRONOUN,
+    genders_differ,
+    make_pronoun_task,
+    pronoun_ablation,
+    pronoun_accuracy,
+    pronoun_pair,
+    referent_preference,
+    referent_shares,
+    refers_to_agent,
+    show_strips,
+    train_pronoun_model,
+    words,
+)
 
 
 def test_the_pronoun_agrees_with_the_referent():

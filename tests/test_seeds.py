@@ -1,7 +1,12 @@
 """benchmarks/seeds.py: the multi-seed results that chapters 10 and 11a read are complete, were made with the
 chapters' recipes, and re-running one model reproduces its stored row."""
-import json, os, subprocess, sys
+import json
+import os
+import subprocess
+import sys
+
 import pytest
+
 from conftest import ROOT
 
 RESULTS = ROOT / "benchmarks" / "results"

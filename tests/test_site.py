@@ -1,10 +1,13 @@
 "The built site (`_docs/`), checked as files: offline, complete, every link and image resolving, plots on every chapter."
-import re, subprocess
+import re
+import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlparse, unquote
+from urllib.parse import unquote, urlparse
+
 import pytest
-from conftest import ROOT, chapter_pages, all_pages
+
+from conftest import ROOT, all_pages, chapter_pages
 
 NETWORK = re.compile(r"^(https?:)?//", re.I)
 
@@ -193,7 +196,9 @@ def test_api_reference_lists_every_exported_name(docs):
 
 def test_deployment_publishes_what_make_site_builds():
     "The GitHub Pages workflow deploys the branch of settings.ini by running `make site` and publishing `_docs/`."
-    import configparser, yaml
+    import configparser
+
+    import yaml
     cfg = configparser.ConfigParser(); cfg.read(ROOT / "settings.ini")
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yaml").read_text())
     on = wf.get("on") or wf.get(True)  # YAML 1.1 reads the key `on` as True
@@ -386,7 +391,8 @@ def test_home_page_lists_every_chapter_and_opens_with_the_readers_path(docs):
 def test_subtitles_are_whole_in_the_search_index(docs):
     """A notebook summary that runs over several lines is whole wherever the site quotes it (nbdev keeps its first
     line): in the search index, as on the pages (test_browser checks those)."""
-    import importlib.util, json
+    import importlib.util
+    import json
     spec = importlib.util.spec_from_file_location("build_site", ROOT / "tools" / "build_site.py")
     bs = importlib.util.module_from_spec(spec); spec.loader.exec_module(bs)
     text = " ".join(e["text"] for e in json.loads((docs / "search.json").read_text(encoding="utf-8")))

@@ -1,8 +1,14 @@
 """The package reads in the order of the book: a module exported by a notebook imports only modules exported by
 notebooks that come before it (file names sort in reading order), there is no import loop, and the model modules
 load none of the book's own material (transformer_nb.book: graders, exercise generator, diagrams, benchmark)."""
-import ast, json, re, subprocess, sys
+import ast
+import json
+import re
+import subprocess
+import sys
+
 import pytest
+
 from conftest import ROOT
 
 PKG = ROOT / "transformer_nb"

@@ -1,11 +1,23 @@
 "Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns from any iterable of batches,\ncheckpoints round-trip, the old decoding names point to the decoding chapter"
-import pytest, torch
+import pytest
+import torch
 from torch import nn
-from transformer_nb.transformer import Transformer
-from transformer_nb.data import make_task, make_batch, batch_stream, date_pairs
-from transformer_nb.training import (LabelSmoothingLoss, smoothed_targets, smoothing_floor, noam_lr, make_optimizer,
-                                     train, train_task, save_model, load_model, teacher_forced_accuracy)
+
+from transformer_nb.data import batch_stream, date_pairs, make_batch, make_task
 from transformer_nb.decoding import translate
+from transformer_nb.training import (
+    LabelSmoothingLoss,
+    load_model,
+    make_optimizer,
+    noam_lr,
+    save_model,
+    smoothed_targets,
+    smoothing_floor,
+    teacher_forced_accuracy,
+    train,
+    train_task,
+)
+from transformer_nb.transformer import Transformer
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
@@ -127,7 +139,7 @@ def test_old_decoding_names_point_to_the_decoding_chapter():
     import transformer_nb.training as training
     for name in ("greedy_decode", "translate", "exact_match"):
         with pytest.raises(ImportError, match="transformer_nb.decoding"): getattr(training, name)
-    with pytest.raises(AttributeError): training.no_such_name
+    with pytest.raises(AttributeError): _ = training.no_such_name
 
 
 def test_checkpoints_of_the_first_format_still_load(tmp_path):

@@ -1,17 +1,23 @@
 """Chapter 7: the full Transformer: shapes, need_weights, encode/decode == forward, weight sharing, initialisation,
 equality of the stacks with nn.Transformer (outputs and every gradient, pre-LN and post-LN), weight copy, errors."""
 import warnings
+
 import pytest
 import torch
 from torch import nn
 
-from transformer_nb.transformer import Transformer, Attention, to_torch_transformer, from_torch_transformer
-from transformer_nb.transformer import show_attention_grid
-from transformer_nb.multihead import to_torch_masks, to_torch_state
-from transformer_nb.layers import LAYER_NAMES, LayerCache
 from transformer_nb.core import compare_modules
+from transformer_nb.layers import LAYER_NAMES, LayerCache
+from transformer_nb.masking import causal_mask, padding_mask, target_mask
+from transformer_nb.multihead import to_torch_masks, to_torch_state
 from transformer_nb.norms import LayerNorm
-from transformer_nb.masking import padding_mask, target_mask, causal_mask
+from transformer_nb.transformer import (
+    Attention,
+    Transformer,
+    from_torch_transformer,
+    show_attention_grid,
+    to_torch_transformer,
+)
 
 D, H, F, VS, VT, PAD = 24, 4, 40, 11, 13, 0
 TOL = 1e-5
@@ -138,8 +144,8 @@ def test_errors():
 
 
 def test_ablate_heads_equals_zeroing_the_head_and_restores():
-    from transformer_nb.transformer import ablate_heads
     from transformer_nb.decoding import greedy_search
+    from transformer_nb.transformer import ablate_heads
     m = model().eval()
     ref, attn = m(SRC, TGT, SRC_MASK, TGT_MASK, SRC_MASK, need_weights=True)
     before = {k: v.clone() for k, v in m.state_dict().items()}

@@ -72,8 +72,8 @@ def process_notebooks() -> Path:
 def refresh_nbdev_files() -> None:
     "What nbdev writes into the repository before processing: nbs/nbdev.yml and the doc-link index (`_modidx.py`)."
     os.chdir(ROOT)
-    from nbdev.quarto import refresh_quarto_yml
     import nbdev.doclinks
+    from nbdev.quarto import refresh_quarto_yml
     refresh_quarto_yml()
     nbdev.doclinks._build_modidx()
 
@@ -236,6 +236,7 @@ def standalone(nb_path: Path) -> str:
     """A chapter notebook as a reader downloads it: without the nbdev export cell (which needs this repository) and
     with the diagrams embedded as attachments, so that it runs and shows everything on its own."""
     import json
+
     from transformer_nb.book.exercises import embed_images
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     nb["cells"] = [c for c in nb["cells"] if "nbdev_export()" not in "".join(c["source"])]
@@ -256,8 +257,9 @@ def copy_downloads(docs: Path, src: Path, pattern: str, folder: str) -> int:
 
 def draw_diagrams() -> list[Path]:
     "Regenerate the diagrams of images/ from the code that draws them (byte-identical when nothing changed)."
-    from transformer_nb.book.diagrams import save_diagrams
     import matplotlib
+
+    from transformer_nb.book.diagrams import save_diagrams
     matplotlib.use("Agg")
     return save_diagrams(ROOT / "images")
 
@@ -328,6 +330,7 @@ def _comment(doc: str | None) -> str:
 def _params(obj, skip_self: bool) -> tuple[list[tuple[str, str]], object, str]:
     "(parameter text, its comment) of a callable, its return annotation and the return's comment, from the source"
     import inspect
+
     from fastcore.docments import docments
     sig = inspect.signature(obj)
     try:
@@ -374,6 +377,7 @@ def namedtuple_fields(cls) -> str:
     import io
     import textwrap
     import tokenize
+
     from fastcore.docments import parse_docstring
     src = textwrap.dedent(inspect.getsource(cls))
     comments = {}
@@ -481,6 +485,7 @@ def source_url(obj) -> str | None:
     """The link to `obj`'s definition in the repository: through `__wrapped__` (a function under `@torch.no_grad()`
     is torch's wrapper, defined in torch/utils/_contextlib.py), and only into the package's own files."""
     import inspect
+
     from nbdev.config import get_config
     try:
         target = inspect.unwrap(obj)
@@ -697,6 +702,7 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
     beside it. A figure without two parts side by side at least `panel` px wide has no panels to show one by one:
     []."""
     import io
+
     import numpy as np
     from PIL import Image
     img = np.asarray(Image.open(io.BytesIO(png)).convert("L"))

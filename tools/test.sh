@@ -47,7 +47,7 @@ browser_deps() {  # Debian's chromium drives the browser test (Playwright's own 
 
 stage "venv"                 tools/venv.sh
 stage "export + sync check"  sync_check
-stage "lint (ruff)"          $BIN/ruff check --no-cache nbs tests tools benchmarks
+stage "lint (ruff)"          $BIN/ruff check --no-cache nbs transformer_nb tests tools benchmarks
 # The site: what writes into the repository (exercises, diagrams, nbdev's files) first; then the pages, in the
 # background beside pytest, which has a core to spare now and then: the tests of the site wait for them (the `docs`
 # fixture of tests/conftest.py reads the exit status that TNB_SITE_STATUS names).

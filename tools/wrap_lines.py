@@ -14,7 +14,12 @@ Only rewrites whose result parses to the same syntax tree as before are kept:
 - a string that is still too long is split into adjacent literals at a space.
 Lines it cannot shorten safely (long strings, long expressions) are listed for a person.
 """
-import ast, io, subprocess, sys, textwrap, tokenize
+import ast
+import io
+import subprocess
+import sys
+import textwrap
+import tokenize
 from pathlib import Path
 
 import nbformat

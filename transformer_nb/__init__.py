@@ -55,15 +55,14 @@ def __dir__()->list[str]: return sorted(set(globals()) | set(_MAIN))
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time, __getattr__ above
     from .attention import scaled_dot_product_attention  # noqa: F401
-    from .multihead import MultiHeadAttention  # noqa: F401
+    from .data import Vocab, make_batch, make_task  # noqa: F401
+    from .decoding import beam_search, greedy_search, translate  # noqa: F401
     from .embeddings import Embeddings  # noqa: F401
     from .ffn import PositionwiseFeedForward  # noqa: F401
+    from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer  # noqa: F401
+    from .masking import causal_mask, padding_mask, target_mask  # noqa: F401
+    from .multihead import MultiHeadAttention  # noqa: F401
     from .norms import LayerNorm  # noqa: F401
-    from .layers import EncoderLayer, DecoderLayer, Encoder, Decoder  # noqa: F401
+    from .plotting import attention_explorer, show_attention  # noqa: F401
+    from .training import LabelSmoothingLoss, load_model, save_model, train, train_task  # noqa: F401
     from .transformer import Transformer, TransformerConfig  # noqa: F401
-    from .masking import padding_mask, causal_mask, target_mask  # noqa: F401
-    from .data import Vocab, make_task, make_batch  # noqa: F401
-    from .training import (  # noqa: F401
-        LabelSmoothingLoss, train, train_task, save_model, load_model)
-    from .decoding import greedy_search, beam_search, translate  # noqa: F401
-    from .plotting import show_attention, attention_explorer  # noqa: F401

@@ -7,6 +7,7 @@ __all__ = []
 
 # %% ../nbs/14a_main.ipynb #n002
 import sys
+
 from .cli import main
 
 # %% ../nbs/14a_main.ipynb #n005

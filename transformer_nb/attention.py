@@ -4,14 +4,23 @@
 
 # %% ../nbs/02_attention.ipynb #c002
 from __future__ import annotations
+
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .core import (
-    log_shapes, check_tensor, check_mask, check_dropout, check_nonempty)
+
 # F.dropout, with a cheaper random mask on a CPU (or torch's, for measuring)
-from .core import dropout, torch_dropout_masks
+from transformer_nb.core import (
+    check_dropout,
+    check_mask,
+    check_nonempty,
+    check_tensor,
+    dropout,
+    log_shapes,
+    torch_dropout_masks,
+)
 
 # %% auto #0
 __all__ = ['scaled_dot_product_attention', 'check_qkv', 'softmax_saturation', 'is_causal', 'fused_attention']

@@ -4,8 +4,15 @@
 
 # %% ../nbs/14_cli.ipynb #c002
 from __future__ import annotations
-import argparse, json, os, sys, time, warnings
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
 from pathlib import Path
+
 from . import __version__
 
 # %% auto #0
@@ -119,9 +126,9 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
             file=sys.stderr,
         )
         return []
-    from transformer_nb.transformer import show_attention_grid
-    from transformer_nb.training import attention_maps
     from transformer_nb.decoding import translate
+    from transformer_nb.training import attention_maps
+    from transformer_nb.transformer import show_attention_grid
     # what the model writes
     output = translate(trained.model, trained.task.vocab, [example])[0]
     attn, src_l, in_l, _ = attention_maps(
@@ -189,9 +196,14 @@ def cmd_train(args:argparse.Namespace)->int:
         the exit status
     """
     import torch
-    from transformer_nb.training import (
-        TASK_SETTINGS, SingleProcess, train_task, save_model)
+
     from transformer_nb.decoding import exact_match
+    from transformer_nb.training import (
+        TASK_SETTINGS,
+        SingleProcess,
+        save_model,
+        train_task,
+    )
     if args.task in _NUMBER_TASKS:                      # chapter 11b: one process
         seed = 0 if args.seed is None else args.seed
         return _train_numbers(args, args.task, seed, Path(args.out))
@@ -199,7 +211,7 @@ def cmd_train(args:argparse.Namespace)->int:
     torch.set_num_threads(args.threads)
     processes = SingleProcess()
     if world > 1:
-        from transformer_nb.distributed import init_processes, DataParallel
+        from transformer_nb.distributed import DataParallel, init_processes
         # join the group first, so that every check below is agreed by all processes
         init_processes(threads=args.threads)
         processes = DataParallel()
@@ -255,8 +267,9 @@ def cmd_decode(args:argparse.Namespace)->int:
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
     texts = _texts(args.texts)
     import torch
+
+    from transformer_nb.decoding import beam_translate, translate
     from transformer_nb.training import load_model
-    from transformer_nb.decoding import translate, beam_translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
     if meta.get("task") in _NUMBER_TASKS:
@@ -279,9 +292,10 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
                         ("--nproc", int(os.environ.get("WORLD_SIZE", 1)) > 1)):
         if given: raise ValueError(f"{flag} does not apply to --task {task}")
     import torch
-    from transformer_nb.numbers import train_numbers, held_out_exact, save_number_plots
-    from transformer_nb.training import save_model
+
     from transformer_nb.data import Vocab
+    from transformer_nb.numbers import held_out_exact, save_number_plots, train_numbers
+    from transformer_nb.training import save_model
     torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,
@@ -301,8 +315,8 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
 
 def _decode_numbers(args, model, meta:dict)->int:
     "`decode` with a numbers checkpoint: English words or digits in, words out"
-    from transformer_nb.numbers import translate_numbers
     from transformer_nb.data import Vocab
+    from transformer_nb.numbers import translate_numbers
     if args.beam != 1:
         raise ValueError(
             f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
@@ -381,8 +395,15 @@ def cmd_train_lm(args:argparse.Namespace)->int:
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
     import torch
-    from transformer_nb.gpt import (pydoc_text, char_lm, bits_per_char, ngram_bits,
-                                    save_lm, LM_TRAINING)
+
+    from transformer_nb.gpt import (
+        LM_TRAINING,
+        bits_per_char,
+        char_lm,
+        ngram_bits,
+        pydoc_text,
+        save_lm,
+    )
     torch.set_num_threads(args.threads)
     text = pydoc_text()
     settings = dict(LM_TRAINING, steps=args.steps or LM_TRAINING["steps"])
@@ -421,7 +442,8 @@ def cmd_generate(args:argparse.Namespace)->int:
         raise ValueError("the prompt is empty: give one as an argument or on "
                                     "standard input")
     import torch
-    from transformer_nb.gpt import load_lm, generate
+
+    from transformer_nb.gpt import generate, load_lm
     torch.set_num_threads(args.threads)
     model, chars, _ = load_lm(args.checkpoint)
     unknown = sorted(set(prompt) - set(chars))
@@ -447,10 +469,12 @@ _LM_COMMANDS = {"train-lm": cmd_train_lm, "generate": cmd_generate}
 def _launch(argv:list[str], nproc:int)->int:
     ("Run `transformer-nb` with `argv` on `nproc` processes of this machine with "
      "torchrun's own machinery; stop all if one fails")
-    import logging, uuid
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    import logging
+    import uuid
+
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
     # each process prints its own error line: not torch's report of the failure too
     logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
     # torchrun --standalone: a rendezvous on a port that the system picks (port 0)

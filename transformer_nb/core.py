@@ -4,12 +4,16 @@
 
 # %% ../nbs/00_core.ipynb #c002
 from __future__ import annotations
-import logging, math, sys
+
+import logging
+import math
+import sys
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
+
 import torch
 import torch.nn.functional as F
-from torch import nn, Tensor
+from torch import Tensor, nn
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',

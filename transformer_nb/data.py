@@ -4,10 +4,14 @@
 
 # %% ../nbs/09_data.ipynb #c002
 from __future__ import annotations
-import datetime, random
+
+import datetime
+import random
 from typing import Iterator, NamedTuple, Sequence
+
 import torch
 from torch import Tensor
+
 from .core import check_int
 from .masking import pad_batch, padding_mask, target_mask
 

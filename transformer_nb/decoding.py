@@ -4,14 +4,17 @@
 
 # %% ../nbs/11_decoding.ipynb #c002
 from __future__ import annotations
+
 from typing import NamedTuple, Sequence
+
 import torch
-from torch import nn, Tensor
-from .core import check_int, check_tensor, check_nonempty, check_mask
-from .layers import LayerCache
-from .masking import causal_mask, padding_mask, pad_batch
-from .transformer import Transformer
+from torch import Tensor, nn
+
+from .core import check_int, check_mask, check_nonempty, check_tensor
 from .data import Vocab
+from .layers import LayerCache
+from .masking import causal_mask, pad_batch, padding_mask
+from .transformer import Transformer
 
 # %% auto #0
 __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match', 'Hypothesis', 'length_penalty', 'beam_search',

@@ -4,16 +4,21 @@
 
 # %% ../nbs/10a_distributed.ipynb #d002
 from __future__ import annotations
-import io, queue, time
+
+import io
+import queue
+import time
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Callable, Iterator, Sequence
+
 import torch
 import torch.distributed as dist
-from torch import nn, Tensor
+from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
+
 from .core import check_int
-from .data import Vocab, Batch, make_batch
+from .data import Batch, Vocab, make_batch
 from .training import SingleProcess, train_task
 
 # %% auto #0
@@ -315,9 +320,11 @@ def spawn(fn:Callable, world_size:int, *args, timeout:float=120)->list:
                 dead = [r for r, p in enumerate(procs)
                         if p.exitcode not in (None, 0) and r not in got]
                 if dead or time.monotonic() > deadline:
-                    raise RuntimeError(f"rank {dead[0]} died with exit code "
-                                       f"{procs[dead[0]].exitcode}" if dead else
-                                       f"the processes did not finish in {timeout} s")
+                    raise RuntimeError(
+                        f"rank {dead[0]} died with exit code {procs[dead[0]].exitcode}"
+                        if dead
+                        else f"the processes did not finish in {timeout} s"
+                    ) from None
                 continue
             rank, ok, value = torch.load(io.BytesIO(raw), weights_only=False)
             got[rank] = (ok, value)

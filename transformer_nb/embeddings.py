@@ -4,13 +4,22 @@
 
 # %% ../nbs/01_embeddings.ipynb #c002
 from __future__ import annotations
+
 import math
+
 import torch
-from torch import nn, Tensor
-from .core import (
-    log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty)
+from torch import Tensor, nn
+
 # nn.Dropout, with a cheaper random mask on a CPU
-from .core import Dropout
+from transformer_nb.core import (
+    Dropout,
+    check_dropout,
+    check_int,
+    check_last_dim,
+    check_nonempty,
+    check_tensor,
+    log_shapes,
+)
 
 # %% auto #0
 __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'SinusoidalPositions', 'LearnedPositions',

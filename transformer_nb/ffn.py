@@ -4,11 +4,18 @@
 
 # %% ../nbs/04_ffn.ipynb #c002
 from __future__ import annotations
-from torch import nn, Tensor
-from .core import (
-    log_shapes, check_int, check_dropout, check_tensor, check_last_dim)
+
+from torch import Tensor, nn
+
 # nn.Dropout, with a cheaper random mask on a CPU
-from .core import Dropout
+from transformer_nb.core import (
+    Dropout,
+    check_dropout,
+    check_int,
+    check_last_dim,
+    check_tensor,
+    log_shapes,
+)
 
 # %% auto #0
 __all__ = ['PositionwiseFeedForward', 'check_activation']

@@ -4,19 +4,29 @@
 
 # %% ../nbs/11c_gpt.ipynb #g002
 from __future__ import annotations
-import math, time
+
+import math
+import time
 from typing import Callable, NamedTuple
+
 import torch
 import torch.nn.functional as F
-from torch import nn, Tensor
-from .core import check_int, check_tensor, check_dropout
-from .masking import causal_mask
-from .embeddings import Embeddings
-from .multihead import to_torch_state, load_weights
-from .layers import Decoder, LayerCache, LAYER_NAMES
+from torch import Tensor, nn
+
+from .core import check_dropout, check_int, check_tensor
 from .data import Vocab
-from .decoding import KVCache, decode_step, _Room
-from .decoding import _check_model, _check_source, _check_tokens
+from transformer_nb.decoding import (
+    KVCache,
+    _check_model,
+    _check_source,
+    _check_tokens,
+    _Room,
+    decode_step,
+)
+from .embeddings import Embeddings
+from .layers import LAYER_NAMES, Decoder, LayerCache
+from .masking import causal_mask
+from .multihead import to_torch_state
 
 # %% auto #0
 __all__ = ['CHAR_LM', 'LM_TRAINING', 'filter_logits', 'sample_next', 'chi2_quantile', 'SamplingTest', 'sampling_test', 'CharText',

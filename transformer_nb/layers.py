@@ -4,17 +4,32 @@
 
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
+
 from contextlib import contextmanager
+
 import torch
-from torch import nn, Tensor
-from .core import (
-    log_shapes, check_int, check_tensor, check_last_dim, check_nonempty, check_mask)
-from .core import Dropout, recompute_saved
-from .attention import scaled_dot_product_attention, fused_attention
-from transformer_nb.multihead import (
-    MultiHeadAttention, MHA_NAMES, to_torch_state, from_torch_state, load_weights,
-    fused_projection)
+from torch import Tensor, nn
+
+from .attention import fused_attention, scaled_dot_product_attention
+from transformer_nb.core import (
+    Dropout,
+    check_int,
+    check_last_dim,
+    check_mask,
+    check_nonempty,
+    check_tensor,
+    log_shapes,
+    recompute_saved,
+)
 from .ffn import PositionwiseFeedForward
+from transformer_nb.multihead import (
+    MHA_NAMES,
+    MultiHeadAttention,
+    from_torch_state,
+    fused_projection,
+    load_weights,
+    to_torch_state,
+)
 from .norms import LayerNorm, check_norm_first
 
 # %% auto #0

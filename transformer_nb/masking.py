@@ -4,10 +4,12 @@
 
 # %% ../nbs/08_masking.ipynb #c002
 from __future__ import annotations
+
 import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
-from .core import check_int, check_tensor, check_nonempty
+
+from .core import check_int, check_nonempty, check_tensor
 
 # %% auto #0
 __all__ = ['pad_batch', 'padding_mask', 'causal_mask', 'target_mask']

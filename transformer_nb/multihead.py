@@ -4,14 +4,23 @@
 
 # %% ../nbs/03_multihead.ipynb #c002
 from __future__ import annotations
+
 from typing import Mapping
+
 import torch
 import torch.nn.functional as F
-from torch import nn, Tensor
-from .core import (
-    log_shapes, check_int, check_dropout, check_tensor, check_last_dim, check_nonempty)
-from .core import check_mask
-from .attention import scaled_dot_product_attention, fused_attention
+from torch import Tensor, nn
+
+from .attention import fused_attention, scaled_dot_product_attention
+from transformer_nb.core import (
+    check_dropout,
+    check_int,
+    check_last_dim,
+    check_mask,
+    check_nonempty,
+    check_tensor,
+    log_shapes,
+)
 
 # %% auto #0
 __all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'fused_projection', 'fast_multihead',

@@ -4,14 +4,22 @@
 
 # %% ../nbs/05_norms.ipynb #c002
 from __future__ import annotations
+
 from typing import Callable
+
 import torch
-from torch import nn, Tensor
-from .core import (
-    log_shapes, check_int, check_dropout, check_tensor, check_last_dim)
-# nn.Dropout, with a cheaper random mask on a CPU
-from .core import Dropout
 import torch.nn.functional as F
+from torch import Tensor, nn
+
+# nn.Dropout, with a cheaper random mask on a CPU
+from transformer_nb.core import (
+    Dropout,
+    check_dropout,
+    check_int,
+    check_last_dim,
+    check_tensor,
+    log_shapes,
+)
 
 # %% auto #0
 __all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first']

@@ -4,17 +4,20 @@
 
 # %% ../nbs/11b_numbers.ipynb #n003
 from __future__ import annotations
+
 import random
 from collections import Counter
 from typing import NamedTuple, Sequence
+
 import torch
 from torch import Tensor
-from .data import Vocab, make_batch, batch_stream
-from .masking import pad_batch, padding_mask
-from .transformer import Transformer, ablate_heads
-from .training import task_config, train, Trained
+
+from .data import Vocab, batch_stream, make_batch
 from .decoding import greedy_search
+from .masking import pad_batch, padding_mask
 from .plotting import Figure, pyplot
+from .training import Trained, task_config, train
+from .transformer import Transformer, ablate_heads
 
 # %% auto #0
 __all__ = ['LANGUAGES', 'LOW', 'HIGH', 'NUMBER_TASKS', 'H', 'C', 'T', 'U', 'E', 'ROLE_NAMES', 'NUMBER_MODEL', 'NUMBER_SETTINGS',
@@ -88,7 +91,8 @@ def number_words(n:int, lang:str)->str:
     """
     check_number(n)
     if lang != "en": check_lang(lang)
-    try: from num2words import num2words
+    try:
+        from num2words import num2words
     except ImportError:
         raise ModuleNotFoundError(
             "the numbers tasks need num2words: pip install \"transformer_nb[numbers]\" "
@@ -970,6 +974,7 @@ def save_number_plots(run:Trained, out)->list:
     """
     import sys
     from pathlib import Path
+
     from transformer_nb.transformer import show_attention_grid
     try: plt = pyplot()
     except ImportError as e:

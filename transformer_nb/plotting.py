@@ -4,11 +4,17 @@
 
 # %% ../nbs/00a_plotting.ipynb #c002
 from __future__ import annotations
-import base64, io, json, sys
+
+import base64
+import io
+import json
+import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Sequence
+
 import torch
 from torch import Tensor
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 else:  # matplotlib is imported when a plot is drawn; until then the name only annotates
@@ -119,7 +125,9 @@ def _sharp_in_ipython(plt):
     "Make IPython show every figure with `_show_sharp` (as the 'retina' format does)"
     ip = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if ip is None: return
-    import importlib, matplotlib
+    import importlib
+
+    import matplotlib
     from matplotlib.figure import Figure
     backend = matplotlib.get_backend()
     if backend.startswith("module://"):  # the inline backend registers on import
@@ -441,8 +449,10 @@ def show_curves(
     return fig
 
 # %% ../nbs/00a_plotting.ipynb #x001
-import html, re
+import html
+import re
 from importlib import resources
+
 
 def _explorer_asset(name:str)->str:
     "A file of the explorer in the package (explorer.js/.css) minus comments, indents"

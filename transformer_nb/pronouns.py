@@ -4,15 +4,18 @@
 
 # %% ../nbs/11a_pronouns.ipynb #p002
 from __future__ import annotations
+
 import random
+
 import torch
 from torch import Tensor
+
 from .core import check_int
-from .data import Vocab, Task, make_batch, batch_stream
-from .transformer import Transformer, Attention, ablate_heads
-from .training import History, train
+from .data import Task, Vocab, batch_stream, make_batch
 from .decoding import greedy_search
 from .plotting import Figure, pyplot
+from .training import History, train
+from .transformer import Attention, Transformer, ablate_heads
 
 # %% auto #0
 __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES', 'PRONOUNS', 'IT', 'AGENT', 'PLACE',

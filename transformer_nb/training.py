@@ -4,16 +4,22 @@
 
 # %% ../nbs/10_training.ipynb #c002
 from __future__ import annotations
-import math, sys, time, warnings
+
+import math
+import sys
+import time
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
+
 import torch
-from torch import nn, Tensor
+from torch import Tensor, nn
+
 from .core import check_int, check_tensor
+from .data import Batch, Task, Vocab, batch_stream, make_batch, make_task
 from .transformer import Transformer, TransformerConfig
-from .data import Vocab, Task, Batch, make_task, make_batch, batch_stream
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr',

@@ -4,16 +4,31 @@
 
 # %% ../nbs/07_transformer.ipynb #c002
 from __future__ import annotations
-from dataclasses import dataclass, asdict, fields, MISSING
+
 from contextlib import contextmanager
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
+
 import torch
-from torch import nn, Tensor
-from .core import (
-    log_shapes, check_int, check_tensor, check_dropout, check_last_dim, check_mask)
+from torch import Tensor, nn
+
+from transformer_nb.core import (
+    check_dropout,
+    check_int,
+    check_last_dim,
+    check_mask,
+    check_tensor,
+    log_shapes,
+)
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
-from .layers import (
-    Encoder, Decoder, LayerCache, layer_to_torch, layer_from_torch, _trust_parts)
+from transformer_nb.layers import (
+    Decoder,
+    Encoder,
+    LayerCache,
+    _trust_parts,
+    layer_from_torch,
+    layer_to_torch,
+)
 from .plotting import show_heatmaps
 
 # %% auto #0

@@ -4,26 +4,36 @@
 
 # %% ../../nbs/13_benchmark.ipynb #c002
 from __future__ import annotations
-import ctypes, json, platform, re, subprocess, sys, textwrap, time
+
+import ctypes
+import json
+import platform
+import re
+import subprocess
+import sys
+import textwrap
+import time
 from dataclasses import replace
 from pathlib import Path
+
 import torch
-from ..core import saved_for_backward, torch_dropout_masks
-from ..norms import LayerNorm
-from ..multihead import MultiHeadAttention
-from ..layers import EncoderLayer, DecoderLayer
-from ..decoding import greedy_search
+
 from transformer_nb.book.measure import (
     IMPLEMENTATIONS,
     RunConfig,
-    small_config,
     base_config,
     build,
-    random_batch,
-    training_step,
     interleaved,
     profile_ops,
+    random_batch,
+    small_config,
+    training_step,
 )
+from ..core import saved_for_backward, torch_dropout_masks
+from ..decoding import greedy_search
+from ..layers import DecoderLayer, EncoderLayer
+from ..multihead import MultiHeadAttention
+from ..norms import LayerNorm
 from ..plotting import pyplot
 
 # %% auto #0
@@ -1141,10 +1151,12 @@ def show_profiles(res:dict):
 
 # %% ../../nbs/13_benchmark.ipynb #g101
 import math
+
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
+
+from ..gpt import GPT, _extend, generate, torch_state
 from ..multihead import load_weights
-from ..gpt import GPT, generate, torch_state, _extend
 
 # %% ../../nbs/13_benchmark.ipynb #g102
 # the chapter's model, with GPT-2's learned positions (an nn.Embedding in all three)

@@ -4,10 +4,13 @@
 
 # %% ../../nbs/00b_diagrams.ipynb #c002
 from __future__ import annotations
+
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
 import torch
+
 from ..core import check_int
 from ..plotting import Figure, pyplot
 
@@ -699,7 +702,7 @@ def draw_masks(lengths:tuple=(5, 3), T:int=5)->Figure:
     Figure
         the figure
     """
-    from matplotlib.patches import Rectangle, Patch
+    from matplotlib.patches import Patch, Rectangle
     if not isinstance(T, int) or T < 1:
         raise ValueError(f"T must be a positive int, got {T!r}")
     if not lengths or any(not isinstance(n, int) or not 0 <= n <= T for n in lengths):
@@ -863,7 +866,7 @@ def draw_data_parallel(world_size:int=2)->Figure:
         detail="gloo on CPUs, NCCL on GPUs; overlapped with backward",
     )
     for x, b in zip(xs, tops): sk.arrow((x, b.top), (x, reduce.bottom))
-    for r, x in enumerate(xs):
+    for x in xs:
         step = sk.box(x, reduce.top + 0.75, "Adam step on ∇L = Σ ∇S_r / Σ N_r", "norm",
                       w=w, h=0.42)
         sk.arrow((x, reduce.top), (x, step.bottom))

@@ -4,7 +4,12 @@
 
 # %% ../../nbs/90_exercises.ipynb #c002
 from __future__ import annotations
-import ast, base64, json, re, sys
+
+import ast
+import base64
+import json
+import re
+import sys
 from pathlib import Path
 from typing import NamedTuple
 # the module's code is on the checkers' page (nbs/91_grading.ipynb), with how the

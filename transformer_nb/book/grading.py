@@ -4,26 +4,36 @@
 
 # %% ../../nbs/91_grading.ipynb #c002
 from __future__ import annotations
-import dis, functools, inspect, math, traceback
+
+import dis
+import functools
+import inspect
+import math
+import traceback
 from pathlib import Path
+
 import torch
-from torch import nn, Tensor
+from torch import Tensor, nn
+
 import transformer_nb
-from ..embeddings import TokenEmbedding, Embeddings, sinusoidal_encoding
 from ..attention import scaled_dot_product_attention
-from ..multihead import MultiHeadAttention
+from ..data import Vocab, make_batch
+from ..decoding import beam_search, greedy_search
+from ..embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
 from ..ffn import PositionwiseFeedForward
-from ..norms import LayerNorm, SublayerConnection
-from ..layers import (
-    EncoderLayer, DecoderLayer, Encoder, Decoder, LayerCache)
-from ..norms import residual
-from ..transformer import Transformer
-from ..data import Vocab
-from ..masking import causal_mask
-from ..training import noam_lr, alignment_weight
-from ..data import make_batch
-from ..decoding import greedy_search, beam_search
 from ..gpt import filter_logits
+from transformer_nb.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    LayerCache,
+)
+from ..masking import causal_mask
+from ..multihead import MultiHeadAttention
+from ..norms import LayerNorm, SublayerConnection, residual
+from ..training import alignment_weight, noam_lr
+from ..transformer import Transformer
 
 # %% auto #0
 __all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference', 'grade_token_embedding', 'grade_positional_encoding',
@@ -3529,8 +3539,9 @@ def grade_filter_logits(fn)->Verdict:
 # each checker's book answer: what the cells of an exercise notebook use while the
 # exercise is unfilled (the checker says so)
 from transformer_nb.masking import padding_mask, target_mask
-from transformer_nb.multihead import split_heads, merge_heads
+from transformer_nb.multihead import merge_heads, split_heads
 from transformer_nb.training import LabelSmoothingLoss
+
 _BOOK = {
     "grade_token_embedding": TokenEmbedding,
     "grade_positional_encoding": sinusoidal_encoding,
@@ -3547,8 +3558,9 @@ _BOOK = {
     "grade_greedy_search": greedy_search, "grade_beam_search": beam_search,
     "grade_filter_logits": filter_logits,
 }
-from transformer_nb.norms import residual as _residual
 from transformer_nb.gpt import sample_next
+from transformer_nb.norms import residual as _residual
+
 # the other public names of an exercise's cell, by name (Verdict.book_if_unfilled)
 _BOOK_BY_NAME = {getattr(b, "__name__", k): b for k, b in _BOOK.items()} | {
     "residual": _residual, "sample_next": sample_next}

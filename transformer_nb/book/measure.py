@@ -4,17 +4,26 @@
 
 # %% ../../nbs/12_fast.ipynb #c002
 from __future__ import annotations
-import copy, statistics, time, warnings
-from dataclasses import dataclass, asdict, replace
+
+import copy
+import statistics
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+
 import torch
 import torch.nn.functional as F
-from torch import nn, Tensor
+from torch import Tensor, nn
+
 from ..attention import is_causal
-from ..multihead import to_torch_masks
 from ..masking import causal_mask
-from ..transformer import (
-    Transformer, TransformerConfig, to_torch_transformer)
+from ..multihead import to_torch_masks
 from ..plotting import pyplot
+from transformer_nb.transformer import (
+    Transformer,
+    TransformerConfig,
+    to_torch_transformer,
+)
 
 # %% auto #0
 __all__ = ['IMPLEMENTATIONS', 'RunConfig', 'small_config', 'base_config', 'TorchTransformer', 'readable_forward', 'build',
@@ -361,6 +370,7 @@ def show_source(*objs):
         functions and classes of the package
     """
     import inspect
+
     from IPython.display import HTML
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
@@ -396,7 +406,8 @@ def profile_ops(fn, calls:int=1)->list:
         torch's totals per operator (FunctionEventAvg), costliest first
     """
     import os
-    from torch.profiler import profile, ProfilerActivity
+
+    from torch.profiler import ProfilerActivity, profile
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
         raise ValueError(f"calls must be an int >= 1, got {calls!r}")
     # warm-up: allocations, first-call costs
