@@ -64,5 +64,11 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time, __getattr_
     from .multihead import MultiHeadAttention  # noqa: F401
     from .norms import LayerNorm  # noqa: F401
     from .plotting import attention_explorer, show_attention  # noqa: F401
-    from .training import LabelSmoothingLoss, load_model, save_model, train, train_task  # noqa: F401
+    from .training import (  # noqa: F401
+        LabelSmoothingLoss,
+        load_model,
+        save_model,
+        train,
+        train_task,
+    )
     from .transformer import Transformer, TransformerConfig  # noqa: F401
