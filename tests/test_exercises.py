@@ -226,7 +226,10 @@ def _run_all(cells):
     import contextlib
     import io
     import os
-    os.environ.setdefault("MPLBACKEND", "Agg")
+    # Agg for this process only: a notebook kernel that nbval starts later in this worker inherits the
+    # environment, and with MPLBACKEND=Agg it shows no figure (its stored outputs then differ)
+    backend = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "Agg"
     from IPython.core.interactiveshell import InteractiveShell
     InteractiveShell.clear_instance()
     sh = InteractiveShell.instance()
@@ -244,6 +247,8 @@ def _run_all(cells):
                 err = r.error_before_exec or r.error_in_exec
                 if err is not None: errors.append(f"cell {i}: {type(err).__name__}: {err}")
     finally:
+        if backend is None: os.environ.pop("MPLBACKEND", None)
+        else: os.environ["MPLBACKEND"] = backend
         InteractiveShell.clear_instance()
         for o, before in saved:
             for k in set(vars(o)) - set(before):
