@@ -135,30 +135,20 @@ def test_teacher_forced_accuracy_counts_tokens_and_whole_targets():
     assert acc.tokens == 2 / 5 and acc.sequences == 1 / 2
 
 
-def test_old_decoding_names_point_to_the_decoding_chapter():
-    import transformer_nb.training as training
-    for name in ("greedy_decode", "translate", "exact_match"):
-        with pytest.raises(ImportError, match="transformer_nb.decoding"): getattr(training, name)
-    with pytest.raises(AttributeError): _ = training.no_such_name
-
-
-def test_checkpoints_of_the_first_format_still_load(tmp_path):
-    "Written the old way: format 1, its config the keyword arguments of Transformer"
-    from transformer_nb.transformer import TransformerConfig
+def test_checkpoint_of_another_format_or_an_unknown_config_is_refused(tmp_path):
+    "Only the current format loads (0.1.0 has no other released); a config this version cannot build is named"
+    from transformer_nb.data import Vocab
+    from transformer_nb.training import CHECKPOINT_FORMAT
     torch.manual_seed(0)
     kwargs = dict(src_vocab=14, tgt_vocab=14, d_model=16, num_heads=2,
-                  num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0,
-                  max_len=64)
-    m = Transformer(**kwargs)
-    old = dict(format="transformer_nb.checkpoint/1", config=dict(kwargs),
-               vocab="0123456789", state_dict=m.state_dict(), meta={"task": "copy"})
-    torch.save(old, tmp_path / "old.pt")
-    m2, v2, meta = load_model(tmp_path / "old.pt")
-    assert m2.config == TransformerConfig(**kwargs)
-    assert meta == {"task": "copy"} and len(v2) == 14
-    after = m2.state_dict()
-    assert all(torch.equal(v, after[k]) for k, v in m.state_dict().items())
-    torch.save({**old, "config": {**kwargs, "n_layers": 2}}, tmp_path / "odd.pt")
+                  num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0, max_len=64)
+    save_model(tmp_path / "m.pt", Transformer(**kwargs), kwargs, Vocab("0123456789"), task="copy")
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=False)
+    assert ckpt["format"] == CHECKPOINT_FORMAT
+    torch.save({**ckpt, "format": "transformer_nb.checkpoint/1"}, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match=rf"old.pt is not a transformer_nb checkpoint \(no 'format': '{CHECKPOINT_FORMAT}'\)"):
+        load_model(tmp_path / "old.pt")
+    torch.save({**ckpt, "config": {**ckpt["config"], "n_layers": 2}}, tmp_path / "odd.pt")
     with pytest.raises(ValueError, match="odd.pt holds a configuration this version "
                                          "cannot build: unknown"):
         load_model(tmp_path / "odd.pt")

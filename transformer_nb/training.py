@@ -708,8 +708,6 @@ def teacher_forced_accuracy(
 
 # %% ../nbs/10_training.ipynb #c038
 CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
-# format 1 stored Transformer's keyword arguments: the same names as TransformerConfig
-_READABLE_FORMATS = ("transformer_nb.checkpoint/1", CHECKPOINT_FORMAT)
 
 def save_model(
     path,
@@ -797,7 +795,7 @@ def load_checkpoint(path, map_location="cpu")->dict:
             f"{path} is not a transformer_nb checkpoint (torch.load failed: "
             f"{type(e).__name__})"
         ) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") not in _READABLE_FORMATS:
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
             f"{path} is not a transformer_nb checkpoint (no 'format': "
             f"'{CHECKPOINT_FORMAT}')"
@@ -1081,19 +1079,3 @@ def alignment_weight(
             total = total + attn.cross[:, i, :, q, k]                      # (layers, H)
             n += 1
     return total / n
-
-# %% ../nbs/10_training.ipynb #c088b
-_MOVED = {
-    "greedy_decode": "greedy_search",
-    "translate": "translate",
-    "exact_match": "exact_match",
-}
-
-def __getattr__(name):
-    "Names that moved to the decoding chapter get a message saying where"
-    if name in _MOVED:
-        raise ImportError(
-            f"transformer_nb.training.{name} moved: decoding is chapter 11, use "
-            f"transformer_nb.decoding.{_MOVED[name]}"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
