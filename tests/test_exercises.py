@@ -161,15 +161,15 @@ def test_filled_exercises_pass(name):
 
 
 def test_chapters_link_their_exercise():
-    "Each model chapter links its exercise notebook with a relative link, and the built site has the file."
-    for name in MODEL_CHAPTERS:
+    "Each chapter with an exercise links its exercise notebook with a relative link, and the built site has the file."
+    for name in EXERCISE_CHAPTERS:
         md = "\n".join(src(c) for c in load(NBS / name)["cells"] if c["cell_type"] == "markdown")
         assert f'href="exercises/{name}"' in md, f"{name} does not link exercises/{name}"
 
 
 def test_site_has_the_exercise_downloads(docs):
     "The site build copied the exercise notebooks next to the pages, and each chapter page links its own."
-    for name in MODEL_CHAPTERS:
+    for name in EXERCISE_CHAPTERS:
         assert (docs / "exercises" / name).exists(), name
         page = re.sub(r"^\d+[a-zA-Z0-9]*_", "", Path(name).stem) + ".html"
         assert f'href="exercises/{name}"' in (docs / page).read_text(encoding="utf-8"), page

@@ -1,4 +1,4 @@
-"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns from any iterable of batches,\ncheckpoints round-trip, the old decoding names point to the decoding chapter"
+"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns from any iterable of batches,\ncheckpoints round-trip, another format is refused"
 import pytest
 import torch
 from torch import nn
