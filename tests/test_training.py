@@ -226,3 +226,19 @@ def test_train_leaves_the_model_in_eval_mode():
                     num_decoder_layers=1, d_ff=32).train()
     train(m, batch_stream(task.train, task.vocab, 16), steps=2, warmup=2, average=1, progress=False)
     assert not m.training
+
+
+def test_a_vocabulary_of_words_survives_a_checkpoint(tmp_path):
+    "save_model keeps the tokens themselves (words, pieces or characters), so load_model rebuilds the same Vocab"
+    from transformer_nb.data import Vocab
+    vocab = Vocab(["ninety", "seven", "sieben", "und", "neunzig", "a"])
+    m = Transformer(len(vocab), len(vocab), d_model=16, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=32)
+    save_model(tmp_path / "w.pt", m, m.config, vocab)
+    _, back, _ = load_model(tmp_path / "w.pt")
+    assert back.itos == vocab.itos and back.stoi["neunzig"] == vocab.stoi["neunzig"]
+    chars = Vocab("0123456789-")
+    mc = Transformer(len(chars), len(chars), d_model=16, num_heads=2, num_encoder_layers=1,
+                     num_decoder_layers=1, d_ff=32)
+    save_model(tmp_path / "c.pt", mc, mc.config, chars)
+    assert load_model(tmp_path / "c.pt")[1].itos == chars.itos

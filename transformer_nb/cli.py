@@ -274,7 +274,7 @@ def cmd_decode(args:argparse.Namespace)->int:
     model, vocab, meta = load_model(args.checkpoint)
     if meta.get("task") in _NUMBER_TASKS:
         args.texts = texts
-        return _decode_numbers(args, model, meta)
+        return _decode_numbers(args, model, vocab)
     for text in texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
@@ -293,7 +293,6 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
         if given: raise ValueError(f"{flag} does not apply to --task {task}")
     import torch
 
-    from transformer_nb.data import Vocab
     from transformer_nb.numbers import held_out_exact, save_number_plots, train_numbers
     from transformer_nb.training import save_model
     torch.set_num_threads(args.threads)
@@ -304,24 +303,20 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
     print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out numbers, "
           f"trained in {t.history.seconds:.1f} s")
     path = out / f"{task}.pt"
-    # the checkpoint's vocab keeps characters only: the word and piece tokens go in meta
     save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
-               task=task, steps=len(t.history.loss), seed=seed, accuracy=acc,
-               tokens=t.task.vocab.itos[len(Vocab.specials):])
+               task=task, steps=len(t.history.loss), seed=seed, accuracy=acc)
     print(f"saved {path}")
     if not args.no_plots:
         for p in save_number_plots(t, out): print(f"saved {p}")
     return 0
 
-def _decode_numbers(args, model, meta:dict)->int:
+def _decode_numbers(args, model, vocab)->int:
     "`decode` with a numbers checkpoint: English words or digits in, words out"
-    from transformer_nb.data import Vocab
     from transformer_nb.numbers import translate_numbers
     if args.beam != 1:
         raise ValueError(
             f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
         )
-    vocab = Vocab(meta["tokens"])
     for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
         print(f"{text}\t{o}")
     return 0

@@ -588,7 +588,7 @@ def _extend(
     eos:int|None=None,
     pad:int=0,
 )->Tensor:
-    """Append tokens one at a time: the loop shared by every decoder
+    """Append tokens one at a time: the loop of `generate` and `sample`
 
     Parameters
     ----------
