@@ -766,7 +766,8 @@ def save_model(
             f"{config.tgt_vocab}"
         )
     ckpt = dict(format=CHECKPOINT_FORMAT, config=asdict(config),
-                # the tokens after the specials, as a list: characters, words or pieces alike
+                # the tokens after the specials, as a list: characters, words or pieces
+                # alike
                 vocab=vocab.itos[len(Vocab.specials):], state_dict=state, meta=meta)
     if training is not None: ckpt["training"] = training
     torch.save(ckpt, path)
