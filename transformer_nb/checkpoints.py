@@ -42,7 +42,7 @@ def save_model(
     vocab : Vocab
         its vocabulary
     training : dict | None
-        `history.state`, to resume the run later
+        the state of a training run, to resume it later (chapter 10's `history.state`)
     meta
         anything else worth keeping: task name, accuracy, steps...
     """
