@@ -757,6 +757,13 @@ EFFORT = {
         "Both conditions: the padding mask of the target AND the causal mask; "
         "broadcasting gives (B, 1, T, T).",
     ),
+    "grade_make_batch": (
+        20,
+        1,
+        "Encode the sources plainly and the targets with <s> and </s>, and pad "
+        "both with `pad_batch`; tgt_in is all but the last token, tgt_out all but "
+        "the first; the masks are chapter 8's `padding_mask` and `target_mask`.",
+    ),
     "grade_label_smoothing": (
         30,
         2,
