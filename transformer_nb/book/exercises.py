@@ -70,6 +70,13 @@ def _section(text:str)->str|None:
     found = re.findall(r"[Ss]ections?\s+(\d+(?:\.\d+)*)", text or "")
     return found[-1] if found else None
 
+def _summary(doc:str)->str:
+    ("A docstring's summary on one line: what comes before its numpydoc sections "
+     "(Parameters, Returns, ...)")
+    head = re.split(r"(?:^|\n)\s*(?:Parameters|Returns|Yields|Raises|Notes|Examples)"
+                    r"\s*\n\s*-{3,}", doc or "")[0]
+    return " ".join(head.split())
+
 def _comment_lines(lines:list[str])->list[str]:
     ("The full-line comments among `lines`, without their `#` (the step comments of "
      "the book's code)")
@@ -126,23 +133,33 @@ def _todo(
 ) -> list[str]:
     ("The TODO comment lines that replace the body of `fn` (a function, or a method of "
      "`cls`)")
-    doc = (
-        ast.get_docstring(fn)
-        or (ast.get_docstring(cls) if cls is not None else None)
-        or ""
+    full = ast.get_docstring(fn) or ""
+    # the summary, or the class's where the method's docstring has only sections
+    doc = _summary(full) or (
+        _summary(ast.get_docstring(cls)) if cls is not None else ""
     )
-    where = f" Paper: section {section}." if section and not _section(doc) else ""
+    named = _section(full) or _section(doc)
+    where = f" Paper: section {section}." if section and not named else ""
+    returns = (
+        "the Returns section of its docstring describes"
+        if re.search(r"^\s*Returns\s*\n\s*-{3,}", full, re.M)
+        else "the comment after the signature describes"
+    )
     if fn.name == "__init__" and cls is not None:
         made = ", ".join(_attrs(fn))
+        base = ast.unparse(cls.bases[0]) if cls.bases else "nn.Module"
         lines = [
             f"TODO: call super().__init__(), then build the parts of {cls.name}, with "
             "these names (the checker "
             f"gives them the book's weights): {made}.{where}"
+            if made else
+            # the parts are made by the base class (Encoder and Decoder: _Stack)
+            f"TODO: build {cls.name}'s parts through its base class: call "
+            f"super().__init__(...) with what {base}.__init__ above asks for.{where}"
         ]
     elif fn.name == "forward" and cls is not None:
         lines = [
-            f"TODO: {doc.rstrip('.')}.{where} Return what the comment after the "
-            "signature describes."
+            f"TODO: {doc.rstrip('.')}.{where} Return what {returns}."
         ]
     else:
         lines = [f"TODO: {doc.rstrip('.') if doc else 'implement ' + fn.name}.{where}"]
@@ -509,7 +526,9 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
                     _cell("code", setup_source(needs, extras), len(cells) + 2),
                 ]
                 continue
-            section = _section(src) or section
+            # a section of the paper named under one heading holds until the next
+            new_part = re.match(r"#{1,2} ", src)
+            section = _section(src) or (None if new_part else section)
             cells.append(_cell("markdown", src, len(cells)))
             continue
         if kind != "code": continue
