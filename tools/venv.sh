@@ -29,7 +29,10 @@ elif [ "$(uname -s)" = Darwin ]; then
   quiet "$VENV/bin/pip" install -q "$TORCH"
 else
   echo "venv: $TORCH from PyTorch's CPU index, $CPU_INDEX"
-  quiet "$VENV/bin/pip" install -q "$TORCH" --index-url "$CPU_INDEX"
+  # where that index cannot be reached (a machine that sees only the package registries), PyPI's build
+  quiet "$VENV/bin/pip" install -q "$TORCH" --index-url "$CPU_INDEX" || {
+    echo "venv: PyTorch's CPU index did not answer; $TORCH from the package index instead"
+    quiet "$VENV/bin/pip" install -q "$TORCH"; }
 fi
 # The editable install is built with the pinned setuptools and wheel (no build isolation: no download of the
 # newest setuptools into a throwaway environment).
