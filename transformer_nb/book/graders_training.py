@@ -6,10 +6,16 @@
 from __future__ import annotations
 
 import functools
+import importlib
+import inspect
+import marshal
 import math
+import pickle
+import sys
+import types
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from transformer_nb.book.grading import (
     Hint,
@@ -18,21 +24,31 @@ from transformer_nb.book.grading import (
     _diagnose,
     _explain,
     _far,
+    _first_line,
     _several,
     _shape,
     _tensor,
+    _unfilled,
+    _where,
     build,
     checker,
     run,
 )
-from ..data import Vocab, make_batch
+from ..data import Vocab, make_batch, make_task
+from ..distributed import DataParallel, spawn
 from ..masking import padding_mask, target_mask
-from ..training import LabelSmoothingLoss, alignment_weight, noam_lr
+from transformer_nb.training import (
+    LabelSmoothingLoss,
+    SingleProcess,
+    alignment_weight,
+    mean_loss_share,
+    noam_lr,
+)
 from ..transformer import Transformer
 
 
 # %% auto #0
-__all__ = ['grade_make_batch', 'grade_label_smoothing', 'grade_noam_lr', 'grade_alignment_weight']
+__all__ = ['grade_make_batch', 'grade_label_smoothing', 'grade_noam_lr', 'grade_alignment_weight', 'grade_mean_loss_share']
 
 # %% ../../nbs/91b_graders_training.ipynb #gb09h
 def _batch_cases()->list:
@@ -540,3 +556,284 @@ def grade_alignment_weight(fn)->Verdict:
             "example i."]))
     return ("cross-attention, queries then keys, the mean over every aligned pair of "
             "every example, in eval mode.")
+
+# %% ../../nbs/91b_graders_training.ipynb #x10g1
+def _importable(v)->bool:
+    "Can a new process import `v` by its module and name?"
+    mod = sys.modules.get(getattr(v, "__module__", None) or "")
+    return (mod is not None and getattr(mod, "__spec__", None) is not None
+            and getattr(mod, getattr(v, "__qualname__", ""), None) is v)
+
+def _names(code:types.CodeType)->set:
+    "Every global name a code object, and the functions defined in it, may read"
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType): out |= _names(c)
+    return out
+
+def _portable(v, depth:int):
+    "How to send `v` to a new process: a module by name, a notebook's function as code"
+    if isinstance(v, types.ModuleType): return ("module", v.__name__)
+    if isinstance(v, types.FunctionType) and not _importable(v):
+        return ("function", _ship(v, depth + 1)) if depth < 3 else None
+    if isinstance(v, type) and not _importable(v): return None
+    try: return ("value", pickle.loads(pickle.dumps(v)))
+    except Exception: return None
+
+def _ship(fn, depth:int=0)->dict:
+    ("What a new process needs to rebuild the learner's function: its compiled code, "
+     "defaults, closure and the globals it reads")
+    f = inspect.unwrap(fn)
+    if not isinstance(f, types.FunctionType):
+        raise Hint(f"pass your function itself, not {type(fn).__name__}.")
+    glb = {}
+    for n in _names(f.__code__):
+        if n in f.__globals__:
+            p = _portable(f.__globals__[n], depth)
+            if p is not None: glb[n] = p
+    cells = None
+    if f.__closure__:
+        cells = [_portable(c.cell_contents, depth) for c in f.__closure__]
+        for name, p in zip(f.__code__.co_freevars, cells):
+            if p is None:
+                raise Hint(f"your function reads `{name}` from the function around "
+                           "it, which the check cannot send to the two processes it "
+                           f"starts: define `{f.__name__}` at the top level of a cell.")
+    return dict(code=marshal.dumps(f.__code__), name=f.__name__, globals=glb,
+                defaults=f.__defaults__, kwdefaults=f.__kwdefaults__, closure=cells)
+
+def _unship(s:dict, base:dict):
+    "The learner's function again, rebuilt in this process"
+    def value(p):
+        kind, v = p
+        if kind == "module": return importlib.import_module(v)
+        return _unship(v, base) if kind == "function" else v
+    g = dict(base) | {k: value(p) for k, p in s["globals"].items()}
+    closure = (None if s["closure"] is None
+               else tuple(types.CellType(value(p)) for p in s["closure"]))
+    f = types.FunctionType(marshal.loads(s["code"]), g, s["name"], s["defaults"],
+                           closure)
+    f.__kwdefaults__ = s["kwdefaults"]
+    return f
+
+# %% ../../nbs/91b_graders_training.ipynb #x10g2
+def _share_model()->nn.Module:
+    "The tiny model whose gradients the check compares, the same in every process"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return Transformer(14, 14, d_model=8, num_heads=2, num_encoder_layers=1,
+                           num_decoder_layers=1, d_ff=16, dropout=0.0)
+
+def _share_cases(world_size:int)->list:
+    ("(pad_id, every rank's (batch, target)): shards with different numbers of tokens "
+     "and of padding; the second case pads its targets with id 1 instead of 0")
+    task = make_task("copy", n_train=64, n_valid=4, seed=3)
+    cases = []
+    for pad_id, pairs in ((Vocab.pad, task.train[:5]), (Vocab.bos, task.train[5:12])):
+        shards = []
+        for r in range(world_size):
+            b = make_batch(pairs[r::world_size], task.vocab)
+            shards.append((b, b.tgt_out.masked_fill(b.tgt_out == Vocab.pad, pad_id)))
+        cases.append((pad_id, shards))
+    return cases
+
+def _forward_sum(net:nn.Module, b, target:Tensor, pad_id:int)->Tensor:
+    "The summed label-smoothed loss of `net` on one shard"
+    logits = net(b.src, b.tgt_in, src_mask=b.src_mask, tgt_mask=b.tgt_mask,
+                 memory_mask=b.src_mask)
+    return LabelSmoothingLoss(0.1, ignore_index=pad_id, reduction="sum")(logits, target)
+
+def _flat_grads(model:nn.Module)->Tensor:
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                      for p in model.parameters()])
+
+def _share_worker(answers:list)->list:
+    ("Run in each new process: every answer on this rank's shard under DDP; what it "
+     "returned, or its error, and the gradients after DDP's average")
+    import builtins
+    import warnings
+
+    import torch.distributed as dist
+    # an all-reduced loss makes autograd warn; the checker names that mistake itself
+    warnings.filterwarnings("ignore")
+    procs = DataParallel()
+    model = _share_model()
+    net = procs.wrap(model)
+    base = {"__builtins__": builtins, "torch": torch, "dist": dist, "Tensor": Tensor,
+            "nn": nn, "math": math, "Vocab": Vocab, "SingleProcess": SingleProcess}
+    out = []
+    for shipped in answers:
+        fn = _unship(shipped, base)
+        res = []
+        for pad_id, shards in _share_cases(procs.world_size):
+            b, target = shards[procs.rank]
+            model.zero_grad(set_to_none=True)
+            loss_sum = _forward_sum(net, b, target, pad_id)
+            got, error = None, None
+            try: got = fn(loss_sum, target.clone(), procs, pad_id)
+            except Exception as e:
+                error = f"{type(e).__name__}: {_first_line(e)}{_where(e)}"
+            ok = (isinstance(got, Tensor) and got.numel() == 1 and got.requires_grad
+                  and got.is_floating_point())
+            # backward on every rank or on none: DDP's all-reduce waits for them all
+            if all(procs.gather(ok)): got.reshape(()).backward()
+            res.append(dict(error=error, grads=_flat_grads(model) if ok else None,
+                            value=got.detach().clone() if isinstance(got, Tensor)
+                            else got))
+        out.append(res)
+    return out
+
+def _two_processes(fns:list)->list:
+    "Every answer of `fns` run on two new processes, started once: a result per rank"
+    shipped = [_ship(f) for f in fns]
+    ranks = spawn(_share_worker, 2, shipped, timeout=60)
+    return [[ranks[0][i], ranks[1][i]] for i in range(len(fns))]
+
+# %% ../../nbs/91b_graders_training.ipynb #x10g3
+_SHARE_MISTAKES = [
+    ("value", {
+        "allreduced mean": "you all-reduced the loss: every process then returns the "
+        "step's mean, but autograd does not see an all_reduce, so each process's "
+        "gradient is still that of its own tokens only, and DDP averages them: "
+        "world_size times too small. The gradients are DDP's to add up: all-reduce "
+        "only the token count, and return this process's loss_sum / N · world_size.",
+        "allreduced": "you all-reduced the loss: autograd does not see an all_reduce "
+        "(the gradients are DDP's to add up), and every process returns the whole "
+        "step's loss; all-reduce only the token count and return this process's own "
+        "share, loss_sum / N · world_size."}),
+    ("count", {
+        "local": "you divided by this process's own token count: add the counts up "
+        "over the processes first (`procs.sum`, an all-reduce), so that every token "
+        "of the step weighs the same.",
+        "mean of means": "each process divides by its own token count and DDP "
+        "averages the results: that is the mean of the processes' means, which "
+        "weighs a token of a short shard more. Divide by the step's count over every "
+        "process (`procs.sum` of the counts) and multiply by procs.world_size."}),
+    ("pad", {
+        "numel": "padding is counted: count only the targets != pad_id, since padding "
+        "carries no loss.",
+        "zeros": "`pad_id` is ignored: you left out the 0s whatever pad_id was given; "
+        "count target != pad_id."}),
+    ("scale", {
+        "none": "DDP averages the processes' gradients (their sum / world_size), so "
+        "the gradients come out world_size times too small: multiply the share by "
+        "procs.world_size.",
+        "divided": "the world size is divided out twice, once by you and once by DDP, "
+        "which averages the gradients: multiply by procs.world_size instead."}),
+]
+
+def _share_variant(parts:list, R:int, value=None, count=None, pad=None, scale=None):
+    ("Every rank's returned value, and the gradients after DDP's average, of an answer "
+     "with these deviations; parts: every rank's (S_r, ∇S_r, tokens, positions, "
+     "positions != 0)")
+    S, g = [p[0] for p in parts], [p[1] for p in parts]
+    cnt = [float(p[{None: 2, "numel": 3, "zeros": 4}[pad]]) for p in parts]
+    N = sum(cnt)
+    c = [{None: R / N, "local": R / n, "mean of means": 1 / n}[count] for n in cnt]
+    if value == "allreduced mean": c = [x / R for x in c]
+    c = [x * {None: 1.0, "none": 1 / R, "divided": 1 / R ** 2}[scale] for x in c]
+    values = torch.stack([c[r] * (sum(S) if value else S[r]) for r in range(R)])
+    return values, sum(c[r] * g[r] for r in range(R)) / R
+
+def _same_share(a, b)->bool:
+    return a[1] is not None and _close(a[0], b[0], 1e-5) and _close(a[1], b[1], 1e-6)
+
+def _parts(cases:list)->list:
+    ("Per case, per rank: (S_r, ∇S_r, tokens without padding, every position, "
+     "positions != 0), computed here, on one process")
+    model, out = _share_model(), []
+    for pad_id, shards in cases:
+        ps = []
+        for b, target in shards:
+            model.zero_grad(set_to_none=True)
+            s = _forward_sum(model, b, target, pad_id)
+            s.backward()
+            ps.append((s.detach(), _flat_grads(model), int((target != pad_id).sum()),
+                       target.numel(), int((target != 0).sum())))
+        out.append(ps)
+    return out
+
+def _share_answer(res:list)->tuple:
+    "(every rank's value, the gradients) of one case; a Hint for what is not a loss"
+    for r, c in enumerate(res):
+        if c["error"] is not None:
+            where = f" (on rank {r} of {len(res)})" if len(res) > 1 else ""
+            raise Hint(f"your function raised {c['error']}{where}.")
+    for c in res:
+        v = c["value"]
+        if v is None or v is Ellipsis:
+            raise Hint(f"your function returned {v!r}: fill in the TODO and `return` "
+                       "the loss to run backward on.")
+        if not isinstance(v, Tensor) or v.numel() != 1 or not v.is_floating_point():
+            raise Hint("your function must return the loss to run backward on, a 0-d "
+                       f"float tensor; it returned {_shape(v)}.")
+        if c["grads"] is None:
+            raise Hint("the returned loss does not depend on loss_sum for autograd "
+                       "(.item(), float() or torch.tensor(...) broke the graph): "
+                       "compute it from loss_sum.")
+    return torch.stack([c["value"].reshape(()).float() for c in res]), res[0]["grads"]
+
+# %% ../../nbs/91b_graders_training.ipynb #x10g4
+@checker(book=mean_loss_share)
+def grade_mean_loss_share(fn, _runs:list|None=None)->Verdict:
+    """Check a process's share of the step's mean loss against `mean_loss_share`: on
+    one process, then on two gloo processes under DDP against one process on both
+    shards
+
+    Parameters
+    ----------
+    fn
+        your mean_loss_share(loss_sum, target, procs, pad_id=Vocab.pad) -> the loss
+        this process runs backward on
+    _runs : list | None
+        the two processes' results, when several answers were run at once
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
+    """
+    # one process: cheap, and it already shows how the tokens are counted
+    model, gots, computes, cases = _share_model(), [], [], _share_cases(1)
+    for (pad_id, [(b, target)]), parts in zip(cases, _parts(cases)):
+        model.zero_grad(set_to_none=True)
+        loss_sum = _forward_sum(model, b, target, pad_id)
+        try: got = run("your function", fn, loss_sum, target.clone(),
+                       SingleProcess(), pad_id)
+        except Hint as h:
+            if "process group" not in str(h): raise
+            raise Hint(f"{h} On one process there is no process group: add numbers "
+                       "up over the processes with `procs.sum`, which works on one "
+                       "process too.") from None
+        ok = isinstance(got, Tensor) and got.numel() == 1 and got.requires_grad
+        if ok: got.reshape(()).backward()
+        gots.append(_share_answer([dict(error=None, value=got, grads=_flat_grads(
+            model) if ok else None)]))
+        computes.append(lambda parts=parts, **kw: _share_variant(parts, 1, **kw))
+    alone = all(_same_share(g, c()) for g, c in zip(gots, computes))
+    # two processes under DDP, each on its shard, against one process on both
+    runs = _runs if _runs is not None else _two_processes([fn])[0]
+    for i, parts in enumerate(_parts(_share_cases(2))):
+        gots.append(_share_answer([runs[r][i] for r in range(2)]))
+        computes.append(lambda parts=parts, **kw: _share_variant(parts, 2, **kw))
+    if all(_same_share(g, c()) for g, c in zip(gots, computes)):
+        return ("the step's tokens counted without padding and over every process, "
+                "and the share scaled for DDP's average: two processes train as one.")
+    found = _explain(gots, computes, _SHARE_MISTAKES, same=_same_share)
+    bad = next(i for i, (g, c) in enumerate(zip(gots, computes)) if not _same_share(
+        g, c()))
+    raise Hint(("on one process: " if not alone else "on two processes: ")
+               + _several(found or [
+        "the gradients differ from those of one process on the whole batch: "
+        f"{_far(gots[bad][1], computes[bad]()[1])}. Return loss_sum / N · "
+        "world_size, N the step's target tokens (not padding) over every process."]))
+
+def _grade_mean_loss_share_all(fns:list)->list[Verdict]:
+    "grade_mean_loss_share for several answers, their two-process runs in one start"
+    ready = []
+    for f in fns:
+        try:
+            if not _unfilled(f): _ship(f); ready.append(f)
+        except Hint: pass
+    runs = dict(zip(map(id, ready), _two_processes(ready))) if ready else {}
+    return [grade_mean_loss_share(f, runs.get(id(f))) for f in fns]
