@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 from transformer_nb.book.exercises import (
     exercise_checker,
+    grader_module,
     make_exercise_source,
     make_exercises,
     split_directives,
@@ -95,7 +96,7 @@ def test_exercise_notebook_shape(name):
         calls = [m for c in codes for m in [CHECK.fullmatch(c.strip())] if m and m.group(1) == chk]
         assert len(calls) == 1, f"{name}: no single call of {chk}"
         assert calls[0].group(2) == calls[0].group(3), "the check hands on the answer it graded"
-    assert "from transformer_nb.book.grading import" in joined
+    assert f"from {grader_module(name)} import" in joined
     todos = [c for c in codes if "# TODO" in c]
     assert len(todos) == len(checkers) and all(re.search(r"^\s*\.\.\.$", c, re.M) for c in todos)
     md = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")

@@ -7,6 +7,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_nb.attention import scaled_dot_product_attention
+from transformer_nb.book.graders_decoding import *
+from transformer_nb.book.graders_model import *
+from transformer_nb.book.graders_training import *
 from transformer_nb.book.grading import *
 from transformer_nb.decoding import beam_search, greedy_search
 from transformer_nb.embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
@@ -1056,7 +1059,7 @@ def test_greedy_book_and_alternatives():
 
 def test_greedy_setup_has_rows_ending_at_different_steps():
     "The checker's case: rows end at steps 3, 2, 1 and never, so each mistake below shows"
-    from transformer_nb.book.grading import _decoding_case
+    from transformer_nb.book.graders_decoding import _decoding_case
     model, src, src_mask = _decoding_case()
     ids, _ = greedy_search(model, src, src_mask, max_len=10)
     ends = [(r == 2).nonzero()[:1].flatten().tolist() for r in ids]
@@ -1112,7 +1115,7 @@ def test_beam_book_and_alternatives():
 
 def test_beam_every_deviation_shows_in_the_checkers_cases():
     "Each deviation the checker names changes the result of at least one of its cases"
-    from transformer_nb.book.grading import (
+    from transformer_nb.book.graders_decoding import (
         _BEAM_MISTAKES,
         _beam_cases,
         _beam_variant,

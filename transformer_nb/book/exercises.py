@@ -16,7 +16,7 @@ from typing import NamedTuple
 # exercise notebooks are made; this page, for learners, lists them
 
 # %% auto #0
-__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'split_directives', 'exercise_checker', 'make_exercise_source', 'setup_source', 'check_source', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
+__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'split_directives', 'exercise_checker', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
 
 # %% ../../nbs/91_grading.ipynb #xc006
 # the directive: `#| exercise CHECKER`
@@ -297,6 +297,27 @@ def check_source(checker:str, names:str|list)->str:
         + "verdict"
     )
 
+def grader_module(chapter:Path|str)->str:
+    """The module that holds the checkers of a chapter's exercises: the model's
+    (chapters 1-8), training's (9-10a) or decoding's (11 on)
+
+    Parameters
+    ----------
+    chapter : Path | str
+        the chapter's notebook, e.g. "nbs/02_attention.ipynb"
+
+    Returns
+    -------
+    str
+        e.g. "transformer_nb.book.graders_model"
+    """
+    m = re.match(r"\d+", Path(chapter).name)
+    if m is None:
+        raise ValueError(f"chapter={str(chapter)!r} is not a numbered chapter notebook")
+    n = int(m[0])
+    part = "model" if n <= 8 else "training" if n <= 10 else "decoding"
+    return f"transformer_nb.book.graders_{part}"
+
 # what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
 # names the file .py from it)
 NOTEBOOK_METADATA = {
@@ -509,7 +530,7 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
             cells.append(
                 _cell(
                     "code",
-                    "from transformer_nb.book.grading import "
+                    f"from {grader_module(chapter)} import "
                     f"{', '.join(dict.fromkeys(checkers))}",
                     len(cells),
                 )
