@@ -1122,8 +1122,11 @@ def costliest_head(run:Trained)->tuple[str, int, int]:
         (kind, layer, head) as `ablate_heads` names heads, e.g. ("cross", 1, 2)
     """
     model, vocab, valid = run.model, run.task.vocab, run.task.valid
-    layers = {"encoder": len(model.encoder.layers), "decoder": len(model.decoder.layers),
-              "cross": len(model.decoder.layers)}
+    layers = {
+        "encoder": len(model.encoder.layers),
+        "decoder": len(model.decoder.layers),
+        "cross": len(model.decoder.layers),
+    }
     # the share of held-out strings right at every position, every head in place
     full = teacher_forced_accuracy(model, vocab, valid).sequences
     lost = {}
@@ -1169,7 +1172,9 @@ def ablation_costs(
         for l in range(len(layers)):
             for h in range(model.num_heads):
                 with ablate_heads(model, [(kind, l, h)]):
-                    lost[l, h] = full - teacher_forced_accuracy(model, vocab, pairs).sequences
+                    lost[l, h] = (
+                        full - teacher_forced_accuracy(model, vocab, pairs).sequences
+                    )
         out[kind] = lost
     return out
 
