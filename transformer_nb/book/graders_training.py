@@ -546,9 +546,8 @@ def grade_costliest_head(fn, trained=None)->Verdict:
     peak = {(k, l, h): float(v[l, h]) for k, v in sharp.items()
             for l in range(v.shape[0]) for h in range(v.shape[1])}
     sharpest = max(peak, key=peak.get)
-    if got in (sharpest, max((x for x in peak if x[0] == kind), key=peak.get)):
-        raise Hint(f"{say} You picked the head with the most peaked maps"
-                   f"{'' if got == sharpest else ' of its kind'} (its largest "
+    if got == sharpest:
+        raise Hint(f"{say} You picked the head with the most peaked maps (its largest "
                    f"weight is {peak[got]:.2f} on average): a map shows where a head "
                    "looks, not whether the model needs what it finds there. Remove "
                    "each head in turn (ablate_heads) and measure.")
@@ -557,12 +556,17 @@ def grade_costliest_head(fn, trained=None)->Verdict:
                    "the largest drop in accuracy, not the smallest.")
     for dl, dh in ((1, 1), (1, 0), (0, 1)):
         if (kind, layer - dl, head - dh) == best:
-            raise Hint(f"{say} Your answer is {best} with the layer and head counted "
+            raise Hint(f"{say} Your answer is {best} with the layer or head counted "
                        "from 1; ablate_heads and the maps count both from 0.")
     if best[0] != kind and got == max((x for x in cost if x[0] == kind), key=cost.get):
         raise Hint(f"{say} Yours is the costliest {kind} head, but every kind of "
                    "attention has heads to remove: the encoder's self-attention, the "
                    "decoder's and the cross-attention.")
+    if got == max((x for x in peak if x[0] == kind), key=peak.get):
+        raise Hint(f"{say} You picked the {kind} head with the most peaked maps (its "
+                   f"largest weight is {peak[got]:.2f} on average): a map shows where "
+                   "a head looks, not whether the model needs what it finds there. "
+                   "Remove each head in turn (ablate_heads) and measure.")
     tokens = {}
     with torch.no_grad():
         full = teacher_forced_accuracy(model, vocab, valid).tokens
