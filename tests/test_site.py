@@ -356,7 +356,8 @@ def test_every_chapter_links_its_notebook(docs):
 
 def test_exercises_page_lists_every_exercise(docs):
     """The Exercises page lists every `#| exercise` of the chapters, numbered in reading order and grouped by chapter,
-    each with a download that exists, a time, a named level and a hint that opens on request, under totals by level;
+    each with a download that exists, a time, a named level and a hint that opens on request; the totals by level open
+    the page;
     the page is for learners: the generator's documentation is on the checkers' page, which the Exercises page links."""
     from transformer_nb.book.exercises import LEVELS, list_exercises
     exercises = list_exercises(ROOT / "nbs")
@@ -368,7 +369,8 @@ def test_exercises_page_lists_every_exercise(docs):
     assert not re.search(r'<h3[^>]*id="(make_exercise_notebook|list_exercises)"', html), "machinery on the learners' page"
     body = listing.group(1)
     minutes = sum(e.minutes for e in exercises)
-    total = re.search(r'<p class="exercises-total"><strong>(\d+) exercises in (\d+) chapters, about (.*?) in all', body)
+    total = re.search(r'<p class="exercises-total"><strong>(\d+) exercises in (\d+) chapters, about (.*?) in all', html)
+    assert total and html.find('class="exercises-total"') < html.find('id="the-exercises"') < listing.start()
     assert total and int(total[1]) == len(exercises) >= 18 and int(total[2]) == len({e.chapter for e in exercises})
     assert total[3].startswith(f"{minutes // 60} h")
     sections = re.findall(r'<section class="exercise-chapter">(.*?)</section>', body, re.S)

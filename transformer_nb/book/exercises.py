@@ -16,7 +16,7 @@ from typing import NamedTuple
 # exercise notebooks are made; this page, for learners, lists them
 
 # %% auto #0
-__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives', 'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
+__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives', 'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
 
 # %% ../../nbs/91_grading.ipynb #xc006
 # the directive: `#| exercise CHECKER [NAME ...]`, the names passed to the checker
@@ -933,9 +933,9 @@ def _duration(minutes:int)->str:
     h, m = divmod(minutes, 60)
     return f"{h} h {m:02d} min" if h and m else f"{h} h" if h else f"{m} min"
 
-def exercise_table(exercises:list[Exercise])->str:
-    """The list of exercises that the Exercises page shows: totals first, then the
-    exercises of each chapter
+def exercise_totals(exercises:list[Exercise])->str:
+    """The totals that open the Exercises page: how many exercises, in how many
+    chapters, how long in all and at each level
 
     Parameters
     ----------
@@ -945,13 +945,8 @@ def exercise_table(exercises:list[Exercise])->str:
     Returns
     -------
     str
-        HTML: the totals by level, then per chapter its link, its notebook to download
-        and its total time, and a numbered list of its exercises, each with what the
-        learner writes, its time, level and a hint to open
+        an HTML paragraph
     """
-    from html import escape
-    def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))
-    page = lambda nb: re.sub(r"^\d+[a-z]?_", "", Path(nb).stem) + ".html"
     total = lambda es: _duration(sum(e.minutes for e in es))
     levels = [
         f"{len(es)} {LEVELS[l]}{'s' if l == 1 and len(es) != 1 else ''} "
@@ -960,12 +955,33 @@ def exercise_table(exercises:list[Exercise])->str:
         for es in [[e for e in exercises if e.level == l]]
         if es
     ]
-    out = [
-        '<div class="exercises">',
+    return (
         f'<p class="exercises-total"><strong>{len(exercises)} exercises in '
         f"{len({e.chapter for e in exercises})} chapters, about {total(exercises)} "
-        f"in all</strong>: {', '.join(levels)}.</p>",
-    ]
+        f"in all</strong>: {', '.join(levels)}.</p>"
+    )
+
+def exercise_table(exercises:list[Exercise])->str:
+    """The list of exercises that the Exercises page shows: the exercises of each
+    chapter, numbered through the whole journey
+
+    Parameters
+    ----------
+    exercises : list[Exercise]
+        from list_exercises
+
+    Returns
+    -------
+    str
+        HTML: per chapter its link, its notebook to download and its total time, and a
+        numbered list of its exercises, each with what the learner writes, its time,
+        level and a hint to open
+    """
+    from html import escape
+    def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))
+    page = lambda nb: re.sub(r"^\d+[a-z]?_", "", Path(nb).stem) + ".html"
+    total = lambda es: _duration(sum(e.minutes for e in es))
+    out = ['<div class="exercises">']
     n = 0
     for chapter in dict.fromkeys(e.chapter for e in exercises):
         es = [e for e in exercises if e.chapter == chapter]
@@ -982,7 +998,8 @@ def exercise_table(exercises:list[Exercise])->str:
             n += 1
             names = ", ".join(f"<code>{escape(x)}</code>" for x in e.names)
             out.append(
-                f'<li id="exercise-{n}">{names}: <span class="exercise-effort">'
+                f'<li id="exercise-{n}">{names}: <span class="exercise-effort" '
+                'style="white-space: nowrap">'
                 f"{e.minutes} min, {'★' * e.level} {LEVELS[e.level]}</span><br>"
                 f"<small>{code(e.summary)}; checked by <code>{e.checker}</code>"
                 f"</small><details><summary>hint</summary>{code(e.hint)}</details>"
