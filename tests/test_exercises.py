@@ -194,7 +194,7 @@ def test_first_code_cell_says_and_checks_what_it_needs(name):
     "The first code cell names Python 3.11 and the [exercises] extra and stops with one line if something is missing."
     nb = load(EXERCISES / name)
     first = code_cells(nb)[0]
-    assert "3.11" in first and 'pip install "transformer_nb[exercises]"' in first
+    assert "3.11" in first and re.search(r'pip install "transformer_nb\[exercises(,\w+)*\]"', first)
     assert "raise SystemExit" in first and "import torch" not in first      # checks before any import can fail
     ns = {"__name__": "setup"}
     exec(compile(first, "<setup>", "exec"), ns)                             # this environment has everything
@@ -221,7 +221,23 @@ def test_exercises_extra_covers_the_notebooks_imports():
                 if isinstance(n, ast.Import): seen |= {a.name.split(".")[0] for a in n.names}
                 if isinstance(n, ast.ImportFrom) and n.level == 0: seen.add(n.module.split(".")[0])
     third = {m for m in seen if m not in sys.stdlib_module_names} - {"torch", "transformer_nb", "IPython"}
-    assert third <= set(EXERCISE_NEEDS), f"imported but not in the [exercises] extra: {third - set(EXERCISE_NEEDS)}"
+    from transformer_nb.book.exercises import EXTRA_NEEDS
+    allowed = set(EXERCISE_NEEDS) | set(EXTRA_NEEDS)
+    assert third <= allowed, f"imported but not in the [exercises] extra: {third - allowed}"
+    for module, (dist, extra) in EXTRA_NEEDS.items():                      # each in the extra it names
+        assert dist in cfg["DEFAULT"][f"{extra}_requirements"], (module, extra)
+
+
+def test_a_chapter_that_needs_another_extra_says_so(monkeypatch):
+    "11b's notebook imports num2words: its set-up cell names the [numbers] extra and stops with one line without it."
+    import importlib.util
+    first = code_cells(load(EXERCISES / "11b_numbers.ipynb"))[0]
+    assert 'pip install "transformer_nb[exercises,numbers]"' in first and "'num2words'" in first
+    assert "num2words" not in code_cells(load(EXERCISES / "02_attention.ipynb"))[0]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m == "num2words" else real(m, *a))
+    with pytest.raises(SystemExit, match=r'num2words: pip install "transformer_nb\[exercises,numbers\]"'):
+        exec(compile(first, "<setup>", "exec"), {"__name__": "setup"})
 
 
 def test_nbconvert_to_script_gives_python():

@@ -236,34 +236,42 @@ def _merge(pieces:list[str], pair:tuple[str, str])->list[str]:
 
 # %% ../nbs/11b_numbers.ipynb #n018
 def learn_bpe(words:Sequence[str], merges:int)->list[tuple[str, str]]:
-    """Byte-pair encoding: repeatedly merge the most frequent pair of adjacent pieces
+    """Byte-pair encoding: repeatedly merge the most frequent pair of adjacent
+    pieces; on equal counts, the larger pair
 
     Parameters
     ----------
     words : Sequence[str]
         the training words (a word may occur many times)
     merges : int
-        how many merges to learn
+        how many merges to learn (fewer if no pair is left)
 
     Returns
     -------
     list[tuple[str, str]]
-        the merges, most frequent first
+        the merges, in the order they were learned
     """
+    # each distinct word, with how often it occurs, starts as its characters
     counts = Counter(words)
     cut = {w: list(w) for w in counts}
     learned = []
     for _ in range(merges):
+        # every adjacent pair, each occurrence counted, weighted by its word's count;
+        # never across a space or a hyphen
         pairs = Counter()
         for w, pieces in cut.items():
             for a, b in zip(pieces, pieces[1:]):
                 if a not in " -" and b not in " -": pairs[a, b] += counts[w]
+        # no pair left: stop early
         if not pairs: break
-        best = max(pairs, key=lambda p: (pairs[p], p))  # a tie: the larger pair
+        # the most frequent pair; on a tie, the larger pair (tuples of strings compared)
+        best = max(pairs, key=lambda p: (pairs[p], p))
         learned.append(best)
+        # merged everywhere, left to right, before the pairs are counted again
         cut = {w: _merge(pieces, best) for w, pieces in cut.items()}
     return learned
 
+# %% ../nbs/11b_numbers.ipynb #n018b
 def bpe_encode(word:str, merges:Sequence[tuple[str, str]])->list[str]:
     """Cut a word into pieces by applying the merges in the order they were learned
 

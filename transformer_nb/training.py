@@ -23,10 +23,10 @@ from .transformer import Transformer, TransformerConfig, ablate_heads
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr',
-           'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'train', 'Accuracy',
-           'teacher_forced_accuracy', 'save_model', 'load_checkpoint', 'load_model', 'task_config', 'Trained',
-           'train_task', 'smooth', 'attention_maps', 'alignment_weight', 'attended_sources', 'costliest_head',
-           'ablation_costs', 'head_sharpness']
+           'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train',
+           'Accuracy', 'teacher_forced_accuracy', 'save_model', 'load_checkpoint', 'load_model', 'task_config',
+           'Trained', 'train_task', 'smooth', 'attention_maps', 'alignment_weight', 'attended_sources',
+           'costliest_head', 'ablation_costs', 'head_sharpness']
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
@@ -446,6 +446,43 @@ class SingleProcess:
         """
         if problem is not None: raise problem
 
+# %% ../nbs/10_training.ipynb #c028t
+def mean_loss_share(
+    loss_sum:Tensor,
+    target:Tensor,
+    procs:SingleProcess,
+    pad_id:int=Vocab.pad,
+)->Tensor:
+    """This process's share of the step's mean loss over every process's target tokens:
+    what it runs backward on
+
+    Parameters
+    ----------
+    loss_sum : Tensor
+        this process's loss on a batch of the step, summed over its target tokens
+        (reduction="sum")
+    target : Tensor
+        this process's target ids of the whole step (every micro-batch), padding
+        included
+    procs : SingleProcess
+        the processes that train the step: `procs.sum` adds a number up over them (an
+        all-reduce), `procs.world_size` counts them
+    pad_id : int
+        the padding id of `target`; padding carries no loss
+
+    Returns
+    -------
+    Tensor
+        loss_sum / N · world_size, with N the step's target tokens on every process
+    """
+    # the step's target tokens on this process, padding left out
+    mine = int((target != pad_id).sum())
+    # ... and on every process: one all-reduce of one number
+    n = int(procs.sum(torch.tensor(mine)).item())
+    # DDP averages the processes' gradients (their sum / world_size): multiply by it
+    return loss_sum / max(n, 1) * procs.world_size
+
+
 # %% ../nbs/10_training.ipynb #c028b
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
                       accumulate):
@@ -622,8 +659,8 @@ def train(
     model.train()
     for step in range(start + 1, steps + 1):
         micro = [next(stream) for _ in range(accumulate)]
-        # the step's target tokens, on all processes: the loss is the mean over them
-        n = procs.sum(torch.tensor(sum(b.ntokens for b in micro))).item()
+        # this process's targets of the step: every micro-batch, padding included
+        target = torch.cat([b.tgt_out.flatten() for b in micro])
         opt.zero_grad(set_to_none=True)
         total = torch.zeros(())
         for i, b in enumerate(micro):
@@ -632,13 +669,15 @@ def train(
                 # (B, T, V)
                 logits = net(b.src, b.tgt_in, src_mask=b.src_mask,
                              tgt_mask=b.tgt_mask, memory_mask=b.src_mask)
-                # DDP averages the processes' gradients: multiply by their number
-                loss = loss_fn(logits, b.tgt_out) / max(n, 1) * procs.world_size
+                # its share of the step's mean loss over every process's tokens
+                loss = mean_loss_share(loss_fn(logits, b.tgt_out), target, procs)
                 loss.backward()
             total += loss.detach()
         lrs.append(opt.param_groups[0]["lr"])
         opt.step(); sched.step()
-        losses.append(procs.sum(total).item() / procs.world_size); tokens += n
+        losses.append(procs.sum(total).item() / procs.world_size)
+        # the step's target tokens on every process, for the progress bar
+        tokens += procs.sum(torch.tensor(sum(b.ntokens for b in micro))).item()
         if on_step is not None: on_step(step, model)
         # at fixed steps, whatever the run's length: a shorter run's are the same
         if average > 1 and step % average_every == 0: avg.add(model)

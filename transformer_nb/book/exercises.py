@@ -16,7 +16,7 @@ from typing import NamedTuple
 # exercise notebooks are made; this page, for learners, lists them
 
 # %% auto #0
-__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives', 'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
+__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'EXTRA_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives', 'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
 
 # %% ../../nbs/91_grading.ipynb #xc006
 # the directive: `#| exercise CHECKER [NAME ...]`, the names passed to the checker
@@ -96,6 +96,13 @@ def _section(text:str)->str|None:
     found = re.findall(r"[Ss]ections?\s+(\d+(?:\.\d+)*)", text or "")
     return found[-1] if found else None
 
+def _summary(doc:str)->str:
+    ("A docstring's summary on one line: what comes before its numpydoc sections "
+     "(Parameters, Returns, ...)")
+    head = re.split(r"(?:^|\n)\s*(?:Parameters|Returns|Yields|Raises|Notes|Examples)"
+                    r"\s*\n\s*-{3,}", doc or "")[0]
+    return " ".join(head.split())
+
 def _comment_lines(lines:list[str])->list[str]:
     ("The full-line comments among `lines`, without their `#` (the step comments of "
      "the book's code)")
@@ -152,24 +159,33 @@ def _todo(
 ) -> list[str]:
     ("The TODO comment lines that replace the body of `fn` (a function, or a method of "
      "`cls`)")
-    own = ast.get_docstring(fn) or ""
-    # a method documented by its parameters only (numpydoc) is summed up by its class
-    if own.startswith("Parameters"): own = ""
-    doc = own or (ast.get_docstring(cls) if cls is not None else None) or ""
-    where = f" Paper: section {section}." if section and not _section(doc) else ""
-    # the summary: the docstring's first paragraph, on one line
-    doc = " ".join(doc.split("\n\n")[0].split())
+    full = ast.get_docstring(fn) or ""
+    # the summary, or the class's where the method's docstring has only sections
+    doc = _summary(full) or (
+        _summary(ast.get_docstring(cls)) if cls is not None else ""
+    )
+    named = _section(full) or _section(doc)
+    where = f" Paper: section {section}." if section and not named else ""
+    returns = (
+        "the Returns section of its docstring describes"
+        if re.search(r"^\s*Returns\s*\n\s*-{3,}", full, re.M)
+        else "the comment after the signature describes"
+    )
     if fn.name == "__init__" and cls is not None:
         made = ", ".join(_attrs(fn))
+        base = ast.unparse(cls.bases[0]) if cls.bases else "nn.Module"
         lines = [
             f"TODO: call super().__init__(), then build the parts of {cls.name}, with "
             "these names (the checker "
             f"gives them the book's weights): {made}.{where}"
+            if made else
+            # the parts are made by the base class (Encoder and Decoder: _Stack)
+            f"TODO: build {cls.name}'s parts through its base class: call "
+            f"super().__init__(...) with what {base}.__init__ above asks for.{where}"
         ]
     elif fn.name == "forward" and cls is not None:
         lines = [
-            f"TODO: {doc.rstrip('.')}.{where} Return what the comment after the "
-            "signature describes."
+            f"TODO: {doc.rstrip('.')}.{where} Return what {returns}."
         ]
     else:
         lines = [f"TODO: {doc.rstrip('.') if doc else 'implement ' + fn.name}.{where}"]
@@ -266,13 +282,19 @@ def make_exercise_source(source:str, section:str|None=None)->tuple[str, list[str
 # extra `pip install "transformer_nb[exercises]"` (settings.ini)
 EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
 
-def setup_source(needs:dict=EXERCISE_NEEDS)->str:
+# what a chapter's exercise notebook may import beyond those, found in the chapter's
+# code: {module: (distribution, the package's extra that installs it)}
+EXTRA_NEEDS = {"num2words": ("num2words", "numbers")}
+
+def setup_source(needs:dict=EXERCISE_NEEDS, extras:tuple=("exercises",))->str:
     """The set-up cell: say and check what the notebook needs, before any import fails
 
     Parameters
     ----------
     needs : dict
         {module: the distribution that provides it}
+    extras : tuple
+        the package's extras that install them, e.g. ("exercises", "numbers")
 
     Returns
     -------
@@ -280,10 +302,14 @@ def setup_source(needs:dict=EXERCISE_NEEDS)->str:
         the source of the first code cell of an exercise notebook
     """
     mods = ", ".join(repr(m) for m in ("torch", "transformer_nb", *needs))
+    names = " and ".join(extras)
+    extra = "extra" if len(extras) == 1 else "extras"
+    joined = ",".join(extras)
+    pip = f'pip install "transformer_nb[{joined}]"'
     return (
         "# Set-up: this notebook needs Python 3.11 or later, PyTorch and the package\n"
-        "# transformer_nb with its exercises extra (fastcore, matplotlib):\n"
-        "#     pip install \"transformer_nb[exercises]\"\n"
+        f"# transformer_nb with its {names} {extra} ({', '.join(needs.values())}):\n"
+        f"#     {pip}\n"
         "import importlib.util, sys\n"
         f"missing = [m for m in ({mods}) if importlib.util.find_spec(m) is None]\n"
         "if sys.version_info < (3, 11) or missing:\n"
@@ -291,7 +317,7 @@ def setup_source(needs:dict=EXERCISE_NEEDS)->str:
         "        f\"this notebook needs Python 3.11+ (this is \"\n"
         "        f\"{sys.version.split()[0]}) and {', '.join(missing) or 'no "
         "more'}:\"\n"
-        "        ' pip install \"transformer_nb[exercises]\"')\n"
+        f"        ' {pip}')\n"
         "import transformer_nb\n"
         "print(f\"ready: Python {sys.version.split()[0]}, \"\n"
         "      f\"transformer_nb {transformer_nb.__version__}\")"
@@ -388,6 +414,19 @@ def _intro(stem:str, checkers:list[str])->str:
         + ", ".join(f"`{c}`" for c in checkers)
         + "."
     )
+
+def _imported(sources:list[str])->set[str]:
+    "The top-level modules that cells import, at the top or inside a function"
+    out = set()
+    for src in sources:
+        try: tree = ast.parse(src)
+        except SyntaxError: continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import): out |= {a.name.split(".")[0] for a in n.names}
+            if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+                out.add(n.module.split(".")[0])
+    return out
+
 
 # %% ../../nbs/91_grading.ipynb #77e99136
 def comment_out_error_lessons(code:str)->str:
@@ -493,6 +532,11 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
         ),
         None,
     )
+    # what the chapter's code imports beyond the exercises extra (num2words: 11b)
+    used = _imported([_src(c) for c in nb["cells"] if c["cell_type"] == "code"])
+    more = {m: EXTRA_NEEDS[m] for m in EXTRA_NEEDS if m in used}
+    needs = EXERCISE_NEEDS | {m: d for m, (d, _) in more.items()}
+    extras = ("exercises", *dict.fromkeys(e for _, e in more.values()))
     cells, section, imported, pending = [], None, False, []
     # the checks waiting for their exercise's helpers
     def flush():
@@ -507,12 +551,12 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
                 cells += [
                     _cell("markdown", src, len(cells)),
                     _cell("markdown", _intro(chapter.stem, checkers), len(cells) + 1),
-                    _cell("code", setup_source(), len(cells) + 2),
+                    _cell("code", setup_source(needs, extras), len(cells) + 2),
                 ]
                 continue
-            # a heading starts a new context: the paper's section of what follows
-            heading = re.match(r"#+ ", src)
-            section = _section(src) or (None if heading else section)
+            # a section of the paper named under one heading holds until the next
+            new_part = re.match(r"#{1,2} ", src)
+            section = _section(src) or (None if new_part else section)
             cells.append(_cell("markdown", src, len(cells)))
             continue
         if kind != "code": continue
@@ -760,6 +804,13 @@ EFFORT = {
         "Both conditions: the padding mask of the target AND the causal mask; "
         "broadcasting gives (B, 1, T, T).",
     ),
+    "grade_make_batch": (
+        20,
+        1,
+        "Encode the sources plainly and the targets with <s> and </s>, and pad "
+        "both with `pad_batch`; tgt_in is all but the last token, tgt_out all but "
+        "the first; the masks are chapter 8's `padding_mask` and `target_mask`.",
+    ),
     "grade_label_smoothing": (
         30,
         2,
@@ -810,6 +861,22 @@ EFFORT = {
         "largest; top-p sorts the probabilities and keeps a token while the mass "
         "ranked above it is below p (the token that crosses p stays), then every "
         "token as probable as the least kept. Left-out tokens get -inf.",
+    ),
+    "grade_mean_loss_share": (
+        20,
+        2,
+        "Count this process's targets that are not pad_id, add the counts up over "
+        "the processes with procs.sum (one all-reduce), and return loss_sum / N · "
+        "procs.world_size: DDP averages the processes' gradients, and the factor "
+        "makes them those of the step's mean.",
+    ),
+    "grade_learn_bpe": (
+        40,
+        2,
+        "Every distinct word starts as its characters, weighted by Counter(words). "
+        "Each round, count every adjacent pair (each occurrence, never with ' ' or "
+        "'-'), take max(pairs, key=lambda p: (pairs[p], p)), merge it in every word "
+        "with `_merge`, and count again; stop early when no pair is left.",
     ),
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import Counter
 
 import torch
 from torch import Tensor
@@ -28,11 +29,12 @@ from ..data import Vocab
 from ..decoding import beam_search, greedy_search
 from ..gpt import filter_logits, sample_next
 from ..masking import causal_mask
+from ..numbers import _merge, learn_bpe
 from ..transformer import Transformer
 
 
 # %% auto #0
-__all__ = ['grade_greedy_search', 'grade_beam_search', 'grade_filter_logits']
+__all__ = ['grade_greedy_search', 'grade_beam_search', 'grade_learn_bpe', 'grade_filter_logits']
 
 # %% ../../nbs/91c_graders_decoding.ipynb #x11a
 def _decoding_case()->tuple:
@@ -356,6 +358,171 @@ def grade_beam_search(fn)->Verdict:
     return ("the hypotheses, their scores with the length penalty, finished ones set "
             "aside from the k best only, and the stopping rule: no live hypothesis can "
             "still beat the k-th finished.")
+
+# %% ../../nbs/91c_graders_decoding.ipynb #x11ba
+def _bpe_merge(pieces:list, pair:tuple, merge=None)->list:
+    "The pieces with `pair` joined: everywhere left to right, or with a deviation"
+    a, b = pair
+    if merge == "replace":
+        # the naive string version: pieces joined by spaces, "a b" replaced by "ab"
+        return " ".join(pieces).replace(f"{a} {b}", a + b).split(" ")
+    if merge == "right":
+        out, i = [], len(pieces) - 1
+        while i >= 0:
+            if i > 0 and pieces[i - 1] == a and pieces[i] == b:
+                out.insert(0, a + b); i -= 2
+            else: out.insert(0, pieces[i]); i -= 1
+        return out
+    out, i, done = [], 0, False
+    while i < len(pieces):
+        if (i + 1 < len(pieces) and pieces[i] == a and pieces[i + 1] == b
+                and not (merge == "first" and done)):
+            out.append(a + b); i += 2; done = True
+        else: out.append(pieces[i]); i += 1
+    return out
+
+def _bpe_variant(words, merges, tie=None, count=None, freq=None, merge=None,
+                 boundary=None, recount=None, n=None)->list:
+    ("learn_bpe with classic deviations: the tie rule, how pairs and words are "
+     "counted, how a merge is applied, word boundaries, recounting, how many merges")
+    counts = Counter(dict.fromkeys(words, 1)) if freq == "types" else Counter(words)
+    cut = {w: list(w) for w in counts}
+    def pairs_now()->Counter:
+        pairs = Counter()
+        for w, pieces in cut.items():
+            found = Counter(zip(pieces, pieces[1:]))
+            for (x, y), k in found.items():
+                if boundary is None and (x in " -" or y in " -"): continue
+                if count == "once per word": k = 1
+                if count == "non-overlapping" and x == y:
+                    k, i = 0, 0
+                    while i + 1 < len(pieces):
+                        if pieces[i] == x and pieces[i + 1] == y: k += 1; i += 2
+                        else: i += 1
+                pairs[x, y] += k * counts[w]
+        return pairs
+    first, learned = (pairs_now() if recount == "once" else None), []
+    for _ in range(merges + {None: 0, "one fewer": -1, "one more": 1}[n]):
+        pairs = pairs_now() if first is None else Counter(
+            {p: c for p, c in first.items() if p not in learned})
+        if not pairs: break
+        if tie == "first": best = pairs.most_common(1)[0][0]
+        elif tie == "smaller": best = min(pairs, key=lambda p: (-pairs[p], p))
+        else: best = max(pairs, key=lambda p: (pairs[p], p))
+        learned.append(best)
+        cut = {w: _bpe_merge(p, best, merge) for w, p in cut.items()}
+    return learned
+
+_BPE_MISTAKES = [
+    ("freq", {"types": "every word counts once however often it occurs: weight its "
+              "pairs by the word's count (Counter(words)), so that a word seen k times "
+              "counts k times."}),
+    ("boundary", {"across": "pairs are counted across a space or a hyphen: French "
+                  "numbers are several words, and BPE never merges across a word "
+                  "boundary; skip a pair with ' ' or '-' in it."}),
+    ("count", {"once per word": "a pair that occurs several times in a word counts "
+               "once: count every occurrence (in 'abab', ('a', 'b') occurs twice).",
+               "non-overlapping": "overlapping occurrences are counted once: in 'aaaa' "
+               "the pair ('a', 'a') occurs 3 times (at positions 0, 1 and 2), not "
+               "2 as str.count says."}),
+    ("recount", {"once": "the pairs are counted once, at the start: count them again "
+                 "after every merge, which creates new pairs (('hund', 'ert')) and "
+                 "removes others."}),
+    ("merge", {"right": "a merge is applied from the right: 'aaa' with ('a', 'a') "
+               "becomes ['aa', 'a'], joined left to right as `_merge` does.",
+               "first": "a merge is applied to the first occurrence in a word only: "
+               "join every occurrence, left to right.",
+               "replace": "a merge joined parts of longer pieces: replacing 'a b' in "
+               "the pieces joined by spaces also matches the end of a piece 'xa' "
+               "(or the start of 'bx'); join whole pieces only, as `_merge` does."}),
+    ("tie", {"first": "on equal counts you took the pair counted first "
+             "(Counter.most_common); the chapter takes the larger pair, max(pairs, "
+             "key=lambda p: (pairs[p], p)), so that the merges do not depend on the "
+             "order of the words.",
+             "smaller": "on equal counts you took the smaller pair; the chapter takes "
+             "the larger, max(pairs, key=lambda p: (pairs[p], p))."}),
+    ("n", {"one fewer": "one merge too few: learn exactly `merges` merges (fewer only "
+           "when no pair is left).",
+           "one more": "one merge too many: learn exactly `merges` merges."}),
+]
+
+# German number words (num2words' spelling), some of them several times
+_GERMAN = ("einundzwanzig zweiundzwanzig dreiundzwanzig einunddreißig "
+           "zweiunddreißig siebenundneunzig siebenundsiebzig neunundneunzig "
+           "einhundert zweihundert dreihundertelf hundertundeins").split()
+
+def _bpe_cases()->list:
+    ("(words, merges): small corpora on which each deviation of _BPE_MISTAKES changes "
+     "the merges")
+    return [
+        (["cd", "ab", "xy"], 3),                          # three-way tie
+        (["aaaa", "bc", "bc"], 2),                        # overlapping ('a', 'a')
+        (["abab", "abab", "cd", "cd", "cd"], 2),          # a pair twice in a word
+        (["aaab"], 2), (["aaaa"], 2),                     # how a merge is applied
+        (["xa", "xa", "xab", "ab", "ab"], 3),             # a merge inside a piece
+        (["ab", "ab", "ab", "cd", "ce"], 1),              # a word's count
+        (["a b", "a b", "a-b", "ab"], 3),                 # word boundaries, running out
+        (["abc", "abc", "bcd"], 2),                       # counted again after a merge
+        (["ab", "cd"], 5), (["abcd"], 0),                 # more merges than pairs; none
+        (_GERMAN + _GERMAN[:4], 12),
+    ]
+
+def _merges(got, what:str)->list:
+    "The learner's merges as a list of pairs of strings, or a Hint"
+    if not isinstance(got, (list, tuple)):
+        raise Hint(f"{what} must return a list of merges, got {type(got).__name__}.")
+    out = []
+    for m in got:
+        if isinstance(m, str):
+            raise Hint(
+                f"{what}: each merge is the pair of pieces it joins, ('u', 'n'), "
+                f"not the joined piece {m!r}."
+            )
+        if (not isinstance(m, (list, tuple)) or len(m) != 2
+                or not all(isinstance(x, str) for x in m)):
+            raise Hint(f"{what}: each merge must be a pair of strings ('u', 'n'); got "
+                       f"{m!r}.")
+        out.append(tuple(m))
+    return out
+
+# %% ../../nbs/91c_graders_decoding.ipynb #x11bb
+@checker(book=learn_bpe)
+def grade_learn_bpe(fn)->Verdict:
+    """Check byte-pair merges against `learn_bpe` on small corpora: ties, overlapping
+    pairs, word counts, word boundaries, recounting, the number of merges
+
+    Parameters
+    ----------
+    fn
+        your learn_bpe(words, merges) -> list of (piece, piece), in the order learned
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
+    """
+    cases = _bpe_cases()
+    call = lambda words, k: _merges(run(
+        "your function", fn, list(words), k,
+        advice="When no pair is left (every word one piece), stop early: "
+               "`if not pairs: break`."), f"learn_bpe(..., merges={k})")
+    for words, k in cases:
+        got, want = call(words, k), learn_bpe(words, k)
+        if got == want: continue
+        gots, computes = [], []
+        for w2, k2 in cases:
+            try: gots.append(call(w2, k2))
+            except Hint: continue
+            computes.append(lambda w2=w2, k2=k2, **kw: _bpe_variant(w2, k2, **kw))
+        found = _explain(gots, computes, _BPE_MISTAKES, same=lambda a, b: a == b)
+        show = lambda ms: ", ".join(f"{a!r}+{b!r}" for a, b in ms[:6]) + (
+            " …" if len(ms) > 6 else "")
+        raise Hint(f"learn_bpe({words}, {k}): " + _several(found or [
+            f"your merges differ from the chapter's: yours {show(got) or 'none'}, "
+            f"expected {show(want) or 'none'}."]))
+    return ("every occurrence counted, weighted by its word's count, never across a "
+            "space or hyphen; ties to the larger pair; merged left to right and "
+            "counted again; exactly `merges` merges, fewer when none is left.")
 
 # %% ../../nbs/91c_graders_decoding.ipynb #x11ca
 def _filter_variant(logits, temperature=1.0, top_k=None, top_p=None, crossing=None,
