@@ -1,4 +1,5 @@
-"""The benchmark of the chapter "Benchmark" (nbs/13_benchmark.ipynb): `make bench`, or
+"""The benchmark of the chapter "Benchmark" (nbs/13_benchmark.ipynb), measured by nbs/12a_bench.ipynb's machinery
+(`transformer_nb.book.bench`): `make bench`, or
 
     .venv/bin/python benchmarks/run.py [--reps 9] [--threads N] [--quick] [--compile] [--runs 3]
                                        [--out benchmarks/results/cpu.json]
@@ -31,16 +32,16 @@ from pathlib import Path
 
 import torch
 
-from transformer_nb.book.benchmark import (
+from transformer_nb.book.bench import (
     bench_gpt,
     gpt_summary,
     load_results,
-    profile_table,
     run_benchmark,
     save_results,
     spread,
     summary,
 )
+from transformer_nb.book.benchmark import profile_table
 
 
 def main():

@@ -93,3 +93,14 @@ def serve(directory):
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def bench_result(scale: float) -> dict:
+    """A benchmark result of made-up timings (tests of the benchmark's ratios and figures): every tokens/s of the
+    fast path scaled by `scale`"""
+    impl = lambda t: {"tokens_per_s": t, "median": 1.0, "peak_mb": 10.0}
+    train = {f"T=32, dropout {p}": {"readable": impl(100), "fast": impl(100 * scale), "torch": impl(100),
+                                    "flops": 1e9} for p in (0.1, 0.0)}
+    return {"train": train, "matmul_peak": 1e10, "forward_base": {k: impl(50) for k in ("readable", "fast", "torch")},
+            "decoding": {"cached": impl(40 * scale), "uncached": impl(10)},
+            "bf16": {"T=32, dropout 0.1": {"float32": impl(100), "bfloat16": impl(10 * scale)}}}

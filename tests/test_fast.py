@@ -1,7 +1,6 @@
 """The fast path (need_weights=False, chapter "Fast path"): the same outputs and gradients as the readable path within 1e-5 for self- and
-cross-attention, every mask kind, both norm placements and whole models; dropout's mask; the benchmark's machinery."""
-import subprocess
-import sys
+cross-attention, every mask kind, both norm placements and whole models; dropout's mask; the harness that
+measures them (the benchmark's machinery is tested in tests/test_bench.py and tests/test_benchmark.py)."""
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from conftest import all_close
 from conftest import pad_mask as pad
 from transformer_nb.attention import fused_attention as attention
 from transformer_nb.attention import is_causal
-from transformer_nb.book import benchmark, measure
+from transformer_nb.book import measure
 from transformer_nb.core import (
     Dropout,
     compare_modules,
@@ -363,7 +362,7 @@ def test_eval_after_optimizer_steps_uses_the_new_weights(fused):
         model.train(); opt.zero_grad()
         model(src, tgt, sm, tm, sm).logsumexp(-1).mean().backward(); opt.step()
 
-# the benchmark's machinery (the benchmark itself is never a test)
+# chapter 12's measuring harness (the benchmark's own machinery: tests/test_bench.py)
 
 def test_torch_transformer_has_our_weights_and_masks():
     "The benchmark's nn.Transformer computes the same logits as our model, masks converted in the one place."
@@ -388,23 +387,11 @@ def test_the_three_implementations_compute_the_same_loss():
     for k in ("fast", "torch"): torch.testing.assert_close(logits[k], logits["readable"], atol=1e-4, rtol=0)
 
 
-def test_interleaved_and_summary():
+def test_interleaved_times_in_turn():
     calls = []
     t = measure.interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, reps=3, warmup=1)
     assert calls == ["a", "b"] * 4 and set(t) == {"a", "b"}
     assert all(v["min"] <= v["median"] <= v["max"] for v in t.values())
-    entry = lambda s, tok: dict(median=s, min=s, max=s, tokens_per_s=tok / s, peak_mb=100 * s, saved_mb=1.0)
-    res = {"train": {"T=8, dropout 0.1": {"readable": entry(2.0, 10), "fast": entry(1.0, 10), "torch": entry(1.25, 10),
-                                          "flops": 50.0}},
-           "matmul_peak": 100.0,
-           "forward_base": {"readable": entry(3.0, 6), "fast": entry(2.0, 6), "torch": entry(2.0, 6)},
-           "decoding": {"cached": entry(1.0, 8), "uncached": entry(4.0, 8)}}
-    s = benchmark.summary(res)
-    assert s["train T=8, dropout 0.1: fast / torch tokens/s"] == pytest.approx(1.25)
-    assert s["train T=8, dropout 0.1: fast / readable tokens/s"] == pytest.approx(2.0)
-    assert s["train T=8, dropout 0.1: fast / torch peak memory"] == pytest.approx(0.8)
-    assert s["train T=8, dropout 0.1: fast share of matmul peak"] == pytest.approx(0.5)
-    assert s["decoding: cached / uncached tokens/s"] == pytest.approx(4.0)
 
 
 def test_saved_for_backward_counts_what_autograd_keeps():
@@ -412,137 +399,6 @@ def test_saved_for_backward_counts_what_autograd_keeps():
     x = torch.randn(1000, 256)
     def step(): (x @ w).sum().backward()
     assert saved_for_backward(step) == pytest.approx(1000 * 256 * 4 / 2**20)   # x is kept for w's gradient
-
-
-def test_committed_results_are_complete():
-    "The chapter draws benchmarks/results/cpu.json: a full run (not --quick), with every figure the ratios need."
-    res = benchmark.load_results(ROOT / "benchmarks" / "results" / "cpu.json")
-    assert not res["quick"]
-    assert set(res["train"]) == {f"T={T}, dropout {p}" for T in (32, 128) for p in (0.1, 0.0)}
-    for r in res["train"].values():
-        for k in measure.IMPLEMENTATIONS: assert r[k]["peak_mb"] > 0 and r[k]["tokens_per_s"] > 0
-    s = benchmark.summary(res)
-    assert all(v > 0 for v in s.values())
-    per_setting = ["fast / torch tokens/s", "fast / readable tokens/s", "fast / torch tokens/s, default Adam",
-                   "fast / torch peak memory", "fast share of matmul peak", "compiled / fast tokens/s"]
-    expected = {f"train {key}: {r}" for key in res["train"] for r in per_setting}
-    expected |= {"forward base: fast / torch tokens/s", "forward base: fast / readable tokens/s",
-                 "decoding: cached / uncached tokens/s"}
-    expected |= {f"train T={T}: fast dropout 0.1 / 0 tokens/s" for T in (32, 128)}
-    ladder = [f"T=128, dropout {p}" for p in (0.1, 0.0)]
-    expected |= {f"train {key}: bfloat16 autocast / float32 tokens/s" for key in ladder}
-    expected |= {f"ladder {key}: {name} / before tokens/s" for key in ladder for name in benchmark.RUNGS[1:]}
-    expected |= {f"ladder {key}: top / torch tokens/s" for key in ladder}
-    expected |= {f"kernel returning a {k}: compiled / eager speed" for k in ("float", "mask")}
-    assert set(s) == expected
-    panels = benchmark.profiled(res)                                  # the chapter draws where the time goes
-    assert set(panels) == {f"{part}, length 128, dropout {p}" for part in ("training", "torch.compile")
-                           for p in (0.1, 0.0)} | {"forward, base model", "greedy decoding"}
-    assert all(b["profile"]["operators"] > 0 and b["profile"]["ms"]["matrix multiplies"] > 0
-               for bars in panels.values() for b in bars.values())
-    assert all(r["compile_s"] > 0 for r in res["compiled"].values())
-    assert all(v["max_diff"] <= 1e-5 for lad in res["ladder"].values() for v in lad.values())
-    runs = sorted((ROOT / "benchmarks" / "results" / "runs").glob("cpu-*.json"))  # the chapter draws their spread
-    assert len(runs) == 3 and all(benchmark.summary(benchmark.load_results(p)).keys() == s.keys() for p in runs)
-
-
-def test_run_script_help():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--help"], capture_output=True, text=True)
-    assert out.returncode == 0 and "--quick" in out.stdout
-
-
-def _result(scale):
-    "A benchmark result of made-up timings: every tokens/s of the fast path scaled by `scale`"
-    impl = lambda t: {"tokens_per_s": t, "median": 1.0, "peak_mb": 10.0}
-    train = {f"T=32, dropout {p}": {"readable": impl(100), "fast": impl(100 * scale), "torch": impl(100),
-                                    "flops": 1e9} for p in (0.1, 0.0)}
-    return {"train": train, "matmul_peak": 1e10, "forward_base": {k: impl(50) for k in measure.IMPLEMENTATIONS},
-            "decoding": {"cached": impl(40 * scale), "uncached": impl(10)},
-            "bf16": {"T=32, dropout 0.1": {"float32": impl(100), "bfloat16": impl(10 * scale)}}}
-
-
-def test_spread_is_the_lowest_and_highest_ratio_over_runs():
-    r = benchmark.spread([_result(1.0), _result(1.5), _result(1.2)])
-    assert r["train T=32, dropout 0.1: fast / torch tokens/s"] == pytest.approx((1.0, 1.5))
-    assert r["decoding: cached / uncached tokens/s"] == pytest.approx((4.0, 6.0))
-    assert r["train T=32, dropout 0.1: bfloat16 autocast / float32 tokens/s"] == pytest.approx((0.1, 0.15))
-    assert r["train T=32: fast dropout 0.1 / 0 tokens/s"] == pytest.approx((1.0, 1.0))
-    fig = benchmark.show_spread(r, {"decoding: cached / uncached tokens/s": (5.0, "at least")})
-    assert len(fig.axes[0].get_yticklabels()) == len(r)
-    colors = [line.get_color() for line in fig.axes[0].lines if line.get_linewidth() == 5]  # the bars
-    assert colors[list(r).index("decoding: cached / uncached tokens/s")] == "#c0392b"  # 4-6, not all >= 5
-
-
-def test_met_asks_every_run():
-    assert benchmark.met((1.2, 1.5), (1.2, "at least")) and not benchmark.met((1.1, 1.5), (1.2, "at least"))
-    assert benchmark.met((0.7, 0.9), (0.9, "at most")) and not benchmark.met((0.7, 0.95), (0.9, "at most"))
-    with pytest.raises(ValueError, match='"at least" or "at most", got \'above\''):
-        benchmark.met((1, 2), (1, "above"))
-
-
-def test_op_group_sorts_torch_operators():
-    assert benchmark.op_group("aten::addmm") == "matrix multiplies"
-    assert benchmark.op_group("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == "fused attention"
-    assert benchmark.op_group("## Call CompiledFxGraph fx3k ##") == "compiled kernels"
-    assert benchmark.op_group("aten::bernoulli_") == benchmark.op_group("aten::random_") == "random numbers"
-    assert benchmark.op_group("aten::copy_") == "copies and fills"
-    assert benchmark.op_group("aten::native_layer_norm") == "everything else"
-
-
-def test_every_profile_group_has_a_style():
-    groups = [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
-    assert sorted(benchmark.GROUP_STYLE) == sorted(groups)
-    shorts = [short for short, _ in benchmark.GROUP_STYLE.values()]
-    assert len(set(shorts)) == len(shorts) and all(len(s) <= 7 for s in shorts)  # columns of 8
-
-
-def test_profile_groups_finds_the_matrix_multiplies():
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
-    calls = []
-    p = benchmark.profile_groups(lambda: calls.append((a @ b).relu()), calls=2)
-    assert len(calls) == 3                                                    # a warm-up, two profiled
-    assert list(p["ms"]) == [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
-    assert p["ms"]["matrix multiplies"] > 0 and p["ms"]["everything else"] > 0      # mm, and relu
-    assert p["ms"]["random numbers"] == p["ms"]["compiled kernels"] == 0
-    assert p["operators"] >= 2
-    for bad in (0, -1, 1.5, True):
-        with pytest.raises(ValueError, match="calls must be an int >= 1, got"):
-            benchmark.profile_groups(lambda: None, calls=bad)
-
-
-def test_profile_summary_and_figure():
-    groups = [g for g, _ in benchmark.PROFILE_GROUPS] + ["everything else"]
-    prof = lambda mm, rest: {"ms": dict.fromkeys(groups, 0.0) | {"matrix multiplies": mm, "everything else": rest},
-                             "operators": 10}
-    timing = lambda mm, rest, s=1.0: {"median": s, "tokens_per_s": 1 / s, "profile": prof(mm, rest)}
-    res = {"train": {"T=128, dropout 0.0": {"fast": timing(80.0, 20.0), "torch": timing(80.0, 40.0, 1.2),
-                                            "fast, default Adam": timing(1.0, 1.0), "flops": 1.0},
-                     "T=32, dropout 0.0": {"fast": {"median": 1.0}}},          # not profiled: no panel
-           "decoding": {"cached": timing(3.0, 7.0), "uncached": timing(30.0, 30.0)}}
-    panels = benchmark.profiled(res)
-    assert list(panels) == ["training, length 128, dropout 0.0", "greedy decoding"]
-    assert list(panels["training, length 128, dropout 0.0"]) == ["fast", "torch"]  # default Adam: not drawn
-    s = benchmark.profile_summary(res)
-    # timed 1.2 times torch's speed, with 80 of 100 ms in matrix multiplies: at most 1.2 * 100 / 80
-    assert s["training, length 128, dropout 0.0"]["ceiling"] == pytest.approx(1.5)
-    assert s["greedy decoding"]["cached"] == pytest.approx(dict(ms=10.0, share=0.3, operators=10))
-    with pytest.raises(ValueError, match="runs must be a non-empty list of results, got"):
-        benchmark.profile_table(res)                                          # one result, not a list
-    table = benchmark.profile_table([res, res]).splitlines()
-    assert max(map(len, table)) <= 68 and "ceiling in each run: 1.50, 1.50" in table
-    # only the groups that took time: mm and rest
-    assert "            total      mm    rest   core" in table
-    assert "fast          100      80      20    80%" in table
-    assert "operators: fast 10, torch 10" in table                           # the same in both runs
-    fig = benchmark.show_profiles(res)
-    assert [ax.get_title(loc="left") for ax in fig.axes] == list(panels)
-    assert [t.get_text() for t in fig.axes[1].get_yticklabels()] == ["cached", "uncached"]
-
-
-def test_bf16_autocast_step_is_measured():
-    cfg = measure.small_config(8, batch_size=2, vocab=30, dropout=0.0).with_model(d_model=16, d_ff=32)
-    b = benchmark.bench_bf16(cfg, reps=1)
-    assert set(b) == {"float32", "bfloat16"} and all(v["tokens_per_s"] > 0 for v in b.values())
 
 
 TINY = measure.small_config(16, batch_size=4, vocab=50).with_model(d_model=32, d_ff=64)
@@ -574,41 +430,6 @@ def test_fuse_projections_switch():
     apart = mha(x, x, x, need_weights=False)[0], mha(x, mem, mem, need_weights=False)[0]
     assert calls == ["q", "q", "k", "q", "k"]               # three products each time
     for a, b in zip(fused, apart): torch.testing.assert_close(a, b, atol=TOL, rtol=0)
-
-
-def test_rung_step_switches_and_equality():
-    worst = benchmark.check_rungs(TINY)
-    assert list(worst) == list(benchmark.RUNGS[1:]) and all(v < TOL for v in worst.values())
-    from transformer_nb.norms import LayerNorm
-    for rung in range(len(benchmark.RUNGS)):
-        step = benchmark.rung_step(rung, TINY)
-        mods = list(step.module.modules())
-        assert all(m.fused == (rung >= 1) for m in mods if isinstance(m, LayerNorm))
-        assert all(m.fuse_projections == (rung >= 3) for m in mods if isinstance(m, MultiHeadAttention))
-        assert all(m.recompute_norm == (rung >= 5) for m in mods if isinstance(m, (EncoderLayer, DecoderLayer)))
-        seen = []
-        def spy(*a, _f=nn.functional.dropout, **kw): seen.append(1); return _f(*a, **kw)
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(nn.functional, "dropout", spy)
-            loss = step()
-        assert loss.ndim == 0 and bool(seen) == (rung < 4)   # torch's masks below the "cheaper mask" rung
-    for bad in (-1, len(benchmark.RUNGS), 1.0, True):
-        with pytest.raises(ValueError, match="rung must be an int from 0 to 5"): benchmark.rung_step(bad, TINY)
-
-
-def test_bench_ladder_times_every_rung_and_refuses_a_wrong_one(monkeypatch):
-    lad = benchmark.bench_ladder(TINY, reps=1)
-    assert list(lad) == [*benchmark.RUNGS, "torch"]
-    assert all(v["tokens_per_s"] > 0 and v["saved_mb"] > 0 for v in lad.values())
-    res = {"ladder": {"T=16, dropout 0.1": lad},
-           "bf16": {"T=16, dropout 0.1": {"float32": {"tokens_per_s": 10.0}, "bfloat16": {"tokens_per_s": 1.0}}}}
-    r = benchmark.ladder_ratios(res, "T=16, dropout 0.1")
-    assert r["readable"] == 1.0 and r["bfloat16"] == pytest.approx(r[benchmark.RUNGS[-1]] / 10)
-    fig = benchmark.show_ladder([res, res])
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [*benchmark.RUNGS, "top, bfloat16 autocast"]
-    monkeypatch.setattr(benchmark, "check_rungs", lambda config: {"+ LayerNorm kernel": 1e-3})
-    with pytest.raises(RuntimeError, match="differs from the readable path by more than 1e-05"):
-        benchmark.bench_ladder(TINY, reps=1)
 
 
 def test_training_step_with_default_adam():

@@ -14,8 +14,26 @@ echo "venv: creating $VENV ($TORCH CPU, then the pinned dev requirements)"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-# torch first, pinned: 2.13.0 resolves to the local CPU wheel; an unpinned torch would download CUDA builds.
-quiet "$VENV/bin/pip" install -q "$TORCH"
+# torch first, pinned, and its CPU build (an unpinned torch would download another release). On Linux, PyPI's
+# torch is a CUDA build, about 3 GB with its nvidia-* packages; the CPU wheel is about 190 MB. So: a torch wheel
+# pip's own configuration offers without an index (a --find-links folder, as on the machines this book is built
+# on; its requirements then come from the usual indexes), else PyTorch's CPU index
+# (https://pytorch.org/get-started/previous-versions/, "CPU only"); on macOS PyPI's wheels are the CPU build.
+# TORCH_INDEX=<url> installs torch from that index instead (e.g. a CUDA one).
+CPU_INDEX=https://download.pytorch.org/whl/cpu
+if [ -n "${TORCH_INDEX:-}" ]; then
+  quiet "$VENV/bin/pip" install -q "$TORCH" --index-url "$TORCH_INDEX"
+elif "$VENV/bin/pip" install -q --no-index --no-deps "$TORCH" >/dev/null 2>&1; then
+  quiet "$VENV/bin/pip" install -q "$TORCH"
+elif [ "$(uname -s)" = Darwin ]; then
+  quiet "$VENV/bin/pip" install -q "$TORCH"
+else
+  echo "venv: $TORCH from PyTorch's CPU index, $CPU_INDEX"
+  # where that index cannot be reached (a machine that sees only the package registries), PyPI's build
+  quiet "$VENV/bin/pip" install -q "$TORCH" --index-url "$CPU_INDEX" || {
+    echo "venv: PyTorch's CPU index did not answer; $TORCH from the package index instead"
+    quiet "$VENV/bin/pip" install -q "$TORCH"; }
+fi
 # The editable install is built with the pinned setuptools and wheel (no build isolation: no download of the
 # newest setuptools into a throwaway environment).
 quiet "$VENV/bin/pip" install -q -c tools/constraints.txt setuptools wheel

@@ -5,7 +5,8 @@
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
 
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch import Tensor, nn
@@ -92,6 +93,11 @@ def _check_target(y, memory, tgt_mask, memory_mask, d_model:int, num_heads:int,
 # which chapter 10's small models (about 100 kB per tensor) would pay at every step
 RECOMPUTE_MIN_BYTES = 2**18
 
+@contextmanager
+def _recomputing(h:Tensor, fn)->Iterator[Tensor]:
+    "`with _recomputing(h, fn) as h:` inside `recompute_saved(h, fn)`"
+    with recompute_saved(h, fn): yield h
+
 class _Sublayers(nn.Module):
     "What the encoder and decoder layers share: the sublayers' plumbing"
     # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
@@ -99,15 +105,17 @@ class _Sublayers(nn.Module):
     # False: the caller has checked the inputs (a stack does, for its layers)
     checks = True
 
-    @contextmanager
     def _normed(self, norm:nn.Module, x:Tensor):
         ("`with self._normed(norm, x) as h:` h = norm(x); for a large x autograd "
          "keeps x instead of h, and computes h again for the backward pass")
         h = norm(x)
-        if (self.recompute_norm and not torch.compiler.is_compiling()
-                and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES):
-            with recompute_saved(h, lambda: norm(x)): yield h
-        else: yield h
+        if (self.recompute_norm and torch.is_grad_enabled()
+                and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES
+                and not torch.compiler.is_compiling()):
+            return _recomputing(h, lambda: norm(x))
+        # nothing to recompute (no backward, or a small x): a plain object, cheaper
+        # than a generator's `with`, which a decoding step would pay 3 times a layer
+        return nullcontext(h)
 
     def _sa_block(self, h, mask, need_weights, cache=None):
         "Self-attention of h; with a cache, over the cached positions and h's own"
@@ -352,7 +360,8 @@ def _heads(x:Tensor, mha:MultiHeadAttention, *names:str)->tuple[Tensor, ...]:
     "x through mha's projections `names` in one product, each split into heads"
     linears = [getattr(mha, n) for n in names]
     y = fused_projection(x, linears) if len(names) > 1 else linears[0](x)
-    y = y.unflatten(-1, (len(names), mha.num_heads, mha.d_k))      # (B, T, n, H, d_k)
+    # a view: the product is contiguous (cheaper than unflatten at every decoding step)
+    y = y.view(*y.shape[:-1], len(names), mha.num_heads, mha.d_k)  # (B, T, n, H, d_k)
     # n x (B, H, T, d_k), as chapter 3's split_heads
     return y.permute(2, 0, 3, 1, 4).unbind(0)
 
