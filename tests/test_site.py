@@ -355,23 +355,33 @@ def test_every_chapter_links_its_notebook(docs):
 
 
 def test_exercises_page_lists_every_exercise(docs):
-    """The Exercises page has one row per `#| exercise` of the chapters, each with its chapter, a download that exists,
-    a time, a level and a hint that opens on request; the page is for learners: the generator's documentation is on
-    the checkers' page, which the Exercises page links."""
-    from transformer_nb.book.exercises import list_exercises
+    """The Exercises page lists every `#| exercise` of the chapters, numbered in reading order and grouped by chapter,
+    each with a download that exists, a time, a named level and a hint that opens on request; the totals by level open
+    the page;
+    the page is for learners: the generator's documentation is on the checkers' page, which the Exercises page links."""
+    from transformer_nb.book.exercises import LEVELS, list_exercises
     exercises = list_exercises(ROOT / "nbs")
     html = (docs / "exercises.html").read_text(encoding="utf-8")
-    table = re.search(r'<table class="table exercises">(.*?)</table>', html, re.S)
-    assert table and 'id="how-the-exercise-notebooks-are-made"' not in html
+    listing = re.search(r'<div class="exercises">(.*?)</div>', html, re.S)
+    assert listing and 'id="how-the-exercise-notebooks-are-made"' not in html
     assert 'href="grading.html#how-the-exercise-notebooks-are-made"' in html
     assert 'id="how-the-exercise-notebooks-are-made"' in (docs / "grading.html").read_text(encoding="utf-8")
     assert not re.search(r'<h3[^>]*id="(make_exercise_notebook|list_exercises)"', html), "machinery on the learners' page"
-    rows = re.findall(r"<tr><td>\d+</td>(.*?)</tr>", table.group(1), re.S)
-    assert len(rows) == len(exercises) >= 18
-    for row, e in zip(rows, exercises):
-        assert all(f"<code>{n}</code>" in row for n in e.names), row
-        assert f'href="exercises/{e.chapter}" download' in row and (docs / "exercises" / e.chapter).exists()
-        assert re.search(r"<td[^>]*>\d+ min</td><td>★{1,3}</td>", row) and "<details><summary>hint</summary>" in row
+    body = listing.group(1)
+    minutes = sum(e.minutes for e in exercises)
+    total = re.search(r'<p class="exercises-total"><strong>(\d+) exercises in (\d+) chapters, about (.*?) in all', html)
+    assert total and html.find('class="exercises-total"') < html.find('id="the-exercises"') < listing.start()
+    assert total and int(total[1]) == len(exercises) >= 18 and int(total[2]) == len({e.chapter for e in exercises})
+    assert total[3].startswith(f"{minutes // 60} h")
+    sections = re.findall(r'<section class="exercise-chapter">(.*?)</section>', body, re.S)
+    assert [re.search(r'href="exercises/([^"]+)" download', x)[1] for x in sections] == list(
+        dict.fromkeys(e.chapter for e in exercises))
+    items = re.findall(r'<li id="exercise-(\d+)">(.*?)</li>', body, re.S)
+    assert [int(n) for n, _ in items] == list(range(1, len(exercises) + 1))
+    for (_, item), e in zip(items, exercises):
+        assert all(f"<code>{n}</code>" in item for n in e.names), item
+        assert f"{e.minutes} min, {'★' * e.level} {LEVELS[e.level]}" in item
+        assert "<details><summary>hint</summary>" in item and (docs / "exercises" / e.chapter).exists()
 
 
 def test_home_page_lists_every_chapter_and_opens_with_the_readers_path(docs):

@@ -19,13 +19,13 @@ from torch import Tensor, nn
 from .checkpoints import load_checkpoint
 from .core import check_int, check_tensor
 from .data import Batch, Task, Vocab, batch_stream, make_batch, make_task
-from .transformer import Transformer, TransformerConfig
+from .transformer import Transformer, TransformerConfig, ablate_heads
 
 # %% auto #0
 __all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr', 'make_optimizer',
            'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train', 'Accuracy',
            'teacher_forced_accuracy', 'task_config', 'Trained', 'train_task', 'smooth', 'attention_maps',
-           'alignment_weight']
+           'alignment_weight', 'attended_sources', 'costliest_head', 'ablation_costs', 'head_sharpness']
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
@@ -990,3 +990,135 @@ def alignment_weight(
             total = total + attn.cross[:, i, :, q, k]                      # (layers, H)
             n += 1
     return total / n
+
+# %% ../nbs/10_training.ipynb #rd02
+def attended_sources(
+    weights:Tensor,
+)->dict[int, int]:
+    """For each output piece, the source position that its query attends to most, read
+    off one head's cross-attention map
+
+    Parameters
+    ----------
+    weights : Tensor
+        (T, S): one head's cross-attention for one example; row t is the decoder step
+        that writes output piece t (its input is the piece before, `<s>` for t = 0),
+        column s the source position s
+
+    Returns
+    -------
+    dict[int, int]
+        {t: the source position of the largest weight in row t}, for every row
+    """
+    check_tensor(weights, "weights", ndim=2, floating=True)
+    # rows are queries: the largest weight along each row, over the keys
+    return {t: s for t, s in enumerate(weights.argmax(dim=-1).tolist())}
+
+# %% ../nbs/10_training.ipynb #rd04
+@torch.no_grad()
+def costliest_head(run:Trained)->tuple[str, int, int]:
+    """The head whose removal on its own costs the model the most held-out accuracy
+
+    Parameters
+    ----------
+    run : Trained
+        a trained model with its task; its validation pairs are scored
+
+    Returns
+    -------
+    tuple[str, int, int]
+        (kind, layer, head) as `ablate_heads` names heads, e.g. ("cross", 1, 2)
+    """
+    model, vocab, valid = run.model, run.task.vocab, run.task.valid
+    layers = {
+        "encoder": len(model.encoder.layers),
+        "decoder": len(model.decoder.layers),
+        "cross": len(model.decoder.layers),
+    }
+    # the share of held-out strings right at every position, every head in place
+    full = teacher_forced_accuracy(model, vocab, valid).sequences
+    lost = {}
+    for kind, n in layers.items():
+        for layer in range(n):
+            for head in range(model.num_heads):
+                # the head adds nothing inside the block, and is back after it
+                with ablate_heads(model, [(kind, layer, head)]):
+                    acc = teacher_forced_accuracy(model, vocab, valid).sequences
+                lost[kind, layer, head] = full - acc
+    # the largest loss, not the sharpest map
+    return max(lost, key=lost.get)
+
+# %% ../nbs/10_training.ipynb #rd06
+@torch.no_grad()
+def ablation_costs(
+    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]],
+)->dict:
+    """The held-out accuracy lost with each head removed on its own, every kind of
+    attention
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    pairs : Sequence[tuple[str, str]]
+        (source, target) pairs, scored with teacher forcing
+
+    Returns
+    -------
+    dict
+        kind ("encoder", "decoder", "cross"): (layers, H), the share of pairs right at
+        every position with every head minus the share with that head removed
+    """
+    full = teacher_forced_accuracy(model, vocab, pairs).sequences
+    out = {}
+    for kind, layers in (("encoder", model.encoder.layers),
+                         ("decoder", model.decoder.layers),
+                         ("cross", model.decoder.layers)):
+        lost = torch.zeros(len(layers), model.num_heads)
+        for l in range(len(layers)):
+            for h in range(model.num_heads):
+                with ablate_heads(model, [(kind, l, h)]):
+                    lost[l, h] = (
+                        full - teacher_forced_accuracy(model, vocab, pairs).sequences
+                    )
+        out[kind] = lost
+    return out
+
+@torch.no_grad()
+def head_sharpness(
+    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]],
+)->dict:
+    """How peaked each head's maps are: the largest weight of each query, averaged over
+    the queries of every pair
+
+    Parameters
+    ----------
+    model : Transformer
+        a trained model
+    vocab : Vocab
+        its vocabulary
+    pairs : Sequence[tuple[str, str]]
+        (source, target) pairs, run with teacher forcing
+
+    Returns
+    -------
+    dict
+        kind ("encoder", "decoder", "cross"): (layers, H), between 1/S and 1
+    """
+    b = make_batch(pairs, vocab)
+    was_training = model.training; model.eval()
+    _, attn = model(
+        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
+    )
+    model.train(was_training)
+    # the real queries of each kind (B, T): source positions, or target positions
+    real = {"encoder": b.src != vocab.pad, "decoder": b.tgt_out != vocab.pad,
+            "cross": b.tgt_out != vocab.pad}
+    out = {}
+    for kind, q in real.items():
+        top = getattr(attn, kind).amax(dim=-1)                       # (L, B, H, T)
+        q = q[None, :, None, :]
+        out[kind] = (top * q).sum((1, 3)) / q.sum((1, 3))            # (L, H)
+    return out

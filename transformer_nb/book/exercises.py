@@ -16,11 +16,12 @@ from typing import NamedTuple
 # exercise notebooks are made; this page, for learners, lists them
 
 # %% auto #0
-__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'EXTRA_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'split_directives', 'exercise_checker', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_table']
+__all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'EXTRA_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives', 'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source', 'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
 
 # %% ../../nbs/91_grading.ipynb #xc006
-# the directive: `#| exercise CHECKER`
-EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)\s*$")
+# the directive: `#| exercise CHECKER [NAME ...]`, the names passed to the checker
+# after the answer (e.g. the learner's trained model)
+EXERCISE = re.compile(r"^#\|\s*exercise\s+(\w+)((?:\s+\w+)*)\s*$")
 
 def split_directives(source:str)->tuple[list[str], str]:
     """Separate the `#|` lines at the top of a cell, which nbdev reads as directives,
@@ -63,6 +64,31 @@ def exercise_checker(source:str)->str|None:
         ),
         None,
     )
+
+def exercise_arguments(source:str)->list[str]:
+    """The names that the cell's `#| exercise` directive passes to its checker after
+    the answer
+
+    Parameters
+    ----------
+    source : str
+        a code cell's source
+
+    Returns
+    -------
+    list[str]
+        e.g. ["rev"] for `#| exercise grade_costliest_head rev`; [] if none
+    """
+    return next(
+        (
+            m.group(2).split()
+            for l in split_directives(source)[0]
+            for m in [EXERCISE.match(l.strip())]
+            if m
+        ),
+        [],
+    )
+
 
 # %% ../../nbs/91_grading.ipynb #xc007
 def _section(text:str)->str|None:
@@ -297,7 +323,7 @@ def setup_source(needs:dict=EXERCISE_NEEDS, extras:tuple=("exercises",))->str:
         "      f\"transformer_nb {transformer_nb.__version__}\")"
     )
 
-def check_source(checker:str, names:str|list)->str:
+def check_source(checker:str, names:str|list, args:list|tuple=())->str:
     """The check cell: grade the answer; the cells below use it, or the book's while it
     is unfilled
 
@@ -308,6 +334,8 @@ def check_source(checker:str, names:str|list)->str:
     names : str | list
         the learner's functions or classes, the graded one first, e.g.
         "scaled_dot_product_attention"
+    args : list | tuple
+        names of the notebook passed to the checker after the answer, e.g. ["rev"]
 
     Returns
     -------
@@ -317,7 +345,7 @@ def check_source(checker:str, names:str|list)->str:
     names = [names] if isinstance(names, str) else list(names)
     first, rest = names[0], names[1:]
     return (
-        f"verdict = {checker}({first})\n"
+        f"verdict = {checker}({', '.join([first, *args])})\n"
         f"{first} = verdict.answer  # yours; the book's while your TODO holds its "
         "`...`\n"
         + "".join(f"{n} = verdict.book_if_unfilled({n})\n" for n in rest)
@@ -560,7 +588,7 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
                 )
             flush()
             cells.append(_cell("code", stub, len(cells)))
-            pending.append(check_source(checker, names))
+            pending.append(check_source(checker, names, exercise_arguments(src)))
             continue
         if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]):
             flush()
@@ -645,8 +673,8 @@ def main(argv:list[str]|None=None):
 if __name__ == "__main__" and Path(sys.argv[0]).stem == "exercises": main()
 
 # %% ../../nbs/91_grading.ipynb #ex-effort
-# checker: (minutes, level 1-3, hint); minutes for a reader who has just read the
-# chapter
+# checker: (minutes, level 1-3 of LEVELS, hint); minutes for a reader who has just
+# read the chapter
 EFFORT = {
     "grade_token_embedding": (
         15,
@@ -852,6 +880,29 @@ EFFORT = {
     ),
 }
 
+# %% ../../nbs/91_grading.ipynb #rd10
+# the reading-attention exercises of chapter 10: judged on the learner's own models
+EFFORT |= {
+    "grade_attended_sources": (
+        10,
+        1,
+        "Row t of the map is the step that writes output piece t; the column of its "
+        "largest weight is the source position it reads: weights.argmax(dim=-1), one "
+        "entry per row, rows and columns counted from 0.",
+    ),
+    "grade_costliest_head": (
+        25,
+        2,
+        "Do not read it off the maps: remove each of the 24 heads in turn inside "
+        "`with ablate_heads(model, [(kind, layer, head)]):`, score the validation "
+        "pairs with teacher_forced_accuracy(...).sequences, and return the head whose "
+        "removal lowers it most.",
+    ),
+}
+
+# what the levels mean; a learner picks by them
+LEVELS = {1: "warm-up", 2: "core", 3: "stretch"}
+
 # %% ../../nbs/91_grading.ipynb #ex-listing
 class Exercise(NamedTuple):
     """One exercise of a chapter, as `list_exercises` finds it
@@ -863,7 +914,7 @@ class Exercise(NamedTuple):
     names : list
         the functions and classes the learner writes
     summary : str
-        the first line of the docstring of the first of them
+        the first paragraph of the docstring of the first of them, on one line
     chapter : str
         the chapter's notebook, e.g. 02_attention.ipynb
     title : str
@@ -928,7 +979,9 @@ def list_exercises(nbs_dir:Path|str="nbs")->list[Exercise]:
                 if isinstance(n, (ast.FunctionDef, ast.ClassDef))
                 and not n.name.startswith("_")
             ]
-            summary = (ast.get_docstring(defs[0]) or "").split("\n")[0] if defs else ""
+            # the docstring's first paragraph, on one line
+            doc = (ast.get_docstring(defs[0]) or "") if defs else ""
+            summary = " ".join(doc.split("\n\n")[0].split())
             out.append(
                 Exercise(
                     checker,
@@ -942,8 +995,14 @@ def list_exercises(nbs_dir:Path|str="nbs")->list[Exercise]:
     return out
 
 # %% ../../nbs/91_grading.ipynb #ex-html
-def exercise_table(exercises:list[Exercise])->str:
-    """The table of exercises that the Exercises page shows
+def _duration(minutes:int)->str:
+    "45 min, 1 h, 2 h 05 min"
+    h, m = divmod(minutes, 60)
+    return f"{h} h {m:02d} min" if h and m else f"{h} h" if h else f"{m} min"
+
+def exercise_totals(exercises:list[Exercise])->str:
+    """The totals that open the Exercises page: how many exercises, in how many
+    chapters, how long in all and at each level
 
     Parameters
     ----------
@@ -953,38 +1012,65 @@ def exercise_table(exercises:list[Exercise])->str:
     Returns
     -------
     str
-        an HTML table: one row per exercise, with its chapter, download, time, level and
-        a hint to open
+        an HTML paragraph
+    """
+    total = lambda es: _duration(sum(e.minutes for e in es))
+    levels = [
+        f"{len(es)} {LEVELS[l]}{'s' if l == 1 and len(es) != 1 else ''} "
+        f"({'★' * l}, {total(es)})"
+        for l in sorted(LEVELS)
+        for es in [[e for e in exercises if e.level == l]]
+        if es
+    ]
+    return (
+        f'<p class="exercises-total"><strong>{len(exercises)} exercises in '
+        f"{len({e.chapter for e in exercises})} chapters, about {total(exercises)} "
+        f"in all</strong>: {', '.join(levels)}.</p>"
+    )
+
+def exercise_table(exercises:list[Exercise])->str:
+    """The list of exercises that the Exercises page shows: the exercises of each
+    chapter, numbered through the whole journey
+
+    Parameters
+    ----------
+    exercises : list[Exercise]
+        from list_exercises
+
+    Returns
+    -------
+    str
+        HTML: per chapter its link, its notebook to download and its total time, and a
+        numbered list of its exercises, each with what the learner writes, its time,
+        level and a hint to open
     """
     from html import escape
     def code(s): return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(s))
     page = lambda nb: re.sub(r"^\d+[a-z]?_", "", Path(nb).stem) + ".html"
-    rows = []
-    names = lambda e: ", ".join(f"<code>{escape(x)}</code>" for x in e.names)
-    for i, e in enumerate(exercises, 1):
+    total = lambda es: _duration(sum(e.minutes for e in es))
+    out = ['<div class="exercises">']
+    n = 0
+    for chapter in dict.fromkeys(e.chapter for e in exercises):
+        es = [e for e in exercises if e.chapter == chapter]
         # the chapter's number as the file names it: 2, 10a, 11c
-        n = e.chapter.split("_")[0].lstrip("0") or "0"
-        rows.append(
-            f"<tr><td>{i}</td><td>{names(e)}<br>"
-            f"<small>{code(e.summary)}; checked by "
-            f"<code>{e.checker}</code></small></td>"
-            f'<td><a href="{page(e.chapter)}">{n}. {escape(e.title)}</a><br>'
-            f'<small><a href="exercises/{e.chapter}" '
-            f'download>{e.chapter}</a></small></td>'
-            f'<td style="white-space: nowrap">{e.minutes} '
-            f'min</td><td>{"★" * e.level}</td>'
-            f"<td><details><summary>hint</summary>{code(e.hint)}</details></td></tr>"
+        num = chapter.split("_")[0].lstrip("0") or "0"
+        out.append(
+            f'<section class="exercise-chapter">\n<p><strong><a href="{page(chapter)}">'
+            f"{num}. {escape(es[0].title)}</a></strong><br><small>{len(es)} "
+            f"exercise{'s' if len(es) != 1 else ''}, {total(es)}; notebook: "
+            f'<a href="exercises/{chapter}" download>{chapter}</a></small></p>\n'
+            f'<ol start="{n + 1}">'
         )
-    total = sum(e.minutes for e in exercises)
-    head = (
-        "<tr><th>#</th><th>What you implement</th><th>Chapter and exercise "
-        "notebook</th><th>Time</th>"
-        "<th>Level</th><th>Hint</th></tr>"
-    )
-    return (
-        f'<table class="table exercises">\n<caption>{len(exercises)} exercises, about '
-        f'{total // 60} h '
-        f"{total % 60:02d} min in all</caption>\n<thead>{head}</thead>\n<tbody>\n"
-        + "\n".join(rows)
-        + "\n</tbody>\n</table>"
-    )
+        for e in es:
+            n += 1
+            names = ", ".join(f"<code>{escape(x)}</code>" for x in e.names)
+            out.append(
+                f'<li id="exercise-{n}">{names}: <span class="exercise-effort" '
+                'style="white-space: nowrap">'
+                f"{e.minutes} min, {'★' * e.level} {LEVELS[e.level]}</span><br>"
+                f"<small>{code(e.summary)}; checked by <code>{e.checker}</code>"
+                f"</small><details><summary>hint</summary>{code(e.hint)}</details>"
+                "</li>"
+            )
+        out.append("</ol>\n</section>")
+    return "\n".join(out + ["</div>"])

@@ -40,15 +40,22 @@ from ..masking import padding_mask, target_mask
 from transformer_nb.training import (
     LabelSmoothingLoss,
     SingleProcess,
+    Trained,
+    ablation_costs,
     alignment_weight,
+    attended_sources,
+    costliest_head,
+    head_sharpness,
     mean_loss_share,
     noam_lr,
+    teacher_forced_accuracy,
 )
-from ..transformer import Transformer
+from ..transformer import Transformer, ablate_heads
 
 
 # %% auto #0
-__all__ = ['grade_make_batch', 'grade_label_smoothing', 'grade_noam_lr', 'grade_alignment_weight', 'grade_mean_loss_share']
+__all__ = ['COST_TOLERANCE', 'grade_make_batch', 'grade_label_smoothing', 'grade_noam_lr', 'grade_alignment_weight',
+           'grade_mean_loss_share', 'grade_attended_sources', 'grade_costliest_head']
 
 # %% ../../nbs/91b_graders_training.ipynb #gb09h
 def _batch_cases()->list:
@@ -837,3 +844,239 @@ def _grade_mean_loss_share_all(fns:list)->list[Verdict]:
         except Hint: pass
     runs = dict(zip(map(id, ready), _two_processes(ready))) if ready else {}
     return [grade_mean_loss_share(f, runs.get(id(f))) for f in fns]
+
+# %% ../../nbs/91b_graders_training.ipynb #rd21
+# the chapter's example of the date model's cross-attention, read first
+_SUNDAY = ("Sunday, 22 November 2026", "2026-11-22")
+
+def _trained(trained, kind:str, name:str)->Trained:
+    "The learner's trained run, or a hint saying which one to pass"
+    if not (hasattr(trained, "model") and hasattr(trained, "task")):
+        raise Hint(f"pass your trained {kind} model too, as the check cell does: "
+                   f"`{name}`; got {type(trained).__name__}.")
+    return trained
+
+def _as_rows(got, what:str)->dict:
+    "The learner's {output piece: source position}, from a dict, a list or a tensor"
+    if isinstance(got, Tensor): got = got.tolist()
+    if isinstance(got, (list, tuple)): got = dict(enumerate(got))
+    if not isinstance(got, dict):
+        raise Hint(f"{what} must be a dict {{output piece t: source position}}, got "
+                   f"{type(got).__name__}.")
+    out = {}
+    for t, s in got.items():
+        if isinstance(t, Tensor) and t.numel() == 1: t = t.item()
+        if isinstance(s, Tensor) and s.numel() == 1: s = s.item()
+        if isinstance(s, float) and not s.is_integer():
+            raise Hint(f"{what} holds {s:.3g} for output piece {t}: a weight, not a "
+                       "position. Return where the largest weight is (its column, "
+                       "argmax), not the weight itself.")
+        if (
+            isinstance(t, bool)
+            or not isinstance(t, int)
+            or not isinstance(s, (int, float))
+        ):
+            raise Hint(f"{what} must map ints to ints (output piece t: source "
+                       f"position), got {t!r}: {s!r}.")
+        out[t] = int(s)
+    return out
+
+def _misreading(got:dict, w:Tensor)->str|None:
+    "The classic misreading of the map `w` (T, S) that `got` is, if it is one"
+    T, S = w.shape
+    rows, cols = w.argmax(-1).tolist(), w.argmax(0).tolist()
+    if T != S and got == dict(enumerate(cols)):
+        return (f"you read the map by columns: your answer has one entry per source "
+                f"position (S = {S}), the row that looks at it most. Rows are the "
+                f"queries, one per output piece (T = {T}), and columns the source "
+                "positions: take the largest weight along each row, "
+                "weights.argmax(dim=-1).")
+    if T > 1 and all(got.get(t) == rows[t + 1] for t in range(T - 1)):
+        return ("off by one: you gave output piece t the row below it, row t + 1, "
+                "whose label is piece t. A row's label is the decoder's *input* there, "
+                "the piece before; row 0 (`<s>`) writes piece 0, so piece t is row t.")
+    if T > 1 and 0 not in got and all(got.get(t) == rows[t - 1] for t in range(1, T)):
+        return ("off by one: you numbered the output pieces from 1; count them from "
+                "0, as the rows are, {0: ..., 1: ..., ...}.")
+    if got == {t: s + 1 for t, s in enumerate(rows)}:
+        return ("your source positions are one too high: the first source character "
+                "is position 0.")
+    if got == dict(enumerate(w.argmin(-1).tolist())):
+        return "you took the smallest weight of each row; take the largest (argmax)."
+    return None
+
+# %% ../../nbs/91b_graders_training.ipynb #rd22
+@checker(book=attended_sources)
+def grade_attended_sources(fn, trained=None)->Verdict:
+    """Check a reading of cross-attention maps against the model's own: on the chapter's
+    example and held-out examples, every layer and head of the learner's date model
+
+    Parameters
+    ----------
+    fn
+        your attended_sources(weights) -> {output piece: source position}
+    trained
+        your trained date model (`dates` in chapter 10), whose maps are read
+
+    Returns
+    -------
+    Verdict
+        ✓, or the rows read wrong and what the model attends to there
+    """
+    trained = _trained(
+        trained, "date", "grade_attended_sources(attended_sources, dates)"
+    )
+    model, vocab = trained.model, trained.task.vocab
+    if any(c not in vocab.stoi for c in _SUNDAY[0]):
+        raise Hint("pass your date model (`dates` in chapter 10): its maps have more "
+                   "columns than rows, so that a reading by columns shows; this "
+                   "model's vocabulary has no letters.")
+    examples = [_SUNDAY, *trained.task.valid[:8]]
+    b = make_batch(examples, vocab)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
+                        need_weights=True)
+    model.train(was_training)
+    L, _, H = attn.cross.shape[:3]
+    label = lambda ids, i: repr(vocab.itos[int(ids[i])])
+    for i, (src, tgt) in enumerate(examples):
+        S, T = len(vocab.encode(src)), len(vocab.encode(tgt)) + 1    # with </s>
+        for l in range(L):
+            for h in range(H):
+                w = attn.cross[l, i, h, :T, :S].clone()
+                got = _as_rows(run("your function", fn, w), "your result")
+                ok = {t: s for t, s in got.items() if 0 <= t < T and 0 <= s < S
+                      and w[t, s] >= w[t].max() - 1e-6}
+                if len(ok) == T and len(got) == T: continue
+                where = (
+                    f"in the map of {src!r} "
+                    f"({'a held-out example' if i else 'the example of chapter 10'}), "
+                    f"layer {l}, head {h}, {T} rows by {S} columns"
+                )
+                named = _misreading(got, w)
+                if named: raise Hint(f"{where}: {named}")
+                if set(got) != set(range(T)):
+                    raise Hint(f"{where}: your answer has the output pieces "
+                               f"{sorted(got)[:12]}; the map has {T} rows, one per "
+                               f"output piece, 0 to {T - 1}: give one entry per row.")
+                wrong = [t for t in range(T) if t not in ok]
+                say = [f"output piece {t} ({label(b.tgt_out[i], t)}): its row "
+                       f"attends most to source position {int(w[t].argmax())} "
+                       f"({label(b.src[i], int(w[t].argmax()))}, weight "
+                       f"{w[t].max():.2f}); you said {got[t]}"
+                       + (f" ({label(b.src[i], got[t])}, weight {w[t, got[t]]:.2f})"
+                          if 0 <= got[t] < S else " (no such column)")
+                       for t in wrong[:3]]
+                raise Hint(f"{where}: {len(wrong)} of the {T} rows read wrong: "
+                           + "; ".join(say) + ".")
+    return (f"every row of {len(examples)} maps in each of the {L * H} heads: the "
+            "source position of the largest weight along the row, rows counted from "
+            "0.")
+
+# %% ../../nbs/91b_graders_training.ipynb #rd23
+# held-out accuracy within this much of the largest loss is as good (ties)
+COST_TOLERANCE = 0.03
+
+@checker(book=costliest_head)
+def grade_costliest_head(fn, trained=None)->Verdict:
+    """Check the head named as the costliest against `ablate_heads` on the learner's own
+    model: each head removed on its own, the validation pairs scored
+
+    Parameters
+    ----------
+    fn
+        your costliest_head(run) -> (kind, layer, head)
+    trained
+        your trained reversal model (`rev` in chapter 10)
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
+    """
+    trained = _trained(trained, "reversal", "grade_costliest_head(costliest_head, rev)")
+    model, vocab, valid = trained.model, trained.task.vocab, trained.task.valid
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    try: got = run("your function", fn, trained)
+    finally:
+        changed = [
+            k for k, v in model.state_dict().items() if not torch.equal(v, before[k])
+        ]
+        model.load_state_dict(before)
+    if changed:
+        raise Hint(f"your function left the model changed ({changed[0]}, ...): a head "
+                   "removed by hand was not put back, so every later measure removes "
+                   "it too. Remove heads inside `with ablate_heads(model, [head]):`, "
+                   "which puts the weights back when the block ends. (The check has "
+                   "restored the weights.)")
+    layers = {
+        "encoder": len(model.encoder.layers),
+        "decoder": len(model.decoder.layers),
+        "cross": len(model.decoder.layers),
+    }
+    H = model.num_heads
+    if not (isinstance(got, (tuple, list)) and len(got) == 3):
+        raise Hint("return one head as (kind, layer, head), e.g. ('cross', 1, 2); got "
+                   f"{got!r:.60}.")
+    kind, layer, head = got
+    layer, head = (int(x) if isinstance(x, Tensor) else x for x in (layer, head))
+    if kind not in layers:
+        raise Hint(f"the kind must be one of {list(layers)}, as the fields of "
+                   f"Attention and ablate_heads name them; got {kind!r}.")
+    if not (isinstance(layer, int) and isinstance(head, int)):
+        raise Hint(f"layer and head must be ints, got {layer!r} and {head!r}.")
+    if not (0 <= layer < layers[kind] and 0 <= head < H):
+        raise Hint(f"{kind} has layers 0..{layers[kind] - 1} and heads 0..{H - 1}, "
+                   f"counted from 0; got layer {layer}, head {head}.")
+    got = (kind, layer, head)
+    with torch.no_grad():
+        costs = ablation_costs(model, vocab, valid)                   # kind: (L, H)
+    cost = {(k, l, h): float(v[l, h]) for k, v in costs.items()
+            for l in range(v.shape[0]) for h in range(v.shape[1])}
+    best = max(cost, key=cost.get)
+    pct = lambda x: f"{x:.0%} of the held-out strings"
+    if cost[got] >= cost[best] - COST_TOLERANCE:
+        return (f"removing {got} costs {pct(cost[got])}, the most of the "
+                f"{len(cost)} heads (within {COST_TOLERANCE:.0%}).")
+    say = (f"removing {got} costs {pct(cost[got])}; removing {best} costs "
+           f"{pct(cost[best])}, the most of the {len(cost)} heads.")
+    sharp = head_sharpness(model, vocab, valid)
+    peak = {(k, l, h): float(v[l, h]) for k, v in sharp.items()
+            for l in range(v.shape[0]) for h in range(v.shape[1])}
+    sharpest = max(peak, key=peak.get)
+    if got == sharpest:
+        raise Hint(f"{say} You picked the head with the most peaked maps (its largest "
+                   f"weight is {peak[got]:.2f} on average): a map shows where a head "
+                   "looks, not whether the model needs what it finds there. Remove "
+                   "each head in turn (ablate_heads) and measure.")
+    if got == min(cost, key=cost.get):
+        raise Hint(f"{say} You picked the head whose removal costs the least: take "
+                   "the largest drop in accuracy, not the smallest.")
+    for dl, dh in ((1, 1), (1, 0), (0, 1)):
+        if (kind, layer - dl, head - dh) == best:
+            raise Hint(f"{say} Your answer is {best} with the layer or head counted "
+                       "from 1; ablate_heads and the maps count both from 0.")
+    if best[0] != kind and got == max((x for x in cost if x[0] == kind), key=cost.get):
+        raise Hint(f"{say} Yours is the costliest {kind} head, but every kind of "
+                   "attention has heads to remove: the encoder's self-attention, the "
+                   "decoder's and the cross-attention.")
+    if got == max((x for x in peak if x[0] == kind), key=peak.get):
+        raise Hint(f"{say} You picked the {kind} head with the most peaked maps (its "
+                   f"largest weight is {peak[got]:.2f} on average): a map shows where "
+                   "a head looks, not whether the model needs what it finds there. "
+                   "Remove each head in turn (ablate_heads) and measure.")
+    tokens = {}
+    with torch.no_grad():
+        full = teacher_forced_accuracy(model, vocab, valid).tokens
+        for x in cost:
+            with ablate_heads(model, [x]):
+                tokens[x] = full - teacher_forced_accuracy(model, vocab, valid).tokens
+    if tokens[got] >= max(tokens.values()) - 1e-9:
+        raise Hint(f"{say} Yours costs the most *tokens*: the question is the share "
+                   "of held-out strings right at every position, "
+                   "teacher_forced_accuracy(...).sequences.")
+    raise Hint(f"{say} Remove each head on its own with ablate_heads, score the "
+               "validation pairs with teacher_forced_accuracy(...).sequences, and take "
+               "the largest drop.")
