@@ -260,6 +260,10 @@ def _run_all(cells):
     os.environ["MPLBACKEND"] = "Agg"
     from IPython.core.interactiveshell import InteractiveShell
     InteractiveShell.clear_instance()
+    # the shell puts its own user module in sys.modules["__main__"] and leaves it there; a kernel's has a
+    # __spec__ (None), this one none, and multiprocessing's spawn, started by a later test of this worker
+    # (grade_mean_loss_share's two processes), fails on it: the worker's own __main__ comes back below
+    main = sys.modules.get("__main__")
     sh = InteractiveShell.instance()
     sh.user_ns.clear(); sh.init_user_ns()                         # nothing left from another notebook
     out, errors = io.StringIO(), []
@@ -278,6 +282,7 @@ def _run_all(cells):
         if backend is None: os.environ.pop("MPLBACKEND", None)
         else: os.environ["MPLBACKEND"] = backend
         InteractiveShell.clear_instance()
+        if main is not None: sys.modules["__main__"] = main
         for o, before in saved:
             for k in set(vars(o)) - set(before):
                 try: delattr(o, k)
