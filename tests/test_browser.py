@@ -479,12 +479,12 @@ def test_figures_are_legible_on_a_phone(phone):
     assert not bad, "\n".join(bad)
 
 
-EXPLORERS = {"plotting.html": 2, "pronouns.html": 1, "numbers.html": 1, "training.html": 1,
+EXPLORERS = {"explorer.html": 2, "pronouns.html": 1, "numbers.html": 1, "training.html": 1,
              "decoding.html": 1, "gpt.html": 1}
 
 
 def check_explorers(pg) -> None:
-    """The attention explorers of the page (chapter 0a's `attention_explorer`), where EXPLORERS says they are: every
+    """The attention explorers of the page (`transformer_nb.explorer.attention_explorer`), where EXPLORERS says they are: every
     view draws; after choosing the first view's last kind (cross-attention on the trained models' pages), layer 0 and
     head 0, pointing at query 1 shows the weights the page embeds; the page still fits the screen. Runs last on each
     loaded page, since it changes the view."""

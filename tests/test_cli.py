@@ -136,7 +136,7 @@ def test_python_dash_m_is_the_same_command():
 
 def test_torchrun_two_processes_resume_a_run(trained, tmp_path):
     "torchrun, 2 processes: the 5-step run goes on to 8; rank 0 alone prints and writes (the checkpoint only: --no-plots)"
-    from transformer_nb.training import load_checkpoint
+    from transformer_nb.checkpoints import load_checkpoint
     out, _ = trained
     run = tmp_path / "run"
     torchrun = Path(sys.executable).with_name("torchrun")
@@ -160,7 +160,8 @@ if os.environ.get("RANK") == "1" and os.environ.get("RANK_1_CWD"): os.chdir(os.e
 
 def test_nproc_error_found_by_one_process_is_one_line_and_every_process_exits(trained, tmp_path):
     "--nproc 2 (torch's elastic launcher): rank 1 finds a checkpoint of another model under the same name"
-    from transformer_nb.training import save_model, train_task
+    from transformer_nb.checkpoints import save_model
+    from transformer_nb.training import train_task
     out, _ = trained
     (tmp_path / "site").mkdir(); (tmp_path / "site" / "sitecustomize.py").write_text(RANK_1_ELSEWHERE)
     (tmp_path / "other").mkdir()

@@ -17,14 +17,15 @@ from transformer_nb.book import diagrams as D
 
 EXPECTED = ["architecture.png", "architecture_postln.png", "embeddings.png", "attention.png", "multihead.png",
             "encoder_layer_preln.png", "encoder_layer_postln.png", "decoder_layer_preln.png",
-            "decoder_layer_postln.png", "masks.png", "data_parallel.png"]
+            "decoder_layer_postln.png", "masks.png", "data_parallel.png", "checkpoint.png"]
 
 CALLS = [lambda: D.draw_architecture(), lambda: D.draw_architecture(norm_first=False), D.draw_embeddings,
          D.draw_attention, lambda: D.draw_multihead(), lambda: D.draw_multihead(num_heads=8),
          lambda: D.draw_layer("encoder", True), lambda: D.draw_layer("encoder", False),
          lambda: D.draw_layer("decoder", True), lambda: D.draw_layer("decoder", False),
          lambda: D.draw_masks(), lambda: D.draw_masks(lengths=(7, 4, 2), T=7),
-         D.draw_data_parallel, lambda: D.draw_data_parallel(world_size=3)]
+         D.draw_data_parallel, lambda: D.draw_data_parallel(world_size=3),
+         D.draw_checkpoint]
 
 
 @pytest.mark.parametrize("i", range(len(CALLS)))

@@ -13,15 +13,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from transformer_nb.checkpoints import save_model
 from transformer_nb.data import batch_stream, make_batch, make_task
 from transformer_nb.distributed import DataParallel, spawn
-from transformer_nb.training import (
-    SingleProcess,
-    save_model,
-    task_config,
-    train,
-    train_task,
-)
+from transformer_nb.training import SingleProcess, task_config, train, train_task
 from transformer_nb.transformer import Transformer
 
 STEPS, BATCH = 4, 8

@@ -129,6 +129,7 @@ def test_every_id_dtype_nn_embedding_accepts_works(dtype):
 
 
 # ---- the decoders, training and checkpoints (issue 15): the message names the argument the caller passed ----
+from transformer_nb.checkpoints import load_model, save_model
 from transformer_nb.data import Vocab, batch_stream, make_batch, make_task
 from transformer_nb.decoding import (
     beam_search,
@@ -137,7 +138,7 @@ from transformer_nb.decoding import (
     sequence_logprob,
     translate,
 )
-from transformer_nb.training import load_model, save_model, train, train_task
+from transformer_nb.training import train, train_task
 
 V = Vocab("0123456789")
 DEC = Transformer(len(V), len(V), d_model=16, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,

@@ -1,4 +1,4 @@
-"""The attention explorer (`transformer_nb.plotting.attention_explorer`).
+"""The attention explorer (`transformer_nb.explorer.attention_explorer`).
 
 Unit tests: its HTML loads nothing from anywhere, embeds the tensors' values, escapes
 what it embeds, and rejects bad input naming the argument. Browser tests (headless
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from conftest import ROOT, serve
-from transformer_nb.plotting import attention_explorer
+from transformer_nb.explorer import attention_explorer
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -116,7 +116,7 @@ def test_wheel_metadata(built):
         meta = z.read(f"{NAME}-{VERSION}.dist-info/METADATA").decode()
         entry = z.read(f"{NAME}-{VERSION}.dist-info/entry_points.txt").decode()
     assert f"{NAME}/py.typed" in names
-    for asset in ("explorer.js", "explorer.css"):                  # read by plotting.attention_explorer
+    for asset in ("explorer.js", "explorer.css"):                  # read by explorer.attention_explorer
         assert f"{NAME}/{asset}" in names, f"{asset} not in the wheel"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     statuses = {"3": "3 - Alpha", "4": "4 - Beta"}
@@ -162,7 +162,7 @@ def test_wheel_in_a_torch_only_environment(built):
             "'heavy': heavy}))\n"
             # then the explorer, in the same process (an interpreter that imports torch
             # costs seconds)
-            "import torch; from transformer_nb.plotting import attention_explorer\n"
+            "import torch; from transformer_nb.explorer import attention_explorer\n"
             "v = attention_explorer(torch.rand(1, 2, 3, 3).softmax(-1), list('abc'), "
             "fallback=False)\n"
             "print(len(v._repr_html_()))")

@@ -288,7 +288,7 @@ def api_card(html: str, name: str) -> str:
     ("transformer.html", "Attention", "class Attention(NamedTuple):", "encoder:Tensor  # encoder self-attention"),
     ("data.html", "Batch", "class Batch(NamedTuple):", ""),
     ("training.html", "ProgressBar", "class ProgressBar(", "file=None,"),
-    ("training.html", "load_model", "def load_model(", "# file written by save_model"),
+    ("checkpoints.html", "load_model", "def load_model(", "# file written by save_model"),
     ("attention.html", "scaled_dot_product_attention", "def scaled_dot_product_attention(", ")->"),
     ("grading.html", "Hint", "class Hint(Exception)", ""),
 ])

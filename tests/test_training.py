@@ -1,16 +1,14 @@
-"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns from any iterable of batches,\ncheckpoints round-trip, another format is refused"
+"Training: the loss equals PyTorch's, the schedule is equation 3, a tiny model learns from any iterable of batches,\na run resumes from its checkpoint exactly (checkpoints themselves: test_checkpoints.py)"
 import pytest
 import torch
 from torch import nn
 
+from transformer_nb.checkpoints import save_model
 from transformer_nb.data import batch_stream, date_pairs, make_batch, make_task
-from transformer_nb.decoding import translate
 from transformer_nb.training import (
     LabelSmoothingLoss,
-    load_model,
     make_optimizer,
     noam_lr,
-    save_model,
     smoothed_targets,
     smoothing_floor,
     teacher_forced_accuracy,
@@ -87,21 +85,6 @@ def test_training_is_deterministic():
     assert a.history.loss == b.history.loss
 
 
-def test_save_load_round_trip(tmp_path):
-    t = train_task("dates", steps=10, progress=False, n_train=300, n_valid=20, d_model=32, d_ff=64)
-    path = tmp_path / "m.pt"
-    save_model(path, t.model, t.config, t.task.vocab, task="dates", accuracy=0.5)
-    m2, v2, meta = load_model(path)
-    assert meta == {"task": "dates", "accuracy": 0.5} and v2.itos == t.task.vocab.itos and not m2.training
-    b = make_batch(t.task.valid, t.task.vocab)
-    assert torch.equal(m2(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask),
-                       t.model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask))
-    srcs = [s for s, _ in t.task.valid]
-    assert translate(m2, v2, srcs) == translate(t.model, t.task.vocab, srcs)
-    torch.save({"weights": 1}, tmp_path / "other.pt")
-    with pytest.raises(ValueError, match="not a transformer_nb checkpoint"): load_model(tmp_path / "other.pt")
-
-
 def test_train_accepts_a_dataloader_and_restarts_it_each_epoch():
     "A DataLoader (or a list) is iterated again at each epoch; 4 batches per epoch and 10 steps: 3 epochs, no StopIteration"
     from torch.utils.data import DataLoader
@@ -135,25 +118,6 @@ def test_teacher_forced_accuracy_counts_tokens_and_whole_targets():
     assert acc.tokens == 2 / 5 and acc.sequences == 1 / 2
 
 
-def test_checkpoint_of_another_format_or_an_unknown_config_is_refused(tmp_path):
-    "Only the current format loads (0.1.0 has no other released); a config this version cannot build is named"
-    from transformer_nb.data import Vocab
-    from transformer_nb.training import CHECKPOINT_FORMAT
-    torch.manual_seed(0)
-    kwargs = dict(src_vocab=14, tgt_vocab=14, d_model=16, num_heads=2,
-                  num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0, max_len=64)
-    save_model(tmp_path / "m.pt", Transformer(**kwargs), kwargs, Vocab("0123456789"), task="copy")
-    ckpt = torch.load(tmp_path / "m.pt", weights_only=False)
-    assert ckpt["format"] == CHECKPOINT_FORMAT
-    torch.save({**ckpt, "format": "transformer_nb.checkpoint/1"}, tmp_path / "old.pt")
-    with pytest.raises(ValueError, match=rf"old.pt is not a transformer_nb checkpoint \(no 'format': '{CHECKPOINT_FORMAT}'\)"):
-        load_model(tmp_path / "old.pt")
-    torch.save({**ckpt, "config": {**ckpt["config"], "n_layers": 2}}, tmp_path / "odd.pt")
-    with pytest.raises(ValueError, match="odd.pt holds a configuration this version "
-                                         "cannot build: unknown"):
-        load_model(tmp_path / "odd.pt")
-
-
 def test_trained_config_is_a_transformer_config_and_resume_is_exact(tmp_path):
     from transformer_nb.transformer import TransformerConfig
     small = dict(n_train=200, n_valid=4, average=1, progress=False, warmup=3,
@@ -183,7 +147,7 @@ def test_resume_is_bit_exact_with_dropout_and_averaging(warmup, stop, tmp_path):
     """8 steps in one go, or `stop` steps saved and resumed to 8: the same losses, last and averaged weights.
     (None, 3): the task's warm-up of 100 steps, the first part far shorter; (4, 7): after the warm-up, inside the
     averaging window (checkpoints at steps 4, 6, 8: the first part kept 2, 4 and 6)"""
-    from transformer_nb.training import load_checkpoint
+    from transformer_nb.checkpoints import load_checkpoint
     straight = train_task("copy", steps=8, warmup=warmup, **TINY)
     first = train_task("copy", steps=stop, warmup=warmup, **TINY)
     save_model(tmp_path / "a.pt", first.model, first.config, first.task.vocab, training=first.history.state)
@@ -226,19 +190,3 @@ def test_train_leaves_the_model_in_eval_mode():
                     num_decoder_layers=1, d_ff=32).train()
     train(m, batch_stream(task.train, task.vocab, 16), steps=2, warmup=2, average=1, progress=False)
     assert not m.training
-
-
-def test_a_vocabulary_of_words_survives_a_checkpoint(tmp_path):
-    "save_model keeps the tokens themselves (words, pieces or characters), so load_model rebuilds the same Vocab"
-    from transformer_nb.data import Vocab
-    vocab = Vocab(["ninety", "seven", "sieben", "und", "neunzig", "a"])
-    m = Transformer(len(vocab), len(vocab), d_model=16, num_heads=2, num_encoder_layers=1,
-                    num_decoder_layers=1, d_ff=32)
-    save_model(tmp_path / "w.pt", m, m.config, vocab)
-    _, back, _ = load_model(tmp_path / "w.pt")
-    assert back.itos == vocab.itos and back.stoi["neunzig"] == vocab.stoi["neunzig"]
-    chars = Vocab("0123456789-")
-    mc = Transformer(len(chars), len(chars), d_model=16, num_heads=2, num_encoder_layers=1,
-                     num_decoder_layers=1, d_ff=32)
-    save_model(tmp_path / "c.pt", mc, mc.config, chars)
-    assert load_model(tmp_path / "c.pt")[1].itos == chars.itos

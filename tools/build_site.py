@@ -785,7 +785,7 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
     return out
 
 
-# the script of an attention explorer as a notebook stored it (transformer_nb.plotting._explorer_script)
+# the script of an attention explorer as a notebook stored it (transformer_nb.explorer._explorer_script)
 EXPLORER_SCRIPT = re.compile(r"<script>\(function\(\)\{if\(!window\.__tnbExplorer1\)\{.*?"
                              r"window\.__tnbExplorer1\.boot\(document\.currentScript\);\}\)\(\);</script>", re.S)
 
@@ -793,7 +793,7 @@ EXPLORER_SCRIPT = re.compile(r"<script>\(function\(\)\{if\(!window\.__tnbExplore
 def explorer_script() -> str:
     """The explorer's script as the package writes it now: a page shows the current explorer even where its notebook
     was stored before explorer.js last changed (nbval leaves the script out of its comparison, see conftest.py)."""
-    from transformer_nb.plotting import _explorer_script
+    from transformer_nb.explorer import _explorer_script
     return _explorer_script()
 
 

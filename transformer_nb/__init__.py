@@ -29,16 +29,16 @@ _MAIN = {
     "Vocab": "data",
     "make_task": "data",
     "make_batch": "data",
+    "save_model": "checkpoints",
+    "load_model": "checkpoints",
     "LabelSmoothingLoss": "training",
     "train": "training",
     "train_task": "training",
-    "save_model": "training",
-    "load_model": "training",
     "greedy_search": "decoding",
     "beam_search": "decoding",
     "translate": "decoding",
     "show_attention": "plotting",
-    "attention_explorer": "plotting",
+    "attention_explorer": "explorer",
 }
 __all__ = list(_MAIN)  # replaces the empty list nbdev writes at the top
 
@@ -55,20 +55,16 @@ def __dir__()->list[str]: return sorted(set(globals()) | set(_MAIN))
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time, __getattr__ above
     from .attention import scaled_dot_product_attention  # noqa: F401
+    from .checkpoints import load_model, save_model  # noqa: F401
     from .data import Vocab, make_batch, make_task  # noqa: F401
     from .decoding import beam_search, greedy_search, translate  # noqa: F401
     from .embeddings import Embeddings  # noqa: F401
+    from .explorer import attention_explorer  # noqa: F401
     from .ffn import PositionwiseFeedForward  # noqa: F401
     from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer  # noqa: F401
     from .masking import causal_mask, padding_mask, target_mask  # noqa: F401
     from .multihead import MultiHeadAttention  # noqa: F401
     from .norms import LayerNorm  # noqa: F401
-    from .plotting import attention_explorer, show_attention  # noqa: F401
-    from .training import (  # noqa: F401
-        LabelSmoothingLoss,
-        load_model,
-        save_model,
-        train,
-        train_task,
-    )
+    from .plotting import show_attention  # noqa: F401
+    from .training import LabelSmoothingLoss, train, train_task  # noqa: F401
     from .transformer import Transformer, TransformerConfig  # noqa: F401

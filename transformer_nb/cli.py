@@ -155,7 +155,7 @@ def _run_settings(args)->tuple[str, int, int]:
     "Task, seed and training pairs: as given, else the resumed run's, else the defaults"
     had = {}
     if args.resume:
-        from transformer_nb.training import load_checkpoint
+        from transformer_nb.checkpoints import load_checkpoint
         training = load_checkpoint(args.resume)["training"] or {}
         had = training.get("settings", {})
     pick = lambda given, key, default: had.get(key, default) if given is None else given
@@ -197,13 +197,9 @@ def cmd_train(args:argparse.Namespace)->int:
     """
     import torch
 
+    from transformer_nb.checkpoints import save_model
     from transformer_nb.decoding import exact_match
-    from transformer_nb.training import (
-        TASK_SETTINGS,
-        SingleProcess,
-        save_model,
-        train_task,
-    )
+    from transformer_nb.training import TASK_SETTINGS, SingleProcess, train_task
     if args.task in _NUMBER_TASKS:                      # chapter 11b: one process
         seed = 0 if args.seed is None else args.seed
         return _train_numbers(args, args.task, seed, Path(args.out))
@@ -268,8 +264,8 @@ def cmd_decode(args:argparse.Namespace)->int:
     texts = _texts(args.texts)
     import torch
 
+    from transformer_nb.checkpoints import load_model
     from transformer_nb.decoding import beam_translate, translate
-    from transformer_nb.training import load_model
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
     if meta.get("task") in _NUMBER_TASKS:
@@ -293,8 +289,8 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
         if given: raise ValueError(f"{flag} does not apply to --task {task}")
     import torch
 
+    from transformer_nb.checkpoints import save_model
     from transformer_nb.numbers import held_out_exact, save_number_plots, train_numbers
-    from transformer_nb.training import save_model
     torch.set_num_threads(args.threads)
     out.mkdir(parents=True, exist_ok=True)
     t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,

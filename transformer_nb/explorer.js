@@ -1,4 +1,4 @@
-/* The attention explorer of transformer_nb.plotting.attention_explorer.
+/* The attention explorer of transformer_nb.explorer.attention_explorer.
    No dependency and no network request. transformer_nb writes this file into every
    view, inside `if (!window.__tnbExplorer1) {var css = "..."; ...}`, so that it runs
    once per page however many views the page holds; `css` is the text of explorer.css.

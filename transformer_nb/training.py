@@ -11,22 +11,21 @@ import time
 import warnings
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
-from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from .checkpoints import load_checkpoint
 from .core import check_int, check_tensor
 from .data import Batch, Task, Vocab, batch_stream, make_batch, make_task
 from .transformer import Transformer, TransformerConfig, ablate_heads
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr',
-           'make_optimizer', 'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train',
-           'Accuracy', 'teacher_forced_accuracy', 'save_model', 'load_checkpoint', 'load_model', 'task_config',
-           'Trained', 'train_task', 'smooth', 'attention_maps', 'alignment_weight', 'attended_sources',
-           'costliest_head', 'ablation_costs', 'head_sharpness']
+__all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr', 'make_optimizer',
+           'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train', 'Accuracy',
+           'teacher_forced_accuracy', 'task_config', 'Trained', 'train_task', 'smooth', 'attention_maps',
+           'alignment_weight', 'attended_sources', 'costliest_head', 'ablation_costs', 'head_sharpness']
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
@@ -745,136 +744,6 @@ def teacher_forced_accuracy(
         right_seqs += int(ok.all(dim=-1).sum())
     model.train(was_training)
     return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
-
-# %% ../nbs/10_training.ipynb #c038
-CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
-
-def save_model(
-    path,
-    model:Transformer,
-    config:TransformerConfig|dict,
-    vocab:Vocab,
-    training:dict|None=None,
-    **meta,
-)->None:
-    """Save a model with its configuration and vocabulary, after checking that the
-    configuration rebuilds the model
-
-    Parameters
-    ----------
-    path
-        file to write
-    model : Transformer
-        the model
-    config : TransformerConfig | dict
-        what built it: `Transformer.from_config(config)`
-    vocab : Vocab
-        its vocabulary
-    training : dict | None
-        `history.state`, to resume the run later
-    meta
-        anything else worth keeping: task name, accuracy, steps...
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    if not isinstance(config, (dict, TransformerConfig)):
-        raise TypeError(
-            f"config must be a dict or a TransformerConfig, got {type(config).__name__}"
-        )
-    if not isinstance(vocab, Vocab):
-        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
-    config = TransformerConfig.from_dict(config)
-    state = model.state_dict()
-    # shapes only, no memory
-    with torch.device("meta"): rebuilt = Transformer.from_config(config).state_dict()
-    wrong = [
-        k
-        for k in state.keys() | rebuilt.keys()
-        if k not in state or k not in rebuilt or state[k].shape != rebuilt[k].shape
-    ]
-    if wrong:
-        k = sorted(wrong)[0]
-        got = tuple(state[k].shape) if k in state else "missing"
-        need = tuple(rebuilt[k].shape) if k in rebuilt else "missing"
-        raise ValueError(
-            f"config does not match the model: {len(wrong)} weights differ, e.g. {k} "
-            f"is {got} in the model and {need} in Transformer(**config)"
-        )
-    if len(vocab) != config.tgt_vocab:
-        raise ValueError(
-            f"vocab has {len(vocab)} tokens but config's tgt_vocab is "
-            f"{config.tgt_vocab}"
-        )
-    ckpt = dict(format=CHECKPOINT_FORMAT, config=asdict(config),
-                # the tokens after the specials, as a list: characters, words or pieces
-                # alike
-                vocab=vocab.itos[len(Vocab.specials):], state_dict=state, meta=meta)
-    if training is not None: ckpt["training"] = training
-    torch.save(ckpt, path)
-
-def load_checkpoint(path, map_location="cpu")->dict:
-    """Read and check a checkpoint written by `save_model`, without building the model
-
-    Parameters
-    ----------
-    path
-        file written by `save_model`
-    map_location
-        where to put the weights
-
-    Returns
-    -------
-    dict
-        config (a TransformerConfig), vocab, state_dict, meta, training (or None)
-    """
-    if Path(path).is_dir():
-        raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
-    try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError: raise
-    # not a torch file at all: pickle, zip, EOF errors...
-    except Exception as e:
-        raise ValueError(
-            f"{path} is not a transformer_nb checkpoint (torch.load failed: "
-            f"{type(e).__name__})"
-        ) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{path} is not a transformer_nb checkpoint (no 'format': "
-            f"'{CHECKPOINT_FORMAT}')"
-        )
-    try: config = TransformerConfig.from_dict(ckpt["config"])
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{path} holds a configuration this version cannot build: "
-                         f"{e}") from None
-    return dict(config=config, vocab=Vocab(ckpt["vocab"]), meta=ckpt["meta"],
-                state_dict=ckpt["state_dict"], training=ckpt.get("training"))
-
-def load_model(path, map_location="cpu")->tuple[Transformer, Vocab, dict]:
-    """Rebuild a model saved by `save_model`
-
-    Parameters
-    ----------
-    path
-        file written by `save_model`
-    map_location
-        where to put the weights
-
-    Returns
-    -------
-    tuple[Transformer, Vocab, dict]
-        the model (eval mode), its vocabulary, metadata
-    """
-    ckpt = load_checkpoint(path, map_location)
-    model = Transformer.from_config(ckpt["config"])
-    try: model.load_state_dict(ckpt["state_dict"])
-    except RuntimeError as e:
-        lines = str(e).splitlines()
-        first = lines[1].strip() if len(lines) > 1 else str(e)
-        raise ValueError(
-            f"{path} was saved by another version of transformer_nb whose weights do "
-            f"not fit this Transformer ({first}); retrain it with this version"
-        ) from None
-    return model.eval(), ckpt["vocab"], ckpt["meta"]
 
 # %% ../nbs/10_training.ipynb #c040
 def task_config(vocab_size:int, **overrides)->TransformerConfig:

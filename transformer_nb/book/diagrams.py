@@ -16,8 +16,8 @@ from ..plotting import Figure, pyplot
 
 # %% auto #0
 __all__ = ['COLORS', 'HEAD_COLORS', 'MAY', 'BLOCKED', 'DIAGRAMS', 'diagram_texts', 'draw_architecture', 'draw_embeddings',
-           'draw_attention', 'draw_multihead', 'draw_layer', 'draw_masks', 'draw_data_parallel', 'save_diagrams',
-           'main']
+           'draw_attention', 'draw_multihead', 'draw_layer', 'draw_masks', 'draw_data_parallel', 'draw_checkpoint',
+           'save_diagrams', 'main']
 
 # %% ../../nbs/00b_diagrams.ipynb #c006
 COLORS = {
@@ -873,6 +873,50 @@ def draw_data_parallel(world_size:int=2)->Figure:
     return sk.finish(step.top, "Data parallelism (DDP)",
                      f"N = {world_size} processes; every copy takes the same step")
 
+# %% ../../nbs/00b_diagrams.ipynb #c042e
+def draw_checkpoint()->Figure:
+    """A checkpoint: what `save_model` checks and writes, and how `load_model` builds
+    the model again
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
+    sk = _Sketch()
+    W = sk.width
+    ins = [("model", "linear", "its weights"), ("config", "norm", "TransformerConfig"),
+           ("vocab", "embed", "Vocab"), ("training", "io", "optional: history.state")]
+    xs = [W * (i + 0.5) / len(ins) for i in range(len(ins))]
+    for x, (name, kind, detail) in zip(xs, ins):
+        b = sk.box(x, 0.45, name, kind, w=2.2, h=0.6, detail=detail,
+                   dashed=name == "training")
+    checks = "checks: config builds the model's shapes; len(vocab) = tgt_vocab"
+    save = sk.box(W / 2, b.top + 0.85, "save_model", "mask", w=W - 1.0, h=0.6,
+                  detail=checks)
+    for x in xs: sk.arrow((x, b.top), (x, save.bottom))
+    y0 = save.top + 0.45
+    parts = [("format", "io"), ("config", "norm"), ("vocab", "embed"),
+             ("state_dict", "linear"), ("meta", "io"), ("training", "io")]
+    px = [0.5 + (W - 1.0) * (i + 0.5) / len(parts) for i in range(len(parts))]
+    sk.frame(0.3, y0, W - 0.3, y0 + 1.25,
+             label="the file: one dict, written by torch.save")
+    for x, (name, kind) in zip(px, parts):
+        sk.box(x, y0 + 0.5, name, kind, w=1.4, h=0.42, dashed=name == "training")
+    sk.arrow((W / 2, save.top), (W / 2, y0))
+    load = sk.box(W / 2, y0 + 1.25 + 0.75, "load_model", "attention", w=W - 1.0, h=0.6,
+                  detail="Transformer.from_config(config), then load_state_dict")
+    sk.arrow((W / 2, y0 + 1.25), (W / 2, load.bottom),
+             label="load_checkpoint: format, config")
+    outs = [("model", "linear", "eval mode"), ("vocab", "embed", "same ids"),
+            ("meta", "io", "dict")]
+    ox = [W * (i + 0.5) / len(outs) for i in range(len(outs))]
+    for x, (name, kind, detail) in zip(ox, outs):
+        o = sk.box(x, load.top + 0.85, name, kind, w=2.2, h=0.6, detail=detail)
+        sk.arrow((x, load.top), (x, o.bottom))
+    return sk.finish(o.top, "A checkpoint", "save_model(path, model, config, vocab, "
+                     "training=None, **meta)")
+
 # %% ../../nbs/00b_diagrams.ipynb #c043
 DIAGRAMS = {  # file name: how to draw it
     "architecture.png": lambda: draw_architecture(norm_first=True),
@@ -886,6 +930,7 @@ DIAGRAMS = {  # file name: how to draw it
     "decoder_layer_postln.png": lambda: draw_layer("decoder", norm_first=False),
     "masks.png": lambda: draw_masks(lengths=(5, 3), T=5),
     "data_parallel.png": draw_data_parallel,
+    "checkpoint.png": draw_checkpoint,
 }
 
 # %% ../../nbs/00b_diagrams.ipynb #c044

@@ -1,0 +1,84 @@
+"""Checkpoints (chapter 9a): a model saved and loaded computes the same outputs, the vocabulary's tokens (characters,
+words or pieces) come back with their ids, the training state comes back as it was given, and another format or a
+configuration this version cannot build is refused."""
+import pytest
+import torch
+
+from transformer_nb.checkpoints import (
+    CHECKPOINT_FORMAT,
+    load_checkpoint,
+    load_model,
+    save_model,
+)
+from transformer_nb.data import Vocab, make_batch, make_task
+from transformer_nb.decoding import translate
+from transformer_nb.transformer import Transformer, TransformerConfig
+
+SMALL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0,
+             max_len=64)
+
+
+def small_model(vocab: Vocab) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(len(vocab), len(vocab), **SMALL)
+
+
+def test_save_load_round_trip(tmp_path):
+    "An untrained model over the dates vocabulary: same logits, same translations, same vocabulary and metadata"
+    task = make_task("dates", n_train=10, n_valid=20)
+    m = small_model(task.vocab).eval()
+    path = tmp_path / "m.pt"
+    save_model(path, m, m.config, task.vocab, task="dates", accuracy=0.5)
+    m2, v2, meta = load_model(path)
+    assert meta == {"task": "dates", "accuracy": 0.5} and v2.itos == task.vocab.itos and not m2.training
+    assert m2.config == m.config and isinstance(m2.config, TransformerConfig)
+    b = make_batch(task.valid, task.vocab)
+    with torch.no_grad():
+        assert torch.equal(m2(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask),
+                           m(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask))
+    srcs = [s for s, _ in task.valid]
+    assert translate(m2, v2, srcs) == translate(m, task.vocab, srcs)
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a transformer_nb checkpoint"): load_model(tmp_path / "other.pt")
+
+
+def test_training_state_comes_back_as_given(tmp_path):
+    "training= is stored as it is and load_checkpoint returns it; without it, None"
+    vocab = Vocab("0123456789")
+    m = small_model(vocab)
+    state = dict(step=3, optimizer={"lr": 0.5}, rng=[torch.get_rng_state()])
+    save_model(tmp_path / "t.pt", m, m.config, vocab, training=state)
+    back = load_checkpoint(tmp_path / "t.pt")["training"]
+    assert back["step"] == 3 and back["optimizer"] == {"lr": 0.5} and torch.equal(back["rng"][0], state["rng"][0])
+    save_model(tmp_path / "n.pt", m, m.config, vocab)
+    assert load_checkpoint(tmp_path / "n.pt")["training"] is None
+    assert "training" not in torch.load(tmp_path / "n.pt", weights_only=True)
+
+
+def test_checkpoint_of_another_format_or_an_unknown_config_is_refused(tmp_path):
+    "Only the current format loads (0.1.0 has no other released); a config this version cannot build is named"
+    torch.manual_seed(0)
+    kwargs = dict(src_vocab=14, tgt_vocab=14, **SMALL)
+    save_model(tmp_path / "m.pt", Transformer(**kwargs), kwargs, Vocab("0123456789"), task="copy")
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=False)
+    assert ckpt["format"] == CHECKPOINT_FORMAT
+    torch.save({**ckpt, "format": "transformer_nb.checkpoint/1"}, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match=rf"old.pt is not a transformer_nb checkpoint \(no 'format': '{CHECKPOINT_FORMAT}'\)"):
+        load_model(tmp_path / "old.pt")
+    torch.save({**ckpt, "config": {**ckpt["config"], "n_layers": 2}}, tmp_path / "odd.pt")
+    with pytest.raises(ValueError, match="odd.pt holds a configuration this version "
+                                         "cannot build: unknown"):
+        load_model(tmp_path / "odd.pt")
+
+
+def test_a_vocabulary_of_words_survives_a_checkpoint(tmp_path):
+    "save_model keeps the tokens themselves (words, pieces or characters), so load_model rebuilds the same Vocab"
+    vocab = Vocab(["ninety", "seven", "sieben", "und", "neunzig", "a"])
+    m = small_model(vocab)
+    save_model(tmp_path / "w.pt", m, m.config, vocab)
+    _, back, _ = load_model(tmp_path / "w.pt")
+    assert back.itos == vocab.itos and back.stoi["neunzig"] == vocab.stoi["neunzig"]
+    chars = Vocab("0123456789-")
+    mc = small_model(chars)
+    save_model(tmp_path / "c.pt", mc, mc.config, chars)
+    assert load_model(tmp_path / "c.pt")[1].itos == chars.itos
