@@ -5,10 +5,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from transformer_nb.book.graders_training import _grade_mean_loss_share_all, grade_mean_loss_share
+from transformer_nb.book.graders_training import (
+    _grade_mean_loss_share_all,
+    grade_mean_loss_share,
+)
 from transformer_nb.data import Vocab
 from transformer_nb.training import mean_loss_share
-
 
 # ---------------------------------------------------------------- correct, written otherwise
 

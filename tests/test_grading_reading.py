@@ -5,8 +5,18 @@ learner's own trained model, so these tests train two small ones once (a date mo
 import pytest
 import torch
 
-from transformer_nb.book.graders_training import COST_TOLERANCE, grade_attended_sources, grade_costliest_head
-from transformer_nb.training import ablation_costs, attended_sources, costliest_head, head_sharpness, train_task
+from transformer_nb.book.graders_training import (
+    COST_TOLERANCE,
+    grade_attended_sources,
+    grade_costliest_head,
+)
+from transformer_nb.training import (
+    ablation_costs,
+    attended_sources,
+    costliest_head,
+    head_sharpness,
+    train_task,
+)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from ..data import Vocab
 from ..decoding import beam_search, greedy_search
 from ..gpt import filter_logits, sample_next
 from ..masking import causal_mask
-from ..numbers import _merge, learn_bpe
+from ..numbers import learn_bpe
 from ..transformer import Transformer
 
 
