@@ -28,7 +28,7 @@ SLOW_FIRST = (  # seconds measured in one `make test` on 2026-11-26, longest fir
     "nbs/11a_pronouns.ipynb",  # 12 s
     "nbs/11_decoding.ipynb",  # 10 s
     "tests/test_numbers.py",  # 8 s
-    "nbs/91b_graders_training.ipynb",  # 7 s
+    "nbs/91c_graders_training.ipynb",  # 7 s
     "tests/test_grading_reading.py",  # 7 s: trains its two small models
     "tests/test_seeds.py",  # 6 s
     "nbs/14_cli.ipynb",  # 6 s

@@ -8,7 +8,8 @@ from torch import nn
 
 from transformer_nb.attention import scaled_dot_product_attention
 from transformer_nb.book.graders_decoding import *
-from transformer_nb.book.graders_model import *
+from transformer_nb.book.graders_parts import *
+from transformer_nb.book.graders_stack import *
 from transformer_nb.book.graders_training import *
 from transformer_nb.book.grading import *
 from transformer_nb.decoding import beam_search, greedy_search

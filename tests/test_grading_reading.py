@@ -1,7 +1,7 @@
 """The checkers of chapter 10's reading-attention exercises (issue 35), proven against the answers a learner is likely to
 write: the book's answer passes, each classic mistake fails with the hint that names it. Both checkers judge the
 learner's own trained model, so these tests train two small ones once (a date model of 60 steps, a copying model of
-150: about 5 s on one thread of a quiet machine), as nbs/91b_graders_training.ipynb does."""
+150: about 5 s on one thread of a quiet machine), as nbs/91c_graders_training.ipynb does."""
 import pytest
 import torch
 

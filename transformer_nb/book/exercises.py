@@ -353,8 +353,9 @@ def check_source(checker:str, names:str|list, args:list|tuple=())->str:
     )
 
 def grader_module(chapter:Path|str)->str:
-    """The module that holds the checkers of a chapter's exercises: the model's
-    (chapters 1-8), training's (9-10a) or decoding's (11 on)
+    """The module that holds the checkers of a chapter's exercises: the model's parts
+    (chapters 1-5), the layers, model and masks (6-8), training's (9-10a) or
+    decoding's (11 on)
 
     Parameters
     ----------
@@ -364,13 +365,14 @@ def grader_module(chapter:Path|str)->str:
     Returns
     -------
     str
-        e.g. "transformer_nb.book.graders_model"
+        e.g. "transformer_nb.book.graders_parts"
     """
     m = re.match(r"\d+", Path(chapter).name)
     if m is None:
         raise ValueError(f"chapter={str(chapter)!r} is not a numbered chapter notebook")
     n = int(m[0])
-    part = "model" if n <= 8 else "training" if n <= 10 else "decoding"
+    part = ("parts" if n <= 5 else "stack" if n <= 8 else "training" if n <= 10
+            else "decoding")
     return f"transformer_nb.book.graders_{part}"
 
 # what Jupyter tools read: the kernel, and the language (`nbconvert --to script`
