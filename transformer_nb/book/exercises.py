@@ -856,6 +856,14 @@ EFFORT = {
         "dim 2 of (B, H, T, d_k), cached first, stores the result and returns it; "
         "len is the number of positions, self.k.shape[2]; `cross` starts as None.",
     ),
+    "grade_gpt": (
+        35,
+        2,
+        "Chapter 1's Embeddings, chapter 6's Decoder with cross_attention=False, and "
+        "an output layer whose weight is the token embedding's. In forward, the "
+        "positions and the causal mask start after the cached ones: past = "
+        "len(cache[0]).",
+    ),
     "grade_filter_logits": (
         30,
         2,

@@ -12,29 +12,35 @@ from collections import Counter
 import torch
 from torch import Tensor
 
+from .graders_parts import _dropout_modes
+from .graders_stack import _pair, _twin
 from transformer_nb.book.grading import (
     Hint,
     Verdict,
     _close,
     _explain,
     _far,
+    _first_match,
+    _init_hint,
     _several,
     _shape,
     _tensor,
     _tuple,
+    build,
     checker,
     run,
 )
 from ..data import Vocab
 from ..decoding import beam_search, greedy_search
-from ..gpt import filter_logits, sample_next
+from ..gpt import GPT, filter_logits, sample_next
+from ..layers import LayerCache
 from ..masking import causal_mask
 from ..numbers import learn_bpe
 from ..transformer import Transformer
 
 
 # %% auto #0
-__all__ = ['grade_greedy_search', 'grade_beam_search', 'grade_learn_bpe', 'grade_filter_logits']
+__all__ = ['grade_greedy_search', 'grade_beam_search', 'grade_learn_bpe', 'grade_gpt', 'grade_filter_logits']
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11a
 def _decoding_case()->tuple:
@@ -523,6 +529,130 @@ def grade_learn_bpe(fn)->Verdict:
     return ("every occurrence counted, weighted by its word's count, never across a "
             "space or hyphen; ties to the larger pair; merged left to right and "
             "counted again; exactly `merges` merges, fewer when none is left.")
+
+# %% ../../nbs/91d_graders_decoding.ipynb #x11cg1
+def _gpt_cached(ref:GPT, ids:Tensor, cuts:list, offset:bool=True,
+                cache:bool=True)->Tensor:
+    ("The book's GPT run piece by piece through a cache, as `generate` runs it; "
+     "with positions restarting at 0 (offset=False) or no cache at all")
+    caches = [LayerCache() for _ in ref.stack.layers] if cache else None
+    outs = []
+    for a, b in cuts:
+        past = a if cache else 0
+        x = ref.embed(ids[:, a:b], offset=past if offset else 0)
+        T = b - a
+        mask = None if T == 1 else causal_mask(past + T)[..., past:, :]
+        outs.append(ref.output(ref.stack(x, tgt_mask=mask, cache=caches)))
+    return torch.cat(outs, 1)                                      # (B, T, V)
+
+# the pieces a cached run feeds: a prompt of 4, then 2 at once, then one at a time
+_GPT_CUTS = [(0, 4), (4, 6), (6, 7), (7, 8), (8, 9)]
+
+# %% ../../nbs/91d_graders_decoding.ipynb #x11cg2
+@checker(book=GPT)
+def grade_gpt(cls)->Verdict:
+    """Check a decoder-only model against the book's `GPT`, given the same weights:
+    logits, attention weights, the cache, the options and how it starts
+
+    Parameters
+    ----------
+    cls
+        your GPT class: (vocab_size, d_model, num_heads, d_ff, num_layers, max_len,
+        dropout, activation, positions)
+
+    Returns
+    -------
+    Verdict
+        passed or not, and a message a learner can act on
+    """
+    V, N, H = 13, 2, 2
+    kw = dict(d_model=16, num_heads=H, d_ff=40, num_layers=N, max_len=24, dropout=0.0)
+    fresh = build(cls, V, **kw)
+    out = getattr(getattr(fresh, "output", None), "weight", None)
+    tokens = getattr(getattr(getattr(fresh, "embed", None), "tokens", None), "embed",
+                     None)
+    if out is not None and tokens is not None and out is not tokens.weight:
+        raise Hint(
+            "the output layer is not tied to the token embedding: a GPT's logits are "
+            "the output against the embedding table itself, one (V, d_model) tensor; "
+            "after the initialisation, self.output.weight = "
+            "self.embed.tokens.embed.weight."
+        )
+    ids = torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(0))
+    for options in (dict(activation="gelu", positions="sinusoidal"),
+                    dict(activation="relu", positions="learned")):
+        args = kw | options
+        where = (f"with activation={options['activation']!r}, "
+                 f"positions={options['positions']!r}")
+        ours = {n for n, _ in GPT(V, **args).named_parameters()}
+        other = {n for n, _ in GPT(V, **(args | {"positions": "sinusoidal" if
+                 options["positions"] == "learned" else "learned"})).named_parameters()}
+        mine = {n for n, _ in build(cls, V, **args).named_parameters()}
+        if mine != ours and mine == other:
+            raise Hint(f"positions={options['positions']!r} is not passed on to the "
+                       "embeddings.")
+        ref, m = _pair(cls, GPT, V, **args)
+        with torch.no_grad():
+            got = _tensor(run("your model", m, ids), "the logits", (2, 9, V),
+                          "(B, T, V)")
+            want = ref(ids)
+            if not _close(got, want):
+                flip = {"gelu": "relu", "relu": "gelu"}[options["activation"]]
+                raise Hint(_first_match(got, [
+                    ("no causal mask: each position sees the tokens after it, the "
+                     "very ones it must predict; pass causal_mask(T) to the stack.",
+                     lambda: ref.output(ref.stack(ref.embed(ids)))),
+                    ("return the logits: the softmax belongs to the loss.",
+                     lambda: want.softmax(-1)),
+                    ("return the logits, not log-probabilities.",
+                     lambda: want.log_softmax(-1)),
+                    (f"activation={options['activation']!r} is not passed on to the "
+                     "stack.",
+                     lambda: _twin(ref, GPT, V, **(args | {"activation": flip}))(ids)),
+                ]) or f"{where}: the logits differ from the book's: "
+                      f"{_far(got, want)}.")
+            res = _tuple(run("your model", m, ids, need_weights=True), 2,
+                         "forward(ids, need_weights=True)",
+                         "the logits and a list of each layer's attention weights")
+            w_want = ref(ids, need_weights=True)[1]
+            if not _close(res[0], want):
+                raise Hint("with need_weights=True the logits change: "
+                           f"{_far(res[0], want)}.")
+            if (not isinstance(res[1], (list, tuple)) or len(res[1]) != N
+                    or not all(_close(a, b) for a, b in zip(res[1], w_want))):
+                raise Hint(
+                    f"with need_weights=True return a list of the {N} layers' "
+                    "self-attention weights, each (B, H, T, T), as the stack returns "
+                    "them."
+                )
+            caches = [LayerCache() for _ in range(N)]
+            advice = ("With a cache, the mask of the new queries covers the cached "
+                      "keys too: causal_mask(past + T)[..., past:, :].")
+            got = torch.cat([
+                _tensor(run("your model", m, ids[:, a:b], cache=caches, advice=advice),
+                        f"the logits of positions {a} to {b - 1} with a cache",
+                        (2, b - a, V))
+                for a, b in _GPT_CUTS
+            ], 1)
+            if not _close(got, want):
+                raise Hint(_first_match(got, [
+                    ("with a cache the positions restart at 0: the new tokens come "
+                     "after the cached ones, embed(ids, offset=len(cache[0])).",
+                     lambda: _gpt_cached(ref, ids, _GPT_CUTS, offset=False)),
+                    ("the cache is not passed on to the stack: each call then sees "
+                     "only its own tokens; stack(x, ..., cache=cache).",
+                     lambda: _gpt_cached(ref, ids, _GPT_CUTS, cache=False)),
+                ]) or "fed a prompt of 4, then 2 tokens, then one at a time with a "
+                      "cache, the logits differ from those of the whole sequence: "
+                      f"{_far(got, want)}.")
+    ref, m = _pair(cls, GPT, V, **(kw | {"dropout": 0.5}))
+    _dropout_modes("your model", m, lambda mod: mod(ids), ref(ids),
+                   "to the embeddings and inside the layers")
+    init = _init_hint(build(cls, V, **kw), GPT(V, **kw), "your new GPT")
+    if init: raise Hint(init)
+    return ("logits with the causal mask, need_weights, the cache fed 4, 2 and 1 "
+            "tokens, both activations and position tables, dropout, tied output and "
+            "a new model that starts as the book's does.")
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11ca
 def _filter_variant(logits, temperature=1.0, top_k=None, top_p=None, crossing=None,
