@@ -512,7 +512,8 @@ def run_benchmark(
     reps : int
         timed rounds per measurement
     quick : bool
-        tiny sizes and few rounds: checks that everything runs, measures nothing
+        tiny sizes, few rounds and no profiles (torch's profiler takes seconds to
+        start): checks that the measurements run, measures nothing
     compiled : bool
         also train the fast path through torch.compile (seconds to a minute of compiling
         per setting)
@@ -547,14 +548,14 @@ def run_benchmark(
     for T, p in runs:
         log(f"training, small configuration, length {T}, dropout {p} ...")
         res["train"][f"T={T}, dropout {p}"] = bench_training(
-            small(T, p), reps, profile=T == seq_lens[-1])
+            small(T, p), reps, profile=not quick and T == seq_lens[-1])
     log("matrix-multiply peak ...")
     res["matmul_peak"] = matmul_peak((64, 128) if quick else (512, 1024, 2048))
     log("forward, base configuration ...")
     base = base_config()
     if quick: base = base_config(8, 2, 100).with_model(
         num_encoder_layers=1, num_decoder_layers=1)
-    res["forward_base"] = bench_forward(base, max(3, reps - 2), profile=True)
+    res["forward_base"] = bench_forward(base, max(3, reps - 2), profile=not quick)
     T = seq_lens[-1]
     res["ladder"], res["bf16"] = {}, {}
     for p in dropouts:
@@ -565,7 +566,8 @@ def run_benchmark(
         res["bf16"][f"T={T}, dropout {p}"] = bench_bf16(small(T, p), max(3, reps // 3))
     log("greedy decoding ...")
     res["decoding"] = bench_decoding(
-        small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2), profile=True
+        small(32), 8 if quick else 64, 2 if quick else 8, max(3, reps - 2),
+        profile=not quick
     )
     # apart: compiled code's threads linger and
     if compiled:
