@@ -34,6 +34,7 @@ Quarto's `nbdev_docs` would build a similar site without the fixes of steps 5 an
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -519,8 +520,11 @@ def summary_of(nb_path: Path) -> str | None:
     return None
 
 
-def whole_summaries(text: str) -> str:
-    "Every notebook's summary that nbdev cut at its first line, made whole in `text` (the API page quotes them)"
+@functools.cache
+def summary_fixes() -> tuple[tuple[str, str], ...]:
+    """(the first line nbdev took, the whole summary) of every notebook whose summary nbdev cut; read once per build
+    (whole_summaries runs for every page, and read every notebook twice each time: 9 of the build's 34 s)"""
+    out = []
     for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
         whole = summary_of(nb)
         if not whole:
@@ -528,7 +532,15 @@ def whole_summaries(text: str) -> str:
         src = json_cells_title(nb)
         m = re.search(r"^>\s+(\S.*?)\s*$", src, re.M)  # what nbdev took: the first line
         cut = m.group(1) if m else None
-        if cut and cut != whole and whole not in text:
+        if cut and cut != whole:
+            out.append((cut, whole))
+    return tuple(out)
+
+
+def whole_summaries(text: str) -> str:
+    "Every notebook's summary that nbdev cut at its first line, made whole in `text` (the API page quotes them)"
+    for cut, whole in summary_fixes():
+        if whole not in text:
             text = text.replace(cut, whole)
     return text
 
