@@ -20,35 +20,37 @@ from torch import Tensor, nn
 from transformer_nb.book.grading import (
     Hint,
     Verdict,
-    _close,
-    _diagnose,
-    _explain,
-    _far,
-    _first_line,
-    _several,
-    _shape,
-    _tensor,
-    _unfilled,
-    _where,
     build,
     checker,
+    diagnose,
+    expect_tensor,
+    explain,
+    first_line,
+    how_far,
     run,
+    several_hints,
+    shape_of,
+    tensors_close,
+    unfilled_parts,
+    where_raised,
 )
 from ..data import Vocab, make_batch, make_task
 from ..distributed import DataParallel, spawn
 from ..masking import padding_mask, target_mask
+from transformer_nb.reading import (
+    ablation_costs,
+    head_sharpness,
+    teacher_forced_accuracy,
+)
 from transformer_nb.training import (
     LabelSmoothingLoss,
     SingleProcess,
     Trained,
-    ablation_costs,
     alignment_weight,
     attended_sources,
     costliest_head,
-    head_sharpness,
     mean_loss_share,
     noam_lr,
-    teacher_forced_accuracy,
 )
 from ..transformer import Transformer, ablate_heads
 
@@ -149,16 +151,16 @@ def _mask_hint(name:str, got, want:Tensor, shape:str, mistakes:list,
                rows:Tensor|None=None)->str|None:
     ("None if the mask `got` broadcasts to `want`'s shape with the same values (on the "
      "query `rows` that count, if given), else the hint")
-    got = _tensor(got, f"batch.{name}")
+    got = expect_tensor(got, f"batch.{name}")
     if got.ndim != 4:
-        return (f"{name} has shape {_shape(got)}; give it shape {shape}, so that it "
+        return (f"{name} has shape {shape_of(got)}; give it shape {shape}, so that it "
                 "broadcasts over the heads and the queries of the scores.")
     if got.dtype != torch.bool:
         return (f"{name} has dtype {got.dtype}; masks are boolean (True = may "
                 "attend).")
     try: g = got.expand(want.shape)
     except RuntimeError:
-        return (f"{name} has shape {_shape(got)}, which does not broadcast against "
+        return (f"{name} has shape {shape_of(got)}, which does not broadcast against "
                 f"the scores: give it shape {shape}.")
     def same(a, b):
         if rows is None: return torch.equal(a, b)
@@ -200,7 +202,7 @@ def grade_make_batch(fn)->Verdict:
                 "Batch(src, tgt_in, tgt_out, src_mask, tgt_mask), whose fields "
                 "train() reads."
             )
-        for n in names: _tensor(getattr(got, n), f"batch.{n}")
+        for n in names: expect_tensor(getattr(got, n), f"batch.{n}")
         real = book.tgt_out != v.pad        # the positions the loss counts
         gots.append((got.src, got.tgt_in, got.tgt_out))
         computes.append(functools.partial(_batch_variant, v, pairs, real))
@@ -208,7 +210,7 @@ def grade_make_batch(fn)->Verdict:
     axes = _batch_axes(v)
     hints = []
     if not all(_same_batch(g, c()) for g, c in zip(gots, computes)):
-        hints = _explain(gots, computes, axes, _same_batch)
+        hints = explain(gots, computes, axes, _same_batch)
         if not hints:  # padding with another id
             hints = [h for (pairs, got, want) in books[:1]
                      for n, a, b in zip(("src", "tgt_out"), (got.src, got.tgt_out),
@@ -251,7 +253,7 @@ def grade_make_batch(fn)->Verdict:
         if any(mask_hints):
             hints += [h for h in mask_hints if h]
             break
-    if hints: raise Hint(_several(hints))
+    if hints: raise Hint(several_hints(hints))
     v, pairs = _batch_cases()[0]
     meta = run("your function", fn, pairs, v, device="meta")
     off = [n for n in names if getattr(meta, n).device.type != "meta"]
@@ -288,7 +290,7 @@ def _ls_variant(logits, target, eps, ignore, reduction="mean", spread=None,
     return total / (t.numel() if pad == "all tokens" else keep.sum().clamp(min=1))
 
 def _ls_mistakes(eps:float, ignore:int, V:int)->list:
-    "The deviations `_diagnose` tries on a label-smoothed loss, most fundamental first"
+    "The deviations `diagnose` tries on a label-smoothed loss, most fundamental first"
     return [
         (
             "logp",
@@ -371,10 +373,10 @@ def grade_label_smoothing(cls)->Verdict:
         got = run("your loss", m, x, target)
         if not isinstance(got, Tensor) or got.numel() != 1:
             raise Hint(f"{case}: the loss must be one number (a 0-d tensor), got "
-                       f"{_shape(got)}: reduce over the tokens.")
+                       f"{shape_of(got)}: reduce over the tokens.")
         want = _ls_variant(logits, target, eps, ig, red)
-        if not _close(got.detach().reshape(()), want, 1e-4):
-            found = _diagnose(
+        if not tensors_close(got.detach().reshape(()), want, 1e-4):
+            found = diagnose(
                 got.detach().reshape(()),
                 lambda **k: _ls_variant(logits, target, eps, ig, red, **k),
                 _ls_mistakes(eps, ig, V),
@@ -382,13 +384,13 @@ def grade_label_smoothing(cls)->Verdict:
             if (
                 not found
                 and red == "sum"
-                and _close(
+                and tensors_close(
                     got.detach().reshape(()), _ls_variant(logits, target, eps, ig), 1e-4
                 )
             ):
                 found = ['reduction="sum" is ignored: return the sum over the '
                          'non-padding tokens when asked for it.']
-            raise Hint(f"{case}: " + _several(found or [
+            raise Hint(f"{case}: " + several_hints(found or [
                 f"the loss is {got.item():.4f}, the chapter's {want.item():.4f}: "
                 "−Σ_k q(k) log p(k) with q = ε/V everywhere and 1 − ε + ε/V on the "
                 "true token, averaged over the non-padding tokens."]))
@@ -399,9 +401,9 @@ def grade_label_smoothing(cls)->Verdict:
         got.backward()
         y = logits.clone().requires_grad_()
         _ls_variant(y, target, eps, ig, red).backward()
-        if x.grad is None or not _close(x.grad, y.grad, 1e-5):
+        if x.grad is None or not tensors_close(x.grad, y.grad, 1e-5):
             raise Hint(f"{case}: the loss is right but its gradient is not: "
-                       f"{_far(x.grad, y.grad) if x.grad is not None else 'none'}.")
+                       f"{how_far(x.grad, y.grad) if x.grad is not None else 'none'}.")
     return ("ε/V on every token and 1 − ε + ε/V on the true one, padding left out, "
             "mean and sum, any eps and ignore_index, gradients: the chapter's loss.")
 
@@ -465,11 +467,11 @@ def grade_noam_lr(fn)->Verdict:
         want = torch.tensor([noam_lr(s, d, **kw) for s in steps], dtype=torch.float64)
         if not torch.allclose(got_t, want, rtol=1e-6, atol=0):
             # compared relative to the chapter's rates, which are ~1e-4
-            found = _diagnose(got_t / want, lambda **k: torch.tensor(
+            found = diagnose(got_t / want, lambda **k: torch.tensor(
                 [_lr_variant(s, d, **kw, **k) for s in steps], dtype=torch.float64)
                 / want, _LR_MISTAKES)
             peak = steps[int(got_t.argmax())]
-            raise Hint(f"{case}: " + _several(found or [
+            raise Hint(f"{case}: " + several_hints(found or [
                 f"the rates differ from equation 3 (yours peak at step {peak}, "
                 f"the chapter's at warmup = {w}): at step {w} yours is "
                 f"{got[steps.index(w)]:.3g}, expected {want[steps.index(w)]:.3g}."]))
@@ -548,17 +550,17 @@ def grade_alignment_weight(fn)->Verdict:
         call = lambda train: run("your function", fn, model.train(train), vocab, pairs,
                                  align)
         with torch.no_grad():
-            got = _tensor(call(True), f"the result ({name} alignment)", (2, 2),
+            got = expect_tensor(call(True), f"the result ({name} alignment)", (2, 2),
                           "(layers, H): one number per cross-attention head")
             want = alignment_weight(model, vocab, pairs, align)
-            if _close(got, want, 1e-5): continue
+            if tensors_close(got, want, 1e-5): continue
             # dropout left on shows as a result that changes from call to call
-            found = [] if _close(call(True), got, 1e-6) else [
+            found = [] if tensors_close(call(True), got, 1e-6) else [
                 _ALIGN_MISTAKES[3][1]["train"]]
-            found = _explain([call(False)], [lambda **kw: _align_variant(
+            found = explain([call(False)], [lambda **kw: _align_variant(
                 model.eval(), vocab, pairs, align, **kw)], _ALIGN_MISTAKES[:3]) + found
-        raise Hint(f"{name} alignment: " + _several(found or [
-            f"the per-head weights differ from the chapter's: {_far(got, want)}; "
+        raise Hint(f"{name} alignment: " + several_hints(found or [
+            f"the per-head weights differ from the chapter's: {how_far(got, want)}; "
             "average attn.cross[:, i, :, q, k] over every (q, k) of every "
             "example i."]))
     return ("cross-attention, queries then keys, the mean over every aligned pair of "
@@ -679,7 +681,7 @@ def _share_worker(answers:list)->list:
             got, error = None, None
             try: got = fn(loss_sum, target.clone(), procs, pad_id)
             except Exception as e:
-                error = f"{type(e).__name__}: {_first_line(e)}{_where(e)}"
+                error = f"{type(e).__name__}: {first_line(e)}{where_raised(e)}"
             ok = (isinstance(got, Tensor) and got.numel() == 1 and got.requires_grad
                   and got.is_floating_point())
             # backward on every rank or on none: DDP's all-reduce waits for them all
@@ -743,7 +745,11 @@ def _share_variant(parts:list, R:int, value=None, count=None, pad=None, scale=No
     return values, sum(c[r] * g[r] for r in range(R)) / R
 
 def _same_share(a, b)->bool:
-    return a[1] is not None and _close(a[0], b[0], 1e-5) and _close(a[1], b[1], 1e-6)
+    return (
+        a[1] is not None
+        and tensors_close(a[0], b[0], 1e-5)
+        and tensors_close(a[1], b[1], 1e-6)
+    )
 
 def _parts(cases:list)->list:
     ("Per case, per rank: (S_r, ∇S_r, tokens without padding, every position, "
@@ -773,7 +779,7 @@ def _share_answer(res:list)->tuple:
                        "the loss to run backward on.")
         if not isinstance(v, Tensor) or v.numel() != 1 or not v.is_floating_point():
             raise Hint("your function must return the loss to run backward on, a 0-d "
-                       f"float tensor; it returned {_shape(v)}.")
+                       f"float tensor; it returned {shape_of(v)}.")
         if c["grads"] is None:
             raise Hint("the returned loss does not depend on loss_sum for autograd "
                        "(.item(), float() or torch.tensor(...) broke the graph): "
@@ -826,13 +832,13 @@ def grade_mean_loss_share(fn, _runs:list|None=None)->Verdict:
     if all(_same_share(g, c()) for g, c in zip(gots, computes)):
         return ("the step's tokens counted without padding and over every process, "
                 "and the share scaled for DDP's average: two processes train as one.")
-    found = _explain(gots, computes, _SHARE_MISTAKES, same=_same_share)
+    found = explain(gots, computes, _SHARE_MISTAKES, same=_same_share)
     bad = next(i for i, (g, c) in enumerate(zip(gots, computes)) if not _same_share(
         g, c()))
     raise Hint(("on one process: " if not alone else "on two processes: ")
-               + _several(found or [
+               + several_hints(found or [
         "the gradients differ from those of one process on the whole batch: "
-        f"{_far(gots[bad][1], computes[bad]()[1])}. Return loss_sum / N · "
+        f"{how_far(gots[bad][1], computes[bad]()[1])}. Return loss_sum / N · "
         "world_size, N the step's target tokens (not padding) over every process."]))
 
 def _grade_mean_loss_share_all(fns:list)->list[Verdict]:
@@ -840,7 +846,7 @@ def _grade_mean_loss_share_all(fns:list)->list[Verdict]:
     ready = []
     for f in fns:
         try:
-            if not _unfilled(f): _ship(f); ready.append(f)
+            if not unfilled_parts(f): _ship(f); ready.append(f)
         except Hint: pass
     runs = dict(zip(map(id, ready), _two_processes(ready))) if ready else {}
     return [grade_mean_loss_share(f, runs.get(id(f))) for f in fns]
