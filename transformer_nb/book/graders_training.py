@@ -39,6 +39,7 @@ from ..distributed import DataParallel, spawn
 from ..masking import padding_mask, target_mask
 from transformer_nb.reading import (
     ablation_costs,
+    ablation_table,
     head_sharpness,
     teacher_forced_accuracy,
 )
@@ -52,7 +53,7 @@ from transformer_nb.training import (
     mean_loss_share,
     noam_lr,
 )
-from ..transformer import Transformer, ablate_heads
+from ..transformer import Transformer
 
 
 # %% auto #0
@@ -1052,37 +1053,40 @@ def grade_costliest_head(fn, trained=None)->Verdict:
     peak = {(k, l, h): float(v[l, h]) for k, v in sharp.items()
             for l in range(v.shape[0]) for h in range(v.shape[1])}
     sharpest = max(peak, key=peak.get)
-    if got == sharpest:
-        raise Hint(f"{say} You picked the head with the most peaked maps (its largest "
-                   f"weight is {peak[got]:.2f} on average): a map shows where a head "
-                   "looks, not whether the model needs what it finds there. Remove "
-                   "each head in turn (ablate_heads) and measure.")
-    if got == min(cost, key=cost.get):
-        raise Hint(f"{say} You picked the head whose removal costs the least: take "
-                   "the largest drop in accuracy, not the smallest.")
-    for dl, dh in ((1, 1), (1, 0), (0, 1)):
-        if (kind, layer - dl, head - dh) == best:
-            raise Hint(f"{say} Your answer is {best} with the layer or head counted "
-                       "from 1; ablate_heads and the maps count both from 0.")
-    if best[0] != kind and got == max((x for x in cost if x[0] == kind), key=cost.get):
-        raise Hint(f"{say} Yours is the costliest {kind} head, but every kind of "
-                   "attention has heads to remove: the encoder's self-attention, the "
-                   "decoder's and the cross-attention.")
-    if got == max((x for x in peak if x[0] == kind), key=peak.get):
-        raise Hint(f"{say} You picked the {kind} head with the most peaked maps (its "
-                   f"largest weight is {peak[got]:.2f} on average): a map shows where "
-                   "a head looks, not whether the model needs what it finds there. "
-                   "Remove each head in turn (ablate_heads) and measure.")
-    tokens = {}
-    with torch.no_grad():
-        full = teacher_forced_accuracy(model, vocab, valid).tokens
-        for x in cost:
-            with ablate_heads(model, [x]):
-                tokens[x] = full - teacher_forced_accuracy(model, vocab, valid).tokens
-    if tokens[got] >= max(tokens.values()) - 1e-9:
-        raise Hint(f"{say} Yours costs the most *tokens*: the question is the share "
-                   "of held-out strings right at every position, "
-                   "teacher_forced_accuracy(...).sequences.")
+    peaked = f"(its largest weight is {peak[got]:.2f} on average): a map shows where " \
+             "a head looks, not whether the model needs what it finds there. Remove " \
+             "each head in turn (ablate_heads) and measure."
+    def costliest_in_tokens():
+        score = lambda m: teacher_forced_accuracy(m, vocab, valid).tokens
+        table = ablation_table(model, {x: [x] for x in cost}, score)
+        full = table.pop("none")
+        lost = {x: full - v for x, v in table.items()}
+        return lost[got] >= max(lost.values()) - 1e-9
+    # (mistake, probe: does the answer show it?, hint): the first that fits is named
+    mistakes = [
+        ("the sharpest map", lambda: got == sharpest,
+         f"You picked the head with the most peaked maps {peaked}"),
+        ("the cheapest head", lambda: got == min(cost, key=cost.get),
+         "You picked the head whose removal costs the least: take the largest drop "
+         "in accuracy, not the smallest."),
+        ("counted from 1", lambda: any((kind, layer - dl, head - dh) == best
+                                       for dl, dh in ((1, 1), (1, 0), (0, 1))),
+         f"Your answer is {best} with the layer or head counted from 1; ablate_heads "
+         "and the maps count both from 0."),
+        ("one kind only", lambda: best[0] != kind and got == max(
+             (x for x in cost if x[0] == kind), key=cost.get),
+         f"Yours is the costliest {kind} head, but every kind of attention has heads "
+         "to remove: the encoder's self-attention, the decoder's and the "
+         "cross-attention."),
+        ("the sharpest of its kind",
+         lambda: got == max((x for x in peak if x[0] == kind), key=peak.get),
+         f"You picked the {kind} head with the most peaked maps {peaked}"),
+        ("tokens, not strings", costliest_in_tokens,
+         "Yours costs the most *tokens*: the question is the share of held-out "
+         "strings right at every position, teacher_forced_accuracy(...).sequences."),
+    ]
+    for _, probe, hint in mistakes:
+        if probe(): raise Hint(f"{say} {hint}")
     raise Hint(f"{say} Remove each head on its own with ablate_heads, score the "
                "validation pairs with teacher_forced_accuracy(...).sequences, and take "
                "the largest drop.")
