@@ -37,15 +37,13 @@ from transformer_nb.pronouns import (
     measure_pronoun_model,
     train_pronoun_model,
 )
-from transformer_nb.training import (
-    TASK_SETTINGS,
+from transformer_nb.reading import (
     ablation_costs,
-    alignment_weight,
     attention_maps,
     head_sharpness,
     teacher_forced_accuracy,
-    train_task,
 )
+from transformer_nb.training import TASK_SETTINGS, alignment_weight, train_task
 
 RESULTS = Path(__file__).parent / "results"
 FILES = {"pronouns": "seeds_pronouns.json", "dates": "seeds_training.json",

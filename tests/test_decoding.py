@@ -15,7 +15,8 @@ from transformer_nb.decoding import (
     translate,
 )
 from transformer_nb.masking import causal_mask, padding_mask
-from transformer_nb.training import teacher_forced_accuracy, train_task
+from transformer_nb.reading import teacher_forced_accuracy
+from transformer_nb.training import train_task
 from transformer_nb.transformer import Transformer
 
 

@@ -10,13 +10,8 @@ from transformer_nb.book.graders_training import (
     grade_attended_sources,
     grade_costliest_head,
 )
-from transformer_nb.training import (
-    ablation_costs,
-    attended_sources,
-    costliest_head,
-    head_sharpness,
-    train_task,
-)
+from transformer_nb.reading import ablation_costs, head_sharpness
+from transformer_nb.training import attended_sources, costliest_head, train_task
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,7 @@ from transformer_nb.numbers import (
     H,
     T,
     ablation_groups,
-    alignment_shares,
     bpe_encode,
-    crossing,
-    diagonal,
     english_roles,
     english_words,
     gold_alignment,
@@ -37,6 +34,7 @@ from transformer_nb.numbers import (
     train_numbers,
     translate_numbers,
 )
+from transformer_nb.reading import alignment_shares, crossing, diagonal
 
 ROOT = Path(__file__).parent.parent
 

@@ -287,7 +287,7 @@ def api_card(html: str, name: str) -> str:
     ("embeddings.html", "TokenEmbedding", "class TokenEmbedding(", "padding_idx:int | None=None,"),
     ("transformer.html", "Attention", "class Attention(NamedTuple):", "encoder:Tensor  # encoder self-attention"),
     ("data.html", "Batch", "class Batch(NamedTuple):", ""),
-    ("training.html", "ProgressBar", "class ProgressBar(", "file=None,"),
+    ("core.html", "ProgressBar", "class ProgressBar(", "file=None,"),
     ("checkpoints.html", "load_model", "def load_model(", "# file written by save_model"),
     ("attention.html", "scaled_dot_product_attention", "def scaled_dot_product_attention(", ")->"),
     ("grading.html", "Hint", "class Hint(Exception)", ""),

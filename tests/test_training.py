@@ -5,13 +5,13 @@ from torch import nn
 
 from transformer_nb.checkpoints import save_model
 from transformer_nb.data import batch_stream, date_pairs, make_batch, make_task
+from transformer_nb.reading import teacher_forced_accuracy
 from transformer_nb.training import (
     LabelSmoothingLoss,
     make_optimizer,
     noam_lr,
     smoothed_targets,
     smoothing_floor,
-    teacher_forced_accuracy,
     train,
     train_task,
 )

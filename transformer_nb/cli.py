@@ -127,7 +127,7 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
         )
         return []
     from transformer_nb.decoding import translate
-    from transformer_nb.training import attention_maps
+    from transformer_nb.reading import attention_maps
     from transformer_nb.transformer import show_attention_grid
     # what the model writes
     output = translate(trained.model, trained.task.vocab, [example])[0]

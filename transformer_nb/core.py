@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import time
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple
 
@@ -18,7 +19,7 @@ from torch import Tensor, nn
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
            'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
-           'saved_for_backward', 'recompute_saved', 'compare_modules']
+           'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -483,3 +484,55 @@ def compare_modules(
                 f"{k} differs in shape: ours {shape(a)}, theirs {shape(b)}"
             )
     return {k: (a[k].float() - b[k].float()).abs().max().item() for k in a}
+
+# %% ../nbs/00_core.ipynb #pb02
+class ProgressBar:
+    ("A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the "
+     "way when not in a terminal")
+    def __init__(self, total:int, file=None, width:int=20, enabled:bool=True):
+        """
+        Parameters
+        ----------
+        total : int
+            number of steps
+        file
+            where to write; sys.stderr by default, like other progress bars, away from
+            the results
+        width : int
+            characters of the bar
+        enabled : bool
+            False: write nothing
+        """
+        self.total, self.file, self.width, self.enabled = (
+            total,
+            file or sys.stderr,
+            width,
+            enabled,
+        )
+        self.tty = hasattr(self.file, "isatty") and self.file.isatty()
+        self.last_tenth, self.t0 = 0, time.perf_counter()
+    def update(self, i:int, **metrics)->None:
+        """Show step `i` of `total` and the metrics (floats are shown with 3 significant
+        digits)
+
+        Parameters
+        ----------
+        i : int
+            the step just done, 1 to total
+        metrics
+            name -> value to show beside the bar, e.g. loss=2.5
+        """
+        if not self.enabled: return
+        tenth = 10 * i // self.total
+        if not self.tty and (tenth == self.last_tenth and i != self.total): return
+        self.last_tenth = tenth
+        filled = self.width * i // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        info = "  ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+            for k, v in metrics.items()
+        )
+        line = f"[{bar}] {i}/{self.total}  {info}  {time.perf_counter() - self.t0:.1f}s"
+        self.file.write(("\r" + line) if self.tty else (line + "\n"))
+        if self.tty and i == self.total: self.file.write("\n")
+        self.file.flush()

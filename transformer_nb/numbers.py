@@ -12,21 +12,27 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .data import Vocab, batch_stream, make_batch
+from .data import Vocab, batch_stream
 from .decoding import greedy_search
 from .masking import pad_batch, padding_mask
 from .plotting import Figure, pyplot
+from transformer_nb.reading import (
+    KINDS,
+    AlignmentShares,
+    ablation_table,
+    alignment_shares,
+    cross_attention,
+)
 from .training import Trained, task_config, train
-from .transformer import Transformer, ablate_heads
+from .transformer import Transformer
 
 # %% auto #0
 __all__ = ['LANGUAGES', 'LOW', 'HIGH', 'NUMBER_TASKS', 'H', 'C', 'T', 'U', 'E', 'ROLE_NAMES', 'NUMBER_MODEL', 'NUMBER_SETTINGS',
-           'KINDS', 'check_lang', 'check_number', 'number_words', 'english_words', 'english_roles', 'number_parts',
-           'learn_bpe', 'bpe_encode', 'NumberTask', 'held_out_numbers', 'make_number_task', 'gold_alignment',
-           'crossing', 'train_numbers', 'source_words', 'write_numbers', 'translate_numbers', 'number_exact_match',
-           'held_out_exact', 'AlignmentShares', 'diagonal', 'cross_attention', 'alignment_shares', 'held_out_shares',
-           'show_alignment', 'said_in_order', 'ablation_table', 'ablation_groups', 'number_report', 'summarise_numbers',
-           'save_number_plots']
+           'check_lang', 'check_number', 'number_words', 'english_words', 'english_roles', 'number_parts', 'learn_bpe',
+           'bpe_encode', 'NumberTask', 'held_out_numbers', 'make_number_task', 'gold_alignment', 'train_numbers',
+           'source_words', 'write_numbers', 'translate_numbers', 'number_exact_match', 'held_out_exact',
+           'held_out_shares', 'show_alignment', 'said_in_order', 'number_ablation', 'ablation_groups', 'number_report',
+           'summarise_numbers', 'save_number_plots']
 
 # %% ../nbs/11b_numbers.ipynb #n007
 LANGUAGES = ("de", "fr")  # the target languages; the source is English
@@ -415,26 +421,6 @@ def gold_alignment(n:int, lang:str, pieces:Sequence[str])->list[set]:
         gold.append({j for j, r in enumerate(roles) if r in said})
     return gold
 
-def crossing(gold:Sequence[set])->list[bool]:
-    """Which pieces say a later English word than a later piece says (or the reverse)
-
-    Parameters
-    ----------
-    gold : Sequence[set]
-        gold_alignment of one number
-
-    Returns
-    -------
-    list[bool]
-        for each piece: does one of its links cross another piece's?
-    """
-    out = []
-    for i, g in enumerate(gold):
-        out.append(bool(g) and any(
-            h and ((k > i and max(h) < min(g)) or (k < i and min(h) > max(g)))
-            for k, h in enumerate(gold)))
-    return out
-
 # %% ../nbs/11b_numbers.ipynb #n028
 NUMBER_MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                     d_ff=128, dropout=0.1, max_len=32)
@@ -605,108 +591,6 @@ def held_out_exact(run:Trained)->dict:
         out[k] = ok[torch.tensor([x == k for x in kind])].float().mean().item()
     return out
 
-# %% ../nbs/11b_numbers.ipynb #n036
-class AlignmentShares(NamedTuple):
-    """How often each cross-attention head looks hardest at the gold word
-
-    Parameters
-    ----------
-    alignment : Tensor
-        (L, H) share of pieces whose strongest weight is on a gold word
-    crossing : Tensor
-        (L, H) the same over the crossing pieces (NaN if there are none)
-    diagonal : float
-        the diagonal baseline's share of pieces
-    diagonal_crossing : float
-        its share of crossing pieces (NaN if there are none)
-    pieces : int
-        pieces scored (those that say an English word)
-    crossing_pieces : int
-        crossing pieces among them
-    """
-    alignment: Tensor
-    crossing: Tensor
-    diagonal: float
-    diagonal_crossing: float
-    pieces: int
-    crossing_pieces: int
-
-def diagonal(i:int, T:int, S:int)->int:
-    """The positional baseline: piece i of T aligned to word round(i (S-1)/(T-1)) of S
-
-    Parameters
-    ----------
-    i : int
-        a target piece
-    T : int
-        target pieces
-    S : int
-        source words
-
-    Returns
-    -------
-    int
-        the source word of the monotone, evenly spread alignment
-    """
-    return round(i * (S - 1) / max(T - 1, 1))
-
-@torch.no_grad()
-def cross_attention(model:Transformer, vocab:Vocab, pairs:Sequence)->Tensor:
-    """The cross-attention of every pair, teacher-forced (query i predicts piece i)
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence
-        (English words, pieces), read with teacher forcing
-
-    Returns
-    -------
-    Tensor
-        (L, B, H, T, S)
-    """
-    b = make_batch(pairs, vocab)
-    _, attn = model.eval()(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
-                           need_weights=True)
-    return attn.cross
-
-def alignment_shares(
-    cross:Tensor, golds:Sequence[Sequence[set]], src_lens:Sequence[int],
-)->AlignmentShares:
-    """Per layer and head, how often the strongest weight falls on a gold word
-
-    Parameters
-    ----------
-    cross : Tensor
-        (L, B, H, T, S) cross-attention of B numbers
-    golds : Sequence[Sequence[set]]
-        gold_alignment of each number
-    src_lens : Sequence[int]
-        English words of each number
-
-    Returns
-    -------
-    AlignmentShares
-        per (layer, head), the share over all pieces and over crossing pieces
-    """
-    top = cross.argmax(-1)                                                # (L, B, H, T)
-    hits, cross_hits, diag, diag_x = [], [], [], []
-    for b, (gold, S) in enumerate(zip(golds, src_lens)):
-        for i, (g, x) in enumerate(zip(gold, crossing(gold))):
-            if not g: continue
-            hit = sum(top[:, b, :, i] == j for j in g).bool()                # (L, H)
-            d = diagonal(i, len(gold), S) in g
-            hits.append(hit); diag.append(d)
-            if x: cross_hits.append(hit); diag_x.append(d)
-    mean = lambda xs: (torch.stack(xs).float().mean(0) if xs
-                       else torch.full((cross.shape[0], cross.shape[2]), float("nan")))
-    share = lambda xs: sum(xs) / len(xs) if xs else float("nan")
-    return AlignmentShares(mean(hits), mean(cross_hits), share(diag), share(diag_x),
-                           len(hits), len(cross_hits))
-
 # %% ../nbs/11b_numbers.ipynb #n037
 def held_out_shares(run:Trained)->AlignmentShares:
     """The alignment shares of a run's held-out numbers
@@ -830,11 +714,8 @@ def said_in_order(
     return sums[rows] / counts[rows, None], [shape[j] for j in rows]
 
 # %% ../nbs/11b_numbers.ipynb #n050
-# the fields of Attention, as ablate_heads names them
-KINDS = ("encoder", "decoder", "cross")
-
-def ablation_table(model:Transformer, task:NumberTask, groups:dict)->dict:
-    """Held-out exact match with each group of heads removed
+def number_ablation(model:Transformer, task:NumberTask, groups:dict)->dict:
+    """Held-out exact match with each group of heads removed (`ablation_table`)
 
     Parameters
     ----------
@@ -850,11 +731,8 @@ def ablation_table(model:Transformer, task:NumberTask, groups:dict)->dict:
     dict
         {name: held-out exact match with that group removed}, "none" first
     """
-    out = {"none": number_exact_match(model, task).float().mean().item()}
-    for name, heads in groups.items():
-        with ablate_heads(model, heads):
-            out[name] = number_exact_match(model, task).float().mean().item()
-    return out
+    exact = lambda m: number_exact_match(m, task).float().mean().item()
+    return ablation_table(model, groups, exact)
 
 def ablation_groups(alignment:Tensor, k:int=2)->dict:
     """The groups of heads to remove: each alone, best- and worst-aligned, whole layers
@@ -906,7 +784,7 @@ def number_report(run:Trained)->dict:
         crossing=rows(s.crossing) if s.crossing_pieces else None,
         diagonal=round(s.diagonal, 4), diagonal_crossing=nan_none(s.diagonal_crossing),
         best_head=list(divmod(int(s.alignment.argmax()), H)),
-        ablation={k: round(v, 4) for k, v in ablation_table(
+        ablation={k: round(v, 4) for k, v in number_ablation(
             run.model, run.task, ablation_groups(s.alignment)).items()})
 
 # %% ../nbs/11b_numbers.ipynb #n055

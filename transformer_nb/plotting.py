@@ -22,7 +22,7 @@ else:  # matplotlib is imported when a plot is drawn; until then the name only a
 
 # %% auto #0
 __all__ = ['PX_PER_INCH', 'MIN_CELL_PX', 'MIN_LABEL_PX', 'pyplot', 'figure_legibility', 'figure_png', 'show_heatmaps',
-           'show_attention', 'show_curves']
+           'show_attention', 'show_curves', 'smooth']
 
 # %% ../nbs/00a_plotting.ipynb #c005
 def _as_numpy(x):
@@ -447,3 +447,24 @@ def show_curves(
     if title: ax.set_title(title)
     ax.legend(fontsize=8); ax.grid(alpha=0.3)
     return fig
+
+# %% ../nbs/00a_plotting.ipynb #sm01
+def smooth(xs:Sequence[float], k:int=25)->Tensor:
+    """A running mean, for plotting noisy losses
+
+    Parameters
+    ----------
+    xs : Sequence[float]
+        a noisy curve
+    k : int
+        window
+
+    Returns
+    -------
+    Tensor
+        the running mean over the last k values
+    """
+    x = torch.tensor(xs, dtype=torch.float64)
+    c = torch.cat([torch.zeros(1, dtype=x.dtype), x.cumsum(0)])
+    n = torch.arange(1, len(x) + 1).clamp(max=k)
+    return ((c[1:] - c[torch.arange(len(x)) + 1 - n]) / n).float()

@@ -14,12 +14,13 @@ from .core import check_int
 from .data import Task, Vocab, batch_stream, make_batch
 from .decoding import greedy_search
 from .plotting import Figure, pyplot
+from .reading import ablation_table, every_head
 from .training import History, train
 from .transformer import Attention, Transformer, ablate_heads
 
 # %% auto #0
 __all__ = ['AGENTS', 'PLACES', 'AGENT_ADJECTIVES', 'PLACE_ADJECTIVES', 'ARTICLES', 'PRONOUNS', 'IT', 'AGENT', 'PLACE',
-           'ADJECTIVE', 'PRONOUN', 'PRONOUN_MODEL', 'PRONOUN_TRAINING', 'KINDS', 'DE_AGENT', 'DE_PLACE', 'pronoun_pair',
+           'ADJECTIVE', 'PRONOUN', 'PRONOUN_MODEL', 'PRONOUN_TRAINING', 'DE_AGENT', 'DE_PLACE', 'pronoun_pair',
            'make_pronoun_task', 'refers_to_agent', 'genders_differ', 'train_pronoun_model', 'words',
            'referent_preference', 'referent_shares', 'show_referent_preference', 'show_links', 'pronoun_accuracy',
            'pronoun_ablation', 'measure_pronoun_model', 'show_strips']
@@ -237,7 +238,6 @@ def referent_preference(
     return prefers.float().mean(dim=1)
 
 # %% ../nbs/11a_pronouns.ipynb #p022a
-KINDS = ("encoder", "decoder", "cross")  # the fields of `Attention`
 # article and noun in the decoder's input <s> + German
 DE_AGENT, DE_PLACE = (1, 2), (4, 5)
 
@@ -388,16 +388,10 @@ def pronoun_ablation(model:Transformer, task:Task, groups:dict|None=None)->dict:
     """
     if groups is None:
         H = model.num_heads
-        L = {"encoder": len(model.encoder.layers), "decoder": len(model.decoder.layers),
-             "cross": len(model.decoder.layers)}
-        groups = {f"{k} {l} {h}": [(k, l, h)] for k in KINDS for l in range(L[k])
-                  for h in range(H)}
-        groups |= {f"{k} {l} all": [(k, l, h) for h in range(H)] for k in KINDS
-                   for l in range(L[k])}
-    out = {"none": pronoun_accuracy(model, task)}
-    for name, heads in groups.items():
-        with ablate_heads(model, heads): out[name] = pronoun_accuracy(model, task)
-    return out
+        groups = {f"{k} {l} {h}": [(k, l, h)] for k, l, h in every_head(model)}
+        groups |= {f"{k} {l} all": [(k, l, h) for h in range(H)]
+                   for k, l, first in every_head(model) if first == 0}
+    return ablation_table(model, groups, lambda m: pronoun_accuracy(m, task))
 
 # %% ../nbs/11a_pronouns.ipynb #meas
 @torch.no_grad()

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 import warnings
 from contextlib import AbstractContextManager, nullcontext
@@ -17,15 +16,15 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoints import load_checkpoint
-from .core import check_int, check_tensor
-from .data import Batch, Task, Vocab, batch_stream, make_batch, make_task
+from .core import ProgressBar, check_int, check_tensor
+from .data import Batch, Task, Vocab, batch_stream, make_task
+from .reading import cross_attention, teacher_forced_accuracy
 from .transformer import Transformer, TransformerConfig, ablate_heads
 
 # %% auto #0
 __all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr', 'make_optimizer',
-           'ProgressBar', 'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train', 'Accuracy',
-           'teacher_forced_accuracy', 'task_config', 'Trained', 'train_task', 'smooth', 'attention_maps',
-           'alignment_weight', 'attended_sources', 'costliest_head', 'ablation_costs', 'head_sharpness']
+           'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train', 'task_config', 'Trained',
+           'train_task', 'alignment_weight', 'attended_sources', 'costliest_head']
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
@@ -180,58 +179,6 @@ def make_optimizer(
         opt, lambda i: noam_lr(i + 1, d_model, warmup, factor)
     )
     return opt, sched
-
-# %% ../nbs/10_training.ipynb #c022
-class ProgressBar:
-    ("A text progress bar: `update(i, loss=...)` redraws it; one line per tenth of the "
-     "way when not in a terminal")
-    def __init__(self, total:int, file=None, width:int=20, enabled:bool=True):
-        """
-        Parameters
-        ----------
-        total : int
-            number of steps
-        file
-            where to write; sys.stderr by default, like other progress bars, away from
-            the results
-        width : int
-            characters of the bar
-        enabled : bool
-            False: write nothing
-        """
-        self.total, self.file, self.width, self.enabled = (
-            total,
-            file or sys.stderr,
-            width,
-            enabled,
-        )
-        self.tty = hasattr(self.file, "isatty") and self.file.isatty()
-        self.last_tenth, self.t0 = 0, time.perf_counter()
-    def update(self, i:int, **metrics)->None:
-        """Show step `i` of `total` and the metrics (floats are shown with 3 significant
-        digits)
-
-        Parameters
-        ----------
-        i : int
-            the step just done, 1 to total
-        metrics
-            name -> value to show beside the bar, e.g. loss=2.5
-        """
-        if not self.enabled: return
-        tenth = 10 * i // self.total
-        if not self.tty and (tenth == self.last_tenth and i != self.total): return
-        self.last_tenth = tenth
-        filled = self.width * i // self.total
-        bar = "#" * filled + "." * (self.width - filled)
-        info = "  ".join(
-            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-            for k, v in metrics.items()
-        )
-        line = f"[{bar}] {i}/{self.total}  {info}  {time.perf_counter() - self.t0:.1f}s"
-        self.file.write(("\r" + line) if self.tty else (line + "\n"))
-        if self.tty and i == self.total: self.file.write("\n")
-        self.file.flush()
 
 # %% ../nbs/10_training.ipynb #c025
 class CheckpointAverage:
@@ -691,60 +638,6 @@ def train(
     model.eval()
     return History(losses, lrs, tokens, time.perf_counter() - t0, state)
 
-# %% ../nbs/10_training.ipynb #c033
-class Accuracy(NamedTuple):
-    """Teacher-forced accuracy of a model on (source, target) pairs
-
-    Parameters
-    ----------
-    tokens : float
-        share of target tokens (</s> included) whose most likely prediction is right
-    sequences : float
-        share of targets right at every position: the exact match of greedy decoding
-    """
-    tokens: float
-    sequences: float
-
-@torch.no_grad()
-def teacher_forced_accuracy(
-    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]], batch_size:int=512,
-)->Accuracy:
-    """Token and whole-target accuracy of the model's most likely next token, given the
-    true prefix
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence[tuple[str, str]]
-        (source, target) strings
-    batch_size : int
-        pairs run together
-
-    Returns
-    -------
-    Accuracy
-        the share of correct tokens and of wholly correct targets
-    """
-    check_int(batch_size, "batch_size")
-    if len(pairs) == 0:
-        raise ValueError("pairs must hold at least one (source, target) pair, got none")
-    was_training = model.training; model.eval()
-    right_tokens = n_tokens = right_seqs = 0
-    for i in range(0, len(pairs), batch_size):
-        b = make_batch(pairs[i:i + batch_size], vocab)
-        # (B, T)
-        pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)
-        # (B, T) not padding
-        real = b.tgt_out != vocab.pad
-        ok = (pred == b.tgt_out) | ~real
-        right_tokens += int((ok & real).sum()); n_tokens += int(real.sum())
-        right_seqs += int(ok.all(dim=-1).sum())
-    model.train(was_training)
-    return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
-
 # %% ../nbs/10_training.ipynb #c040
 def task_config(vocab_size:int, **overrides)->TransformerConfig:
     """The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64
@@ -901,59 +794,6 @@ def train_task(
     hist = hist._replace(state=dict(hist.state, settings=settings))
     return Trained(model, config, task, hist)
 
-# %% ../nbs/10_training.ipynb #c055
-def smooth(xs:Sequence[float], k:int=25)->Tensor:
-    """A running mean, for plotting noisy losses
-
-    Parameters
-    ----------
-    xs : Sequence[float]
-        a noisy curve
-    k : int
-        window
-
-    Returns
-    -------
-    Tensor
-        the running mean over the last k values
-    """
-    x = torch.tensor(xs, dtype=torch.float64)
-    c = torch.cat([torch.zeros(1, dtype=x.dtype), x.cumsum(0)])
-    n = torch.arange(1, len(x) + 1).clamp(max=k)
-    return ((c[1:] - c[torch.arange(len(x)) + 1 - n]) / n).float()
-
-# %% ../nbs/10_training.ipynb #c063
-@torch.no_grad()
-def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->tuple:
-    """Every attention map of one example, with the character labels of its queries and
-    keys
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    src_text : str
-        one source string
-    tgt_text : str
-        its target, read with teacher forcing (or the model's own output, see
-        `decoding.translate`)
-
-    Returns
-    -------
-    tuple
-        (Attention with B = 1, source, decoder-input and decoder-output labels)
-    """
-    b = make_batch([(src_text, tgt_text)], vocab)
-    was_training = model.training; model.eval()
-    _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
-    )
-    model.train(was_training)
-    labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
-    return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
-
 # %% ../nbs/10_training.ipynb #c069
 @torch.no_grad()
 def alignment_weight(
@@ -979,15 +819,11 @@ def alignment_weight(
     Tensor
         (layers, H): mean cross-attention weight on the expected key
     """
-    b = make_batch(pairs, vocab)
-    model.eval()
-    _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
-    )
+    cross = cross_attention(model, vocab, pairs)                  # (layers, B, H, T, S)
     total, n = 0, 0
     for i, (s, t) in enumerate(pairs):
         for q, k in align(s, t):
-            total = total + attn.cross[:, i, :, q, k]                      # (layers, H)
+            total = total + cross[:, i, :, q, k]                           # (layers, H)
             n += 1
     return total / n
 
@@ -1047,78 +883,3 @@ def costliest_head(run:Trained)->tuple[str, int, int]:
                 lost[kind, layer, head] = full - acc
     # the largest loss, not the sharpest map
     return max(lost, key=lost.get)
-
-# %% ../nbs/10_training.ipynb #rd06
-@torch.no_grad()
-def ablation_costs(
-    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]],
-)->dict:
-    """The held-out accuracy lost with each head removed on its own, every kind of
-    attention
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence[tuple[str, str]]
-        (source, target) pairs, scored with teacher forcing
-
-    Returns
-    -------
-    dict
-        kind ("encoder", "decoder", "cross"): (layers, H), the share of pairs right at
-        every position with every head minus the share with that head removed
-    """
-    full = teacher_forced_accuracy(model, vocab, pairs).sequences
-    out = {}
-    for kind, layers in (("encoder", model.encoder.layers),
-                         ("decoder", model.decoder.layers),
-                         ("cross", model.decoder.layers)):
-        lost = torch.zeros(len(layers), model.num_heads)
-        for l in range(len(layers)):
-            for h in range(model.num_heads):
-                with ablate_heads(model, [(kind, l, h)]):
-                    lost[l, h] = (
-                        full - teacher_forced_accuracy(model, vocab, pairs).sequences
-                    )
-        out[kind] = lost
-    return out
-
-@torch.no_grad()
-def head_sharpness(
-    model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]],
-)->dict:
-    """How peaked each head's maps are: the largest weight of each query, averaged over
-    the queries of every pair
-
-    Parameters
-    ----------
-    model : Transformer
-        a trained model
-    vocab : Vocab
-        its vocabulary
-    pairs : Sequence[tuple[str, str]]
-        (source, target) pairs, run with teacher forcing
-
-    Returns
-    -------
-    dict
-        kind ("encoder", "decoder", "cross"): (layers, H), between 1/S and 1
-    """
-    b = make_batch(pairs, vocab)
-    was_training = model.training; model.eval()
-    _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
-    )
-    model.train(was_training)
-    # the real queries of each kind (B, T): source positions, or target positions
-    real = {"encoder": b.src != vocab.pad, "decoder": b.tgt_out != vocab.pad,
-            "cross": b.tgt_out != vocab.pad}
-    out = {}
-    for kind, q in real.items():
-        top = getattr(attn, kind).amax(dim=-1)                       # (L, B, H, T)
-        q = q[None, :, None, :]
-        out[kind] = (top * q).sum((1, 3)) / q.sum((1, 3))            # (L, H)
-    return out

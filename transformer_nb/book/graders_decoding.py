@@ -17,18 +17,18 @@ from .graders_stack import _pair, _twin
 from transformer_nb.book.grading import (
     Hint,
     Verdict,
-    _close,
-    _explain,
-    _far,
-    _first_match,
-    _init_hint,
-    _several,
-    _shape,
-    _tensor,
-    _tuple,
     build,
     checker,
+    expect_tensor,
+    expect_tuple,
+    explain,
+    first_match,
+    how_far,
+    init_hint,
     run,
+    several_hints,
+    shape_of,
+    tensors_close,
 )
 from ..data import Vocab
 from ..decoding import beam_search, greedy_search
@@ -162,31 +162,33 @@ def grade_greedy_search(fn)->Verdict:
         src, src_mask = full[0][:n], full[1][:n]
         want_ids, want_logits = greedy_search(model, src, src_mask, **kw)
         res = run("your function", fn, model, src, src_mask, **kw)
-        ids, logits = _tuple(res, 2, "greedy_search", "the ids and the logits")
-        _tensor(ids, f"the ids ({case})")
+        ids, logits = expect_tuple(res, 2, "greedy_search", "the ids and the logits")
+        expect_tensor(ids, f"the ids ({case})")
         if ids.shape == want_ids.shape and torch.equal(ids.long(), want_ids):
-            _tensor(logits, f"the logits ({case})", tuple(want_logits.shape),
+            expect_tensor(logits, f"the logits ({case})", tuple(want_logits.shape),
                     "(B, L, V): one row of logits per token written")
-            if not _close(logits, want_logits, 1e-4):
-                raise Hint(f"{case}: the ids are right, the logits are not: "
-                           f"{_far(logits, want_logits, 1e-4)}; return the logits of "
-                           "every step, stacked: (B, L, V).")
+            if not tensors_close(logits, want_logits, 1e-4):
+                raise Hint(
+                    f"{case}: the ids are right, the logits are not: "
+                    f"{how_far(logits, want_logits, 1e-4)}; return the logits of "
+                    "every step, stacked: (B, L, V)."
+                )
             continue
         # one explanation for every case, or each case's own
         gots, computes = [], []
         for _, kw2, n2 in cases:
             s2, m2 = full[0][:n2], full[1][:n2]
-            try: ids2 = _tuple(run("your function", fn, model, s2, m2, **kw2), 2,
+            try: ids2 = expect_tuple(run("your function", fn, model, s2, m2, **kw2), 2,
                                "greedy_search", "the ids and the logits")[0]
             except Hint: continue
             vkw = {k: v for k, v in kw2.items() if k in ("max_len", "eos")}
             gots.append(ids2.long().float())
             computes.append(lambda s2=s2, m2=m2, vkw=vkw, **k: _greedy_variant(
                 model, s2, m2, **vkw, **k).float())
-        found = _explain(gots, computes, _GREEDY_MISTAKES)
-        raise Hint(f"{case}: " + _several(found or [
+        found = explain(gots, computes, _GREEDY_MISTAKES)
+        raise Hint(f"{case}: " + several_hints(found or [
             f"the ids differ from the argmax at every step: yours have shape "
-            f"{_shape(ids)}, expected {_shape(want_ids)}; first row yours "
+            f"{shape_of(ids)}, expected {shape_of(want_ids)}; first row yours "
             f"{ids[0].tolist()}, expected {want_ids[0].tolist()}."]))
     return ("the argmax at every step, <pad> after </s>, stopping once every row is "
             "done, max_len, the masks" + (", with and without the cache"
@@ -355,10 +357,10 @@ def grade_beam_search(fn)->Verdict:
             except Hint: continue
             computes.append(lambda m2=m2, s2=s2, k2=k2, L2=L2, a2=a2, **kw: _hyps(
                 _beam_variant(m2, s2, k2, L2, a2, **kw), ""))
-        found = _explain(gots, computes, _BEAM_MISTAKES, same=_same_hyps)
+        found = explain(gots, computes, _BEAM_MISTAKES, same=_same_hyps)
         show = lambda hs: "; ".join(f"{h[0]} score {h[2]:.3f}"
                                     + ("" if h[3] else " (unfinished)") for h in hs)
-        raise Hint(f"{case}: " + _several(found or [
+        raise Hint(f"{case}: " + several_hints(found or [
             f"your hypotheses differ from the chapter's: yours {show(got) or 'none'}, "
             f"expected {show(want)}; sort them by score, best first."]))
     return ("the hypotheses, their scores with the length penalty, finished ones set "
@@ -520,10 +522,10 @@ def grade_learn_bpe(fn)->Verdict:
             try: gots.append(call(w2, k2))
             except Hint: continue
             computes.append(lambda w2=w2, k2=k2, **kw: _bpe_variant(w2, k2, **kw))
-        found = _explain(gots, computes, _BPE_MISTAKES, same=lambda a, b: a == b)
+        found = explain(gots, computes, _BPE_MISTAKES, same=lambda a, b: a == b)
         show = lambda ms: ", ".join(f"{a!r}+{b!r}" for a, b in ms[:6]) + (
             " …" if len(ms) > 6 else "")
-        raise Hint(f"learn_bpe({words}, {k}): " + _several(found or [
+        raise Hint(f"learn_bpe({words}, {k}): " + several_hints(found or [
             f"your merges differ from the chapter's: yours {show(got) or 'none'}, "
             f"expected {show(want) or 'none'}."]))
     return ("every occurrence counted, weighted by its word's count, never across a "
@@ -593,12 +595,12 @@ def grade_gpt(cls)->Verdict:
                        "embeddings.")
         ref, m = _pair(cls, GPT, V, **args)
         with torch.no_grad():
-            got = _tensor(run("your model", m, ids), "the logits", (2, 9, V),
+            got = expect_tensor(run("your model", m, ids), "the logits", (2, 9, V),
                           "(B, T, V)")
             want = ref(ids)
-            if not _close(got, want):
+            if not tensors_close(got, want):
                 flip = {"gelu": "relu", "relu": "gelu"}[options["activation"]]
-                raise Hint(_first_match(got, [
+                raise Hint(first_match(got, [
                     ("no causal mask: each position sees the tokens after it, the "
                      "very ones it must predict; pass causal_mask(T) to the stack.",
                      lambda: ref.output(ref.stack(ref.embed(ids)))),
@@ -610,16 +612,16 @@ def grade_gpt(cls)->Verdict:
                      "stack.",
                      lambda: _twin(ref, GPT, V, **(args | {"activation": flip}))(ids)),
                 ]) or f"{where}: the logits differ from the book's: "
-                      f"{_far(got, want)}.")
-            res = _tuple(run("your model", m, ids, need_weights=True), 2,
+                      f"{how_far(got, want)}.")
+            res = expect_tuple(run("your model", m, ids, need_weights=True), 2,
                          "forward(ids, need_weights=True)",
                          "the logits and a list of each layer's attention weights")
             w_want = ref(ids, need_weights=True)[1]
-            if not _close(res[0], want):
+            if not tensors_close(res[0], want):
                 raise Hint("with need_weights=True the logits change: "
-                           f"{_far(res[0], want)}.")
+                           f"{how_far(res[0], want)}.")
             if (not isinstance(res[1], (list, tuple)) or len(res[1]) != N
-                    or not all(_close(a, b) for a, b in zip(res[1], w_want))):
+                    or not all(tensors_close(a, b) for a, b in zip(res[1], w_want))):
                 raise Hint(
                     f"with need_weights=True return a list of the {N} layers' "
                     "self-attention weights, each (B, H, T, T), as the stack returns "
@@ -628,14 +630,19 @@ def grade_gpt(cls)->Verdict:
             caches = [LayerCache() for _ in range(N)]
             advice = ("With a cache, the mask of the new queries covers the cached "
                       "keys too: causal_mask(past + T)[..., past:, :].")
-            got = torch.cat([
-                _tensor(run("your model", m, ids[:, a:b], cache=caches, advice=advice),
+            got = torch.cat(
+                [
+                    expect_tensor(
+                        run("your model", m, ids[:, a:b], cache=caches, advice=advice),
                         f"the logits of positions {a} to {b - 1} with a cache",
-                        (2, b - a, V))
-                for a, b in _GPT_CUTS
-            ], 1)
-            if not _close(got, want):
-                raise Hint(_first_match(got, [
+                        (2, b - a, V),
+                    )
+                    for a, b in _GPT_CUTS
+                ],
+                1,
+            )
+            if not tensors_close(got, want):
+                raise Hint(first_match(got, [
                     ("with a cache the positions restart at 0: the new tokens come "
                      "after the cached ones, embed(ids, offset=len(cache[0])).",
                      lambda: _gpt_cached(ref, ids, _GPT_CUTS, offset=False)),
@@ -644,11 +651,11 @@ def grade_gpt(cls)->Verdict:
                      lambda: _gpt_cached(ref, ids, _GPT_CUTS, cache=False)),
                 ]) or "fed a prompt of 4, then 2 tokens, then one at a time with a "
                       "cache, the logits differ from those of the whole sequence: "
-                      f"{_far(got, want)}.")
+                      f"{how_far(got, want)}.")
     ref, m = _pair(cls, GPT, V, **(kw | {"dropout": 0.5}))
     _dropout_modes("your model", m, lambda mod: mod(ids), ref(ids),
                    "to the embeddings and inside the layers")
-    init = _init_hint(build(cls, V, **kw), GPT(V, **kw), "your new GPT")
+    init = init_hint(build(cls, V, **kw), GPT(V, **kw), "your new GPT")
     if init: raise Hint(init)
     return ("logits with the causal mask, need_weights, the cache fed 4, 2 and 1 "
             "tokens, both activations and position tables, dropout, tied output and "
@@ -712,7 +719,7 @@ def _same_filter(a, b)->bool:
     out_a, out_b = torch.isneginf(a), torch.isneginf(b)
     # a row with every token left out has no distribution (NaN): compare it as zeros
     sm = lambda t: t.float().softmax(-1).nan_to_num(0.0)
-    return bool(torch.equal(out_a, out_b)) and _close(sm(a), sm(b), 1e-5)
+    return bool(torch.equal(out_a, out_b)) and tensors_close(sm(a), sm(b), 1e-5)
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11cb
 @checker(book=filter_logits, also=(sample_next,))
@@ -744,7 +751,7 @@ def grade_filter_logits(fn)->Verdict:
             + ", ".join(f"{k}={v}" for k, v in kw.items())
             + ")"
         )
-        got = _tensor(run("your function", fn, logits.clone(), **kw), case,
+        got = expect_tensor(run("your function", fn, logits.clone(), **kw), case,
                       tuple(logits.shape), "(..., V)")
         want = filter_logits(logits, **kw)
         if _same_filter(got, want): continue
@@ -753,9 +760,9 @@ def grade_filter_logits(fn)->Verdict:
             try: gots.append(run("your function", fn, logits.clone(), **kw2))
             except Hint: continue
             computes.append(lambda kw2=kw2, **d: _filter_variant(logits, **kw2, **d))
-        found = _explain(gots, computes, _FILTER_MISTAKES, same=_same_filter)
+        found = explain(gots, computes, _FILTER_MISTAKES, same=_same_filter)
         kept = lambda t: (~torch.isneginf(t[0])).int().tolist()
-        raise Hint(f"{case}: " + _several(found or [
+        raise Hint(f"{case}: " + several_hints(found or [
             f"the tokens kept or their probabilities differ from the chapter's "
             f"(row 0 with probabilities 0.4, 0.3, 0.15, 0.15: yours keeps "
             f"{kept(got)}, expected {kept(want)})."]))

@@ -14,22 +14,22 @@ from ..attention import scaled_dot_product_attention
 from transformer_nb.book.grading import (
     Hint,
     Verdict,
-    _close,
-    _diagnose,
-    _diff,
-    _far,
-    _first_match,
-    _init_hint,
-    _nontrivial,
-    _same_parts,
-    _several,
-    _shape,
-    _tensor,
-    _tuple,
     build,
     checker,
+    diagnose,
+    expect_same_parts,
+    expect_tensor,
+    expect_tuple,
+    first_match,
+    how_far,
+    init_hint,
     load_reference,
+    max_error,
+    nontrivial,
     run,
+    several_hints,
+    shape_of,
+    tensors_close,
 )
 from ..embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
 from ..ffn import PositionwiseFeedForward
@@ -62,18 +62,18 @@ def grade_token_embedding(cls)->Verdict:
     V, d, pad = 50, 24, 3
     ref, m = TokenEmbedding(V, d), build(cls, V, d)
     load_reference(ref, m)
-    _same_parts(ref, m, "your TokenEmbedding")
+    expect_same_parts(ref, m, "your TokenEmbedding")
     ids = torch.randint(0, V, (2, 5))
     with torch.no_grad():
-        got = _tensor(
+        got = expect_tensor(
             run("your module", m, ids), "the output", (2, 5, d), "(B, T, d_model)"
         )
         table = next(p for p in ref.parameters() if tuple(p.shape) == (V, d))
         want, raw = ref(ids), torch.nn.functional.embedding(ids, table)
-    if not _close(got, want):
+    if not tensors_close(got, want):
         # the factor that maps the lookup to the output
         c = (got * raw).sum() / (raw * raw).sum()
-        if _close(got, raw):
+        if tensors_close(got, raw):
             raise Hint(
                 "the vectors are not scaled: multiply the looked-up rows by √d_model "
                 "(section 3.4)."
@@ -84,9 +84,10 @@ def grade_token_embedding(cls)->Verdict:
                                          "multiplies by it."),
                              (d / 2, "`d_model ** 1/2` is d_model / 2 (operator "
                                      "precedence); write d_model ** 0.5.")):
-            if _close(got, raw * factor): raise Hint(hint)
+            if tensors_close(got, raw * factor): raise Hint(hint)
         raise Hint(
-            f"the output is not the scaled lookup E[ids]·√d_model: {_far(got, want)} "
+            "the output is not the scaled lookup E[ids]·√d_model: "
+            f"{how_far(got, want)} "
             "(your output ≈ "
             f"{c:.2f} × the looked-up rows, expected {math.sqrt(d):.2f})."
         )
@@ -159,22 +160,22 @@ def grade_positional_encoding(fn)->Verdict:
     for L, d, base in ((50, 16, None), (7, 6, None), (9, 10, 100.0)):
         kw = {} if base is None else {"base": base}
         call = f"sinusoidal_encoding({L}, {d}{', base=' + str(base) if base else ''})"
-        got = _tensor(run("your function", fn, L, d, **kw), call)
+        got = expect_tensor(run("your function", fn, L, d, **kw), call)
         if tuple(got.shape) == (d, L):
             raise Hint(
-                f"the table has shape {_shape(got)}: rows are positions, (max_len, "
+                f"the table has shape {shape_of(got)}: rows are positions, (max_len, "
                 "d_model)."
             )
-        _tensor(got, call, (L, d), "(max_len, d_model)")
+        expect_tensor(got, call, (L, d), "(max_len, d_model)")
         want = sinusoidal_encoding(L, d, **kw)
-        if _close(got, want): continue
-        if base is not None and _close(got, sinusoidal_encoding(L, d)):
+        if tensors_close(got, want): continue
+        if base is not None and tensors_close(got, sinusoidal_encoding(L, d)):
             raise Hint(
                 f"{call}: the base is ignored; use `base` where the paper has 10000, "
                 "ω_i = base ** (-2i/d_model)."
             )
         hint = (
-            _first_match(
+            first_match(
                 got,
                 [
                     (
@@ -217,8 +218,9 @@ def grade_positional_encoding(fn)->Verdict:
         )
         raise Hint(
             hint
-            or f"{call} differs from the paper's table: {_far(got, want)}; check row "
-               "0 (all sines 0, "
+            or f"{call} differs from the paper's table: {how_far(got, want)}; check "
+               "row "
+            "0 (all sines 0, "
             f"all cosines 1) and PE[1, 0] = sin(1) = {math.sin(1):.3f}."
         )
     return "the table matches section 3.5 for two sizes and for another base."
@@ -229,20 +231,20 @@ def _dropout_modes(what:str, m:nn.Module, call, want_eval:Tensor, where:str):
      "drop something")
     with torch.no_grad():
         ev = run(what, call, m.eval())
-        if not _close(ev, want_eval):
+        if not tensors_close(ev, want_eval):
             hint = (
                 "dropout is applied in eval mode: use the module Dropout "
                 "(nn.Dropout), or "
                 "F.dropout(x, p, training=self.training), so that model.eval() turns "
                 "it off."
-                if not _close(run(what, call, m.eval()), ev)
+                if not tensors_close(run(what, call, m.eval()), ev)
                 else "with dropout=0.5 in eval mode the output is not the book's: "
-                     f"{_far(ev, want_eval)}."
+                     f"{how_far(ev, want_eval)}."
             )
             raise Hint(hint)
         tr = run(what, call, m.train())
         m.eval()
-    if _close(tr, ev):
+    if tensors_close(tr, ev):
         raise Hint(
             "with dropout=0.5 in training mode the output does not change: apply "
             f"dropout {where}."
@@ -281,22 +283,22 @@ def grade_embeddings(cls)->Verdict:
                 "\"learned\"."
             )
         load_reference(ref, m)
-        _same_parts(ref, m, f"your Embeddings (positions={positions!r})")
+        expect_same_parts(ref, m, f"your Embeddings (positions={positions!r})")
         with torch.no_grad():
             for offset in (0, 5):
                 kw = {"offset": offset} if offset else {}
                 case = f"positions={positions!r}" + (
                     f", offset={offset}" if offset else ""
                 )
-                got = _tensor(
+                got = expect_tensor(
                     run("your module", m, ids, **kw),
                     f"the output ({case})",
                     (3, 6, d),
                     "(B, T, d_model)",
                 )
                 want, tok = ref(ids, offset=offset), lambda: ref.tokens(ids)
-                if _close(got, want): continue
-                hint = _first_match(
+                if tensors_close(got, want): continue
+                hint = first_match(
                     got,
                     [
                         (
@@ -329,7 +331,7 @@ def grade_embeddings(cls)->Verdict:
                     + (
                         hint
                         or f"the output differs from tokens·√d_model + positions: "
-                        f"{_far(got, want)}."
+                        f"{how_far(got, want)}."
                     )
                 )
     padded = build(cls, V, d, max_len=L, dropout=0.0, padding_idx=3)
@@ -351,7 +353,7 @@ def grade_embeddings(cls)->Verdict:
         "to the sum of tokens and positions",
     )
     kept = tr != 0
-    if not _close(tr[kept], 2 * ev[kept], 1e-4):
+    if not tensors_close(tr[kept], 2 * ev[kept], 1e-4):
         raise Hint(
             "dropout acts on the sum of tokens and positions: dropped entries are 0, "
             "kept ones doubled "
@@ -374,7 +376,7 @@ def _scale_hint(w:Tensor, scores:Tensor, d_k:int, d_model:int|None=None)->str|No
     ("Name the scale the learner used, if the weights are softmax(scores / c) for a "
      "wrong c")
     c = _fit_scale(w, scores)
-    if c is None or not _close(w, (scores / c).softmax(-1), 1e-4): return None
+    if c is None or not tensors_close(w, (scores / c).softmax(-1), 1e-4): return None
     right = math.sqrt(d_k)
     if abs(c - right) < 1e-3 * right: return None
     named = [
@@ -423,7 +425,7 @@ def _attention_variant(q, k, mask, scale=None, axis=-1, fill=None):
     return w
 
 def _attention_mistakes(d_k:int, mask)->list:
-    "The deviations `_diagnose` tries on attention weights, most fundamental first"
+    "The deviations `diagnose` tries on attention weights, most fundamental first"
     r = math.sqrt(d_k)
     axes = [
         ("scale", {
@@ -458,10 +460,10 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None,
      "other `cases`, every deviation they show")
     T, S = q.shape[-2], k.shape[-2]
     if tuple(w.shape[-2:]) == (S, T) and S != T:
-        return (f"the weights have shape {_shape(w)}, keys before queries: rows are "
+        return (f"the weights have shape {shape_of(w)}, keys before queries: rows are "
                 "queries, use q @ k.transpose(-2, -1).")
     scores = q @ k.transpose(-2, -1)
-    found = _diagnose(w, lambda **kw: _attention_variant(q, k, mask, **kw),
+    found = diagnose(w, lambda **kw: _attention_variant(q, k, mask, **kw),
                       _attention_mistakes(q.shape[-1], mask))
     if found:
         # the other cases may show more deviations (a mask case after a scale one)
@@ -470,7 +472,7 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None,
                 w_ = run("your function", fn, q_, k_, v_,
                          **({"mask": m_} if m_ is not None else {}))[1]
             except Hint: continue
-            more = _diagnose(w_, lambda **kw: _attention_variant(q_, k_, m_, **kw),
+            more = diagnose(w_, lambda **kw: _attention_variant(q_, k_, m_, **kw),
                              _attention_mistakes(q_.shape[-1], m_))
             found += [h for h in more or [] if h not in found]
         order = [
@@ -478,10 +480,10 @@ def _attention_weights_hint(w:Tensor, q:Tensor, k:Tensor, mask:Tensor|None,
         ]
         rank = lambda h: next((i for i, x in enumerate(order) if x[:40] == h[:40]),
                               len(order))
-        return _several(sorted(found, key=rank))
+        return several_hints(sorted(found, key=rank))
     if mask is None:
-        if not _close(w.sum(-1), torch.ones_like(w.sum(-1)), 1e-4):
-            if _close(w.sum(-2), torch.ones_like(w.sum(-2)), 1e-4):
+        if not tensors_close(w.sum(-1), torch.ones_like(w.sum(-1)), 1e-4):
+            if tensors_close(w.sum(-2), torch.ones_like(w.sum(-2)), 1e-4):
                 return ("the softmax runs over the wrong axis: each query's weights "
                         "over the keys must sum to 1, use dim=-1.")
             return ("each query's weights must sum to 1: apply the softmax over the "
@@ -514,22 +516,22 @@ def _attention_dropout(fn, q, k, v, mask):
      "the weights before dropout")
     want_out, want_w = scaled_dot_product_attention(q, k, v, mask=mask)
     res = run("your function", fn, q, k, v, mask=mask, dropout_p=0.0)
-    out, w = _tuple(res, 2, "attention", "the output and the weights")
-    if not _close(out, want_out):
-        raise Hint(f"with dropout_p=0.0 the output changes: {_far(out, want_out)}.")
-    out, w = _tuple(
+    out, w = expect_tuple(res, 2, "attention", "the output and the weights")
+    if not tensors_close(out, want_out):
+        raise Hint(f"with dropout_p=0.0 the output changes: {how_far(out, want_out)}.")
+    out, w = expect_tuple(
         run("your function", fn, q, k, v, mask=mask, dropout_p=0.5),
         2,
         "attention",
         "the output and the weights",
     )
-    if not _close(w, want_w):
+    if not tensors_close(w, want_w):
         raise Hint(
             "with dropout_p=0.5 the returned weights are not the softmax: return the "
             "weights before "
             "dropout, and use the dropped copy only for the output."
         )
-    if _close(out, want_out):
+    if tensors_close(out, want_out):
         raise Hint(
             "dropout_p=0.5 is ignored: drop the weights, dropout(weights, dropout_p), "
             "before @ v."
@@ -546,7 +548,7 @@ def _attention_dropout(fn, q, k, v, mask):
     ):
         raise Hint(
             "with dropout_p=0.5 the output is far from the book's expectation: "
-            f"{_far(out, want_out)}."
+            f"{how_far(out, want_out)}."
         )
 
 # %% ../../nbs/91a_graders_parts.ipynb #c025
@@ -603,35 +605,35 @@ def grade_attention(fn)->Verdict:
             advice="Check the shapes in the comments of the signature.",
             **args,
         )
-        out, w = _tuple(
+        out, w = expect_tuple(
             res, 2, "attention", "the output and the weights, `return out, weights`"
         )
         want_out, want_w = scaled_dot_product_attention(q_, k_, v_, mask=mask)
-        _tensor(w, f"the weights {case}")
-        if not _close(w, want_w):
+        expect_tensor(w, f"the weights {case}")
+        if not tensors_close(w, want_w):
             if w.shape != want_w.shape and tuple(w.shape[-2:]) != (
                 k_.shape[-2],
                 q_.shape[-2],
             ):
                 raise Hint(
-                    f"{case}: the weights have shape {_shape(w)}, expected "
-                    f"{_shape(want_w)} (..., T, S)."
+                    f"{case}: the weights have shape {shape_of(w)}, expected "
+                    f"{shape_of(want_w)} (..., T, S)."
                 )
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask,
                                                               fn, cases))
         if mask is not None and (w.masked_select(~mask.expand(w.shape)) != 0).any():
             raise Hint(f"{case}: " + _attention_weights_hint(w, q_, k_, mask))
-        _tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
-        if not _close(out, want_out):
-            if _close(out, (w @ k_) if k_.shape == v_.shape else None):
+        expect_tensor(out, f"the output {case}", tuple(want_out.shape), "(..., T, d_v)")
+        if not tensors_close(out, want_out):
+            if tensors_close(out, (w @ k_) if k_.shape == v_.shape else None):
                 raise Hint("the weights multiply k; they must multiply v.")
             raise Hint(
                 f"{case}: the weights are right but the output is not weights @ v: "
-                f"{_far(out, want_out)}."
+                f"{how_far(out, want_out)}."
             )
     # query 2 of item 0 may see no key
     none = torch.ones(B, 1, T, S, dtype=torch.bool); none[0, 0, 2] = False
-    out, w = _tuple(
+    out, w = expect_tuple(
         run("your function", fn, q, k, v, mask=none),
         2,
         "attention",
@@ -662,7 +664,7 @@ def grade_attention(fn)->Verdict:
             advice=f"In {dtype}, a fill like -1e9 does not fit "
             f"(float16 ends at 65504): fill with torch.finfo(scores.dtype).min.",
         )
-        out, w = _tuple(res, 2, "attention", "the output and the weights")
+        out, w = expect_tuple(res, 2, "attention", "the output and the weights")
         if out.dtype != dtype or w.dtype != dtype:
             raise Hint(
                 f"for {dtype} inputs your function returns {out.dtype} and {w.dtype}: "
@@ -680,10 +682,12 @@ def grade_attention(fn)->Verdict:
         want_out, want_w = scaled_dot_product_attention(*h, mask=none)
         # bfloat16: 8 bits of mantissa
         tol_w, tol_out = (1e-2, 2e-2) if dtype == torch.float16 else (6e-2, 1.5e-1)
-        if not _close(w, want_w, tol_w) or not _close(out, want_out, tol_out):
+        if not tensors_close(w, want_w, tol_w) or not tensors_close(
+            out, want_out, tol_out
+        ):
             raise Hint(
                 f"in {dtype} the result differs from the book's: "
-                f"{_far(out, want_out, tol_out)}."
+                f"{how_far(out, want_out, tol_out)}."
             )
     return (
         "shapes (2-D to 4-D), scale, softmax axis, padding, causal and random masks, "
@@ -709,23 +713,23 @@ def grade_split_heads(fn)->Verdict:
     """
     B, T, d, H = 2, 5, 24, 4
     x = torch.randn(B, T, d)
-    got = _tensor(run("your function", fn, x, H), "the result")
+    got = expect_tensor(run("your function", fn, x, H), "the result")
     want = x.reshape(B, T, H, d // H).transpose(1, 2)
     if tuple(got.shape) == (B, T, H, d // H):
         raise Hint(
-            f"the result has shape {_shape(got)} (B, T, H, d_k): move the heads "
+            f"the result has shape {shape_of(got)} (B, T, H, d_k): move the heads "
             "before the positions "
             "with .transpose(1, 2)."
         )
-    _tensor(got, "the result", (B, H, T, d // H), "(B, H, T, d_k)")
-    if _close(got, x.reshape(B, H, T, d // H)):
+    expect_tensor(got, "the result", (B, H, T, d // H), "(B, H, T, d_k)")
+    if tensors_close(got, x.reshape(B, H, T, d // H)):
         raise Hint(
             "your split mixes positions: x.view(B, H, T, d_k) reads the numbers in "
             "memory order, so a 'head' "
             "gets pieces of several positions. Reshape to (B, T, H, d_k) first, then "
             ".transpose(1, 2)."
         )
-    if not _close(got, want):
+    if not tensors_close(got, want):
         raise Hint("head h must hold features h·d_k … (h+1)·d_k - 1 of every position: "
                    "x.reshape(B, T, H, d_k).transpose(1, 2).")
     return "each head gets its own slice of every position."
@@ -746,7 +750,7 @@ def grade_merge_heads(fn)->Verdict:
     """
     B, H, T, dk = 2, 4, 5, 6
     x = torch.randn(B, H, T, dk)
-    got = _tensor(
+    got = expect_tensor(
         run(
             "your function",
             fn,
@@ -758,17 +762,17 @@ def grade_merge_heads(fn)->Verdict:
     )
     if tuple(got.shape) == (B, T, H, dk):
         raise Hint(
-            f"the result has shape {_shape(got)}: put the heads side by side, "
+            f"the result has shape {shape_of(got)}: put the heads side by side, "
             ".reshape(B, T, H * d_k)."
         )
-    _tensor(got, "the result", (B, T, H * dk), "(B, T, H·d_k)")
-    if _close(got, x.reshape(B, T, H * dk)):
+    expect_tensor(got, "the result", (B, T, H * dk), "(B, T, H·d_k)")
+    if tensors_close(got, x.reshape(B, T, H * dk)):
         raise Hint(
             "your merge mixes positions: reshaping (B, H, T, d_k) directly to (B, T, "
             "H·d_k) reads the numbers "
             "in memory order. First .transpose(1, 2) to (B, T, H, d_k), then reshape."
         )
-    if not _close(got, x.transpose(1, 2).reshape(B, T, H * dk)):
+    if not tensors_close(got, x.transpose(1, 2).reshape(B, T, H * dk)):
         raise Hint(
             "position t must hold the outputs of head 0, head 1, … side by side: "
             "x.transpose(1, 2).reshape(B, T, -1)."
@@ -826,7 +830,7 @@ def grade_multihead(cls)->Verdict:
     B, T, S, d, H = 2, 5, 7, 24, 4
     ref, m = MultiHeadAttention(d, H), build(cls, d, H)
     load_reference(ref, m)
-    _same_parts(ref, m, "your MultiHeadAttention")
+    expect_same_parts(ref, m, "your MultiHeadAttention")
     x, src, val = torch.randn(B, T, d), torch.randn(B, S, d), torch.randn(B, S, d)
     pad = torch.ones(B, 1, 1, S, dtype=torch.bool); pad[1, ..., 4:] = False
     causal = torch.ones(T, T, dtype=torch.bool).tril()
@@ -849,24 +853,24 @@ def grade_multihead(cls)->Verdict:
                 advice="The mask broadcasts to (B, H, T, S) as it is; pass it on to "
                        "the attention unchanged.",
             )
-            out, w = _tuple(
+            out, w = expect_tuple(
                 res,
                 2,
                 "forward",
                 "the output and the per-head weights, `return out, weights`",
             )
             want_out, want_w = ref(qu, ke, va, mask=mask)
-            _tensor(
+            expect_tensor(
                 w,
                 f"{case}: the weights",
                 tuple(want_w.shape),
                 "(B, H, T, S), one map per head",
             )
-            _tensor(
+            expect_tensor(
                 out, f"{case}: the output", tuple(want_out.shape), "(B, T, d_model)"
             )
-            if _close(out, want_out) and _close(w, want_w): continue
-            hint = _first_match(
+            if tensors_close(out, want_out) and tensors_close(w, want_w): continue
+            hint = first_match(
                 out,
                 [
                     (
@@ -913,18 +917,20 @@ def grade_multihead(cls)->Verdict:
                 )
             except AttributeError: scale = None
             if scale: raise Hint(f"{case}: {scale}")
-            if mask is not None and _close(out, ref(qu, ke, va)[0]):
+            if mask is not None and tensors_close(out, ref(qu, ke, va)[0]):
                 raise Hint(f"{case}: the mask is ignored; pass it to the attention.")
             weights = (
-                _diff(w, want_w) if w.shape == want_w.shape else "shape " + _shape(w)
+                max_error(w, want_w)
+                if w.shape == want_w.shape
+                else "shape " + shape_of(w)
             )
             raise Hint(
-                f"{case}: the output differs from the book's: {_far(out, want_out)} "
+                f"{case}: the output differs from the book's: {how_far(out, want_out)} "
                 f"(weights: {weights}). "
                 "Follow the steps: project, split, attend, merge, W_o."
             )
         res = run("your module", m, x, src, src, mask=pad, need_weights=False)
-        out, w = _tuple(
+        out, w = expect_tuple(
             res, 2, "forward(..., need_weights=False)", "the output and None"
         )
         if w is not None:
@@ -933,10 +939,10 @@ def grade_multihead(cls)->Verdict:
                 "path computes no weights."
             )
         want = ref(x, src, src, mask=pad)[0]
-        if not _close(out, want):
+        if not tensors_close(out, want):
             raise Hint(
                 "with need_weights=False the output must be the same as with the "
-                f"weights: {_far(out, want)}."
+                f"weights: {how_far(out, want)}."
             )
     ref, m = MultiHeadAttention(d, H, bias=False), build(cls, d, H, bias=False)
     if any(p.dim() == 1 for p in m.parameters()):
@@ -946,20 +952,20 @@ def grade_multihead(cls)->Verdict:
         )
     load_reference(ref, m)
     with torch.no_grad():
-        out = _tuple(
+        out = expect_tuple(
             run("your module", m, x, src, src, mask=pad),
             2,
             "forward",
             "the output and the weights",
         )[0]
-        if not _close(out, ref(x, src, src, mask=pad)[0]):
+        if not tensors_close(out, ref(x, src, src, mask=pad)[0]):
             raise Hint(
                 "with bias=False the output differs from the book's: "
-                f"{_far(out, ref(x, src, src, mask=pad)[0])}."
+                f"{how_far(out, ref(x, src, src, mask=pad)[0])}."
             )
     ref, m = MultiHeadAttention(d, H, dropout=0.5), build(cls, d, H, dropout=0.5)
     load_reference(ref, m)
-    _same_parts(ref, m, "your MultiHeadAttention(dropout=0.5)")
+    expect_same_parts(ref, m, "your MultiHeadAttention(dropout=0.5)")
     with torch.no_grad(): want_out, want_w = ref.eval()(x, src, src, mask=pad)
     call = lambda mod: mod(x, src, src, mask=pad)[0]
     _dropout_modes(
@@ -971,16 +977,16 @@ def grade_multihead(cls)->Verdict:
         "if self.training else 0.0 to the attention)",
     )
     with torch.no_grad():
-        w = _tuple(
+        w = expect_tuple(
             run("your module", m.train(), x, src, src, mask=pad), 2, "forward", ""
         )[1]
-    if not _close(w, want_w):
+    if not tensors_close(w, want_w):
         raise Hint(
             "in training mode the returned weights are dropped: return the weights "
             "before dropout (the "
             "chapter's attention returns them so), and drop only those that multiply v."
         )
-    init = _init_hint(build(cls, d, H), MultiHeadAttention(d, H),
+    init = init_hint(build(cls, d, H), MultiHeadAttention(d, H),
                       "your new MultiHeadAttention")
     if init: raise Hint(init)
     return ("self- and cross-attention with masks, need_weights=False, bias=False and "
@@ -1012,12 +1018,14 @@ def grade_ffn(cls)->Verdict:
                 build(cls, d, dff, activation=act),
             )
             load_reference(ref, m)
-            _same_parts(ref, m, f"your PositionwiseFeedForward(activation={act!r})")
-            got = _tensor(
+            expect_same_parts(
+                ref, m, f"your PositionwiseFeedForward(activation={act!r})"
+            )
+            got = expect_tensor(
                 run("your module", m, x), "the output", (B, T, d), "(B, T, d_model)"
             )
-            if _close(got, ref(x)): continue
-            if not _close(got, run("your module", m, x)):
+            if tensors_close(got, ref(x)): continue
+            if not tensors_close(got, run("your module", m, x)):
                 raise Hint(
                     "the output changes from call to call in eval mode: dropout is "
                     "applied in eval mode; "
@@ -1025,7 +1033,7 @@ def grade_ffn(cls)->Verdict:
                     "turns off."
                 )
             l1, l2 = (lambda t: ref.linear1(t)), (lambda t: ref.linear2(t))
-            hint = _first_match(
+            hint = first_match(
                 got,
                 [
                     (
@@ -1054,7 +1062,7 @@ def grade_ffn(cls)->Verdict:
                 hint
                 or f"with activation={act!r} the output differs from "
                    "linear2(act(linear1(x))): "
-                f"{_far(got, ref(x))}."
+                f"{how_far(got, ref(x))}."
             )
     ref, m = (
         PositionwiseFeedForward(d, dff, dropout=0.5),
@@ -1071,7 +1079,7 @@ def grade_ffn(cls)->Verdict:
             "the hidden units, "
             "between the activation and linear2, not on the output."
         )
-    init = _init_hint(build(cls, d, dff), PositionwiseFeedForward(d, dff),
+    init = init_hint(build(cls, d, dff), PositionwiseFeedForward(d, dff),
                       "your new PositionwiseFeedForward")
     if init: raise Hint(init)
     return ("linear1 → activation (relu and gelu) → dropout on the hidden units in "
@@ -1093,7 +1101,7 @@ def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True, used=No
             "no bias": lambda: y * w}[affine]()
 
 def _ln_mistakes(eps:float)->list:
-    "The deviations `_diagnose` tries on a LayerNorm, most fundamental first"
+    "The deviations `diagnose` tries on a LayerNorm, most fundamental first"
     return [
         ("dim", {-2: "normalise each position over its own features: mean and "
                      "variance over the last dimension (dim=-1).",
@@ -1137,15 +1145,15 @@ def grade_layer_norm(cls)->Verdict:
     x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
     # a new LayerNorm is the plain normalisation: γ = 1, β = 0 (the weights the
     # checks below copy in cannot show that)
-    init = _init_hint(build(cls, d), LayerNorm(d), "your new LayerNorm(12)")
+    init = init_hint(build(cls, d), LayerNorm(d), "your new LayerNorm(12)")
     for eps, kw in ((1e-5, {}), (1e-2, {}), (1e-5, {"fused": False})):
         case = f"LayerNorm({d}, eps={eps}{', fused=False' if kw else ''})"
-        ref, m = _nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
+        ref, m = nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
         load_reference(ref, m)
-        _same_parts(ref, m, f"your {case}")
+        expect_same_parts(ref, m, f"your {case}")
         w, b = ref.weight.detach(), ref.bias.detach()
         with torch.no_grad():
-            got = _tensor(
+            got = expect_tensor(
                 run(
                     "your module",
                     m,
@@ -1157,14 +1165,14 @@ def grade_layer_norm(cls)->Verdict:
                 "(the input's shape)",
             )
             want = ref(x)
-            if _close(got, want): continue
-            found = _diagnose(got, lambda **kw: _ln(x, w, b, eps, **kw),
+            if tensors_close(got, want): continue
+            found = diagnose(got, lambda **kw: _ln(x, w, b, eps, **kw),
                               _ln_mistakes(eps))
             raise Hint(
                 f"{case}: "
-                + _several(
+                + several_hints(
                     (found or ["the output differs from (x - mean) / sqrt(var + eps) "
-                               f"* weight + bias: {_far(got, want)}."]) + [init]
+                               f"* weight + bias: {how_far(got, want)}."]) + [init]
                 )
             )
     if init: raise Hint(init)
@@ -1211,7 +1219,7 @@ def grade_sublayer(cls)->Verdict:
     with torch.no_grad():
         for nf in (True, False):
             m = build(cls, d, dropout=0.0, norm_first=nf)
-            _same_parts(
+            expect_same_parts(
                 SublayerConnection(d, dropout=0.0, norm_first=nf),
                 m,
                 "your SublayerConnection",
@@ -1224,18 +1232,18 @@ def grade_sublayer(cls)->Verdict:
                 )
             # make γ and β visible
             for p in norm.parameters(): p.normal_()
-            got = _tensor(
+            got = expect_tensor(
                 run("your module", m, x, f), "the output", (B, T, d), "(B, T, d_model)"
             )
             pre, post = x + f(norm(x)), norm(x + f(x))
-            if _close(got, pre if nf else post): continue
+            if tensors_close(got, pre if nf else post): continue
             asked = (
                 "norm_first=True asks for pre-LN, x + sublayer(norm(x))"
                 if nf
                 else "norm_first=False asks for the paper's post-LN, norm(x + "
                      "sublayer(x))"
             )
-            hint = _first_match(
+            hint = first_match(
                 got,
                 [
                     (
@@ -1261,7 +1269,7 @@ def grade_sublayer(cls)->Verdict:
             raise Hint(
                 hint
                 or f"{asked}; your output differs from it: "
-                   f"{_far(got, pre if nf else post)}."
+                   f"{how_far(got, pre if nf else post)}."
             )
         for nf in (True, False):
             m = build(cls, d, dropout=0.5, norm_first=nf)
@@ -1275,7 +1283,7 @@ def grade_sublayer(cls)->Verdict:
                 f"({asked}) to the sublayer's output, before the addition",
             )
             out = run("your module", m.train(), x, torch.zeros_like)
-            if not _close(out, x if nf else norm(x)):
+            if not tensors_close(out, x if nf else norm(x)):
                 raise Hint(
                     f"with a sublayer that returns zeros, {asked} must return "
                     f"{'x' if nf else 'norm(x)'} "

@@ -15,21 +15,21 @@ from .graders_parts import _dropout_modes
 from transformer_nb.book.grading import (
     Hint,
     Verdict,
-    _close,
-    _explain,
-    _far,
-    _first_match,
-    _nontrivial,
-    _same_parts,
-    _several,
-    _shape,
-    _shared,
-    _tensor,
-    _tuple,
     build,
     checker,
+    expect_same_parts,
+    expect_tensor,
+    expect_tuple,
+    explain,
+    first_match,
+    how_far,
     load_reference,
+    nontrivial,
     run,
+    several_hints,
+    shape_of,
+    shared_parameters,
+    tensors_close,
 )
 from transformer_nb.layers import (
     Decoder,
@@ -51,7 +51,7 @@ __all__ = ['grade_encoder_layer', 'grade_decoder_layer', 'grade_encoder', 'grade
 def _pair(cls, ref_cls, *args, **kwargs):
     ("The book's module (with non-trivial norms and biases) and the learner's, built "
      "alike, holding the same weights")
-    ref, m = _nontrivial(ref_cls(*args, **kwargs).eval()), build(cls, *args, **kwargs)
+    ref, m = nontrivial(ref_cls(*args, **kwargs).eval()), build(cls, *args, **kwargs)
     try: load_reference(ref, m)
     except Hint:
         nf = kwargs.get("norm_first", True)
@@ -69,7 +69,7 @@ def _pair(cls, ref_cls, *args, **kwargs):
                     f"norm_first={not nf} (final norms only in pre-LN)."
                 ) from None
         raise
-    _same_parts(ref, m, f"your {ref_cls.__name__}")
+    expect_same_parts(ref, m, f"your {ref_cls.__name__}")
     return ref, m
 
 def _twin(ref, ref_cls, *args, **kwargs):
@@ -96,22 +96,22 @@ def _layer_modes(cls, ref_cls, args:tuple, n_out:int, d, H, dff):
      "training mode only")
     with torch.no_grad():
         ref, m = _pair(cls, ref_cls, d, H, dff, dropout=0.0, activation="gelu")
-        got = _tuple(
+        got = expect_tuple(
             run("your module", m, *args), n_out, "forward", "the output and the weights"
         )[0]
         want = ref(*args)[0]
-        if not _close(got, want):
+        if not tensors_close(got, want):
             relu = _twin(ref, ref_cls, d, H, dff, dropout=0.0)
-            if _close(got, relu(*args)[0]):
+            if tensors_close(got, relu(*args)[0]):
                 raise Hint(
                     'activation="gelu" is not passed on: give it to the '
                     'PositionwiseFeedForward.'
                 )
             raise Hint(
                 'with activation="gelu" the output differs from the book\'s: '
-                f'{_far(got, want)}.'
+                f'{how_far(got, want)}.'
             )
-        res = _tuple(
+        res = expect_tuple(
             run("your module", m, *args, need_weights=False),
             n_out,
             "forward(..., need_weights=False)",
@@ -123,10 +123,10 @@ def _layer_modes(cls, ref_cls, args:tuple, n_out:int, d, H, dff):
                 "(the fast path "
                 "computes none): pass need_weights on to the attention."
             )
-        if not _close(res[0], want):
+        if not tensors_close(res[0], want):
             raise Hint(
                 "with need_weights=False the output must be the same: "
-                f"{_far(res[0], want)}."
+                f"{how_far(res[0], want)}."
             )
     ref, m = _pair(cls, ref_cls, d, H, dff, dropout=0.5)
     with torch.no_grad(): want = ref.eval()(*args)[0]
@@ -161,18 +161,18 @@ def grade_encoder_layer(cls)->Verdict:
         for nf in (True, False):
             ref, m = _pair(cls, EncoderLayer, d, H, dff, dropout=0.0, norm_first=nf)
             res = run("your module", m, x, pad)
-            out, w = _tuple(
+            out, w = expect_tuple(
                 res, 2, "forward", "the output and the self-attention weights"
             )
             want, want_w = ref(x, pad)
-            _tensor(out, "the output", tuple(want.shape), "(B, S, d_model)")
-            if _close(out, want) and _close(w, want_w): continue
+            expect_tensor(out, "the output", tuple(want.shape), "(B, S, d_model)")
+            if tensors_close(out, want) and tensors_close(w, want_w): continue
             # the variants below need them
             # the book's two residual connections, by their norms
             s0 = lambda h, f: residual(h, f, ref.norm1, ref.dropout, nf)
             s1 = lambda h, f: residual(h, f, ref.norm2, ref.dropout, nf)
             attend = lambda h: ref.self_attn(h, h, h, mask=pad)[0]
-            hint = _first_match(
+            hint = first_match(
                 out,
                 [
                     (
@@ -201,7 +201,7 @@ def grade_encoder_layer(cls)->Verdict:
                     ),
                 ],
             )
-            if hint is None and _close(out, want):
+            if hint is None and tensors_close(out, want):
                 hint = (
                     "the output is right but the returned weights are not "
                     "the self-attention's: return them as they come from it."
@@ -209,7 +209,7 @@ def grade_encoder_layer(cls)->Verdict:
             raise Hint(
                 hint
                 or f"norm_first={nf}: the output differs from the book's: "
-                   f"{_far(out, want)}."
+                   f"{how_far(out, want)}."
             )
     _layer_modes(cls, EncoderLayer, (x, pad), 2, d, H, dff)
     return (
@@ -250,15 +250,20 @@ def grade_decoder_layer(cls)->Verdict:
                 advice="tgt_mask goes to the self-attention (T × T), "
                 "memory_mask to the cross-attention (T × S).",
             )
-            out, ws, wc = _tuple(
+            out, ws, wc = expect_tuple(
                 res,
                 3,
                 "forward",
                 "the output, the self-attention and the cross-attention weights",
             )
             want, want_s, want_c = ref(y, mem, tgt, pad_S)
-            _tensor(out, "the output", tuple(want.shape), "(B, T, d_model)")
-            if _close(out, want) and _close(ws, want_s) and _close(wc, want_c): continue
+            expect_tensor(out, "the output", tuple(want.shape), "(B, T, d_model)")
+            if (
+                tensors_close(out, want)
+                and tensors_close(ws, want_s)
+                and tensors_close(wc, want_c)
+            ):
+                continue
             # the book's three residual connections, by their norms
             s0, s1, s2 = (lambda h, f, n=n: residual(h, f, n, ref.dropout, nf)
                           for n in (ref.norm1, ref.norm2, ref.norm3))
@@ -286,7 +291,7 @@ def grade_decoder_layer(cls)->Verdict:
                 h = y
                 for i in order: h = subs[i](h)
                 return h
-            hint = _first_match(
+            hint = first_match(
                 out,
                 [
                     (
@@ -330,7 +335,7 @@ def grade_decoder_layer(cls)->Verdict:
                     ),
                 ],
             )
-            if hint is None and _close(out, want):
+            if hint is None and tensors_close(out, want):
                 hint = (
                     "the output is right but the returned weights are not: return the "
                     "self-attention's "
@@ -339,7 +344,7 @@ def grade_decoder_layer(cls)->Verdict:
             raise Hint(
                 hint
                 or f"norm_first={nf}: the output differs from the book's: "
-                   f"{_far(out, want)}."
+                   f"{how_far(out, want)}."
             )
     _layer_modes(cls, DecoderLayer, (y, mem, tgt, pad_S), 3, d, H, dff)
     return (
@@ -361,7 +366,7 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
             )
             case = f"norm_first={nf}" + ("" if fn is None else f", final_norm={fn}")
             ref, m = (
-                _nontrivial(ref_cls(d, H, dff, **kw).eval()),
+                nontrivial(ref_cls(d, H, dff, **kw).eval()),
                 build(cls, d, H, dff, **kw),
             )
             # the book's final LayerNorm, or None
@@ -384,7 +389,7 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                     "means: only in pre-LN)."
                 )
             load_reference(ref, m)
-            _same_parts(ref, m, f"your {kind} ({case})")
+            expect_same_parts(ref, m, f"your {kind} ({case})")
             got = run("your module", m, *args)
             if isinstance(got, (tuple, list)):
                 raise Hint(
@@ -392,8 +397,8 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                     f"tensor, not a {type(got).__name__}."
                 )
             want = ref(*args)
-            _tensor(got, "the output", tuple(want.shape))
-            if _close(got, want): continue
+            expect_tensor(got, "the output", tuple(want.shape))
+            if tensors_close(got, want): continue
             variants = []
             if final is not None:
                 no_final = _twin(
@@ -408,7 +413,7 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                     )
                 )
             else:
-                with_final = _nontrivial(
+                with_final = nontrivial(
                     ref_cls(d, H, dff, **(kw | {"final_norm": True})).eval()
                 )
                 with_final.load_state_dict(ref.state_dict(), strict=False)
@@ -462,16 +467,16 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                         lambda: ref(y, mem, None, pad_S),
                     )
                 )
-            hint = _first_match(got, variants)
+            hint = first_match(got, variants)
             raise Hint(
                 hint
                 or f"{case}: the output differs from the book's {kind}: "
-                   f"{_far(got, want)}."
+                   f"{how_far(got, want)}."
             )
         ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0)
         res = run("your module", m, *args, need_weights=True)
         n = 3 if decoder else 2
-        res = _tuple(
+        res = expect_tuple(
             res,
             n,
             "forward(..., need_weights=True)",
@@ -483,10 +488,10 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
             ),
         )
         want = ref(*args, need_weights=True)
-        if not _close(res[0], want[0]):
+        if not tensors_close(res[0], want[0]):
             raise Hint(
                 "with need_weights=True the output differs: "
-                f"{_far(res[0], want[0])}."
+                f"{how_far(res[0], want[0])}."
             )
         for ws, wants in zip(res[1:], want[1:]):
             if not isinstance(ws, (list, tuple)) or len(ws) != N:
@@ -495,19 +500,20 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                     f"layer ({N} here) in a list."
                 )
             for i, (w, ww) in enumerate(zip(ws, wants)):
-                if not _close(w, ww):
+                if not tensors_close(w, ww):
                     raise Hint(
                         f"with need_weights=True, the weights of layer {i} are "
                         "not that layer's: "
-                        f"{_far(w, ww)}."
+                        f"{how_far(w, ww)}."
                     )
         ref, m = _pair(
             cls, ref_cls, d, H, dff, num_layers=N, dropout=0.0, activation="gelu"
         )
         got, want = run("your module", m, *args), ref(*args)
-        if not _close(got, want):
+        if not tensors_close(got, want):
             raise Hint(
-                f'activation="gelu" is not passed on to the layers: {_far(got, want)}.'
+                'activation="gelu" is not passed on to the layers: '
+                f'{how_far(got, want)}.'
             )
     ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.5)
     with torch.no_grad(): want = ref.eval()(*args)
@@ -599,7 +605,7 @@ _CACHE_MISTAKES = [
 
 def _same_cache(a:list, b:list)->bool:
     return len(a) == len(b) and all(
-        _close(x[0], y[0]) and _close(x[1], y[1]) and x[2] == y[2]
+        tensors_close(x[0], y[0]) and tensors_close(x[1], y[1]) and x[2] == y[2]
         for x, y in zip(a, b))
 
 # %% ../../nbs/91b_graders_stack.ipynb #x06b
@@ -631,7 +637,7 @@ def grade_layer_cache(cls)->Verdict:
                    "number of positions cached.")
     got = []
     for k, v in steps:
-        res = _tuple(run("your append", c.append, k, v,
+        res = expect_tuple(run("your append", c.append, k, v,
                          advice="Positions are dim 2 of (B, H, T, d_k): "
                                 "concatenate along it, torch.cat([self.k, k], 2)."),
                      2, "append",
@@ -639,13 +645,13 @@ def grade_layer_cache(cls)->Verdict:
         got.append((res[0], res[1], len(c)))
     want = _cache_variant(steps)
     if not _same_cache(got, want):
-        found = _explain([got], [lambda **kw: _cache_variant(steps, **kw)],
+        found = explain([got], [lambda **kw: _cache_variant(steps, **kw)],
                          _CACHE_MISTAKES, same=_same_cache)
-        raise Hint(_several(found or [
+        raise Hint(several_hints(found or [
             "after appends of 1, 2 and 1 positions the keys and values returned "
-            f"differ from the chapter's: {_far(got[-1][0], want[-1][0])}."]))
+            f"differ from the chapter's: {how_far(got[-1][0], want[-1][0])}."]))
     # a decoder layer fed one position at a time with the cache: the whole target
-    layer = _nontrivial(DecoderLayer(12, 3, 20, dropout=0.0).eval())
+    layer = nontrivial(DecoderLayer(12, 3, 20, dropout=0.0).eval())
     y, mem = torch.randn(B, 5, 12), torch.randn(B, 6, 12)
     with torch.no_grad():
         full = layer(y, mem, torch.ones(5, 5, dtype=torch.bool).tril())[0]
@@ -653,10 +659,10 @@ def grade_layer_cache(cls)->Verdict:
         steps = torch.cat([run("the book's DecoderLayer with your cache", layer,
                                y[:, t:t + 1], mem, None, None, cache=cache)[0]
                            for t in range(5)], 1)
-    if not _close(steps, full, 1e-5):
+    if not tensors_close(steps, full, 1e-5):
         raise Hint("the book's DecoderLayer, fed one position at a time with your "
                    f"cache, does not give its output on the whole target: "
-                   f"{_far(steps, full, 1e-5)}.")
+                   f"{how_far(steps, full, 1e-5)}.")
     return ("append returns and stores every position so far, cached ones first; "
             "len counts positions; a decoder layer with it gives the whole target's "
             "output.")
@@ -694,15 +700,15 @@ def grade_transformer(cls)->Verdict:
         )
         ref, m = _pair(cls, Transformer, Vs, Vt, **kw)
         with torch.no_grad():
-            got = _tensor(
+            got = expect_tensor(
                 run("your model", m, src, tgt, pad_S, tgt_mask, pad_S),
                 "the logits",
                 (2, 5, Vt),
                 "(B, T, tgt_vocab)",
             )
             want = ref(src, tgt, pad_S, tgt_mask, pad_S)
-            if not _close(got, want):
-                hint = _first_match(
+            if not tensors_close(got, want):
+                hint = first_match(
                     got,
                     [
                         (
@@ -756,32 +762,32 @@ def grade_transformer(cls)->Verdict:
                 raise Hint(
                     hint
                     or f"norm_first={nf}: the logits differ from the book's: "
-                       f"{_far(got, want)}."
+                       f"{how_far(got, want)}."
                 )
-            mem = _tensor(
+            mem = expect_tensor(
                 run("your encode", m.encode, src, pad_S),
                 "encode(src, src_mask)",
                 (2, 7, d),
                 "(B, S, d_model)",
             )
-            if not _close(mem, ref.encode(src, pad_S)):
+            if not tensors_close(mem, ref.encode(src, pad_S)):
                 raise Hint(
                     f"encode(src, src_mask) must embed the source and run the encoder: "
-                    f"{_far(mem, ref.encode(src, pad_S))}."
+                    f"{how_far(mem, ref.encode(src, pad_S))}."
                 )
-            out = _tensor(
+            out = expect_tensor(
                 run("your decode", m.decode, tgt, mem, tgt_mask, pad_S),
                 "decode(...)",
                 (2, 5, Vt),
                 "(B, T, tgt_vocab): decode ends with the output projection to logits",
             )
-            if not _close(out, want):
+            if not tensors_close(out, want):
                 raise Hint(
                     "decode(tgt, memory, tgt_mask, memory_mask) must embed the "
                     "target, run the decoder and "
-                    f"project: {_far(out, want)}."
+                    f"project: {how_far(out, want)}."
                 )
-            res = _tuple(
+            res = expect_tuple(
                 run(
                     "your model",
                     m,
@@ -799,14 +805,14 @@ def grade_transformer(cls)->Verdict:
             want_a = ref(src, tgt, pad_S, tgt_mask, pad_S, need_weights=True)[1]
             for field in want_a._fields:
                 a = getattr(res[1], field, None)
-                if not _close(a, getattr(want_a, field)):
+                if not tensors_close(a, getattr(want_a, field)):
                     raise Hint(
                         f"with need_weights=True, `.{field}` of the returned "
                         "Attention must stack every "
-                        f"layer's weights, shape {_shape(getattr(want_a, field))}; "
+                        f"layer's weights, shape {shape_of(getattr(want_a, field))}; "
                         "yours: "
                         + (
-                            _far(a, getattr(want_a, field))
+                            how_far(a, getattr(want_a, field))
                             if isinstance(a, Tensor)
                             else f"{type(a).__name__}."
                         )
@@ -816,7 +822,7 @@ def grade_transformer(cls)->Verdict:
     for vs in (Vs, Vt):
         ref = Transformer(vs, Vt, **(kw | {"share_embeddings": True}))
         m = build(cls, vs, Vt, **(kw | {"share_embeddings": True}))
-        want, got = len(_shared(ref)), len(_shared(m))
+        want, got = len(shared_parameters(ref)), len(shared_parameters(m))
         if got < want:
             raise Hint(
                 f"share_embeddings=True with src_vocab={vs}, tgt_vocab={Vt}: your "
@@ -866,14 +872,14 @@ def grade_causal_mask(fn)->Verdict:
         passed or not, and a message a learner can act on
     """
     for T in (4, 7, 1):
-        got = _tensor(run("your function", fn, T), f"the mask for T={T}")
+        got = expect_tensor(run("your function", fn, T), f"the mask for T={T}")
         if (
             got.dim() < 2
             or tuple(got.shape[-2:]) != (T, T)
             or any(s != 1 for s in got.shape[:-2])
         ):
             raise Hint(
-                f"the mask for T={T} has shape {_shape(got)}; expected (1, 1, T, T)."
+                f"the mask for T={T} has shape {shape_of(got)}; expected (1, 1, T, T)."
             )
         if got.dtype != torch.bool:
             raise Hint(
@@ -907,7 +913,7 @@ def grade_causal_mask(fn)->Verdict:
             )
         if got.dim() != 4:
             raise Hint(
-                f"the mask has shape {_shape(got)}: give it shape (1, 1, T, T), "
+                f"the mask has shape {shape_of(got)}: give it shape (1, 1, T, T), "
                 "mask[None, None], so that it "
                 "broadcasts over the batch and the heads as the signature says; later "
                 "cells index "
@@ -951,7 +957,7 @@ def grade_padding_mask(fn)->Verdict:
     """
     for pad in (0, 3):
         ids, real = _ids(pad)
-        got = _tensor(run("your function", fn, ids, pad), "the mask")
+        got = expect_tensor(run("your function", fn, ids, pad), "the mask")
         if got.dtype != torch.bool:
             raise Hint(
                 f"the mask has dtype {got.dtype}; masks are boolean (True = may "
@@ -959,11 +965,11 @@ def grade_padding_mask(fn)->Verdict:
             )
         if got.numel() == real.numel() and tuple(got.shape) != (3, 1, 1, 5):
             raise Hint(
-                f"the mask has shape {_shape(got)}; give it shape (B, 1, 1, S), "
+                f"the mask has shape {shape_of(got)}; give it shape (B, 1, 1, S), "
                 "ids[:, None, None, :], so that it "
                 "broadcasts over the heads and the queries of the scores (B, H, T, S)."
             )
-        _tensor(got, "the mask", (3, 1, 1, 5), "(B, 1, 1, S)")
+        expect_tensor(got, "the mask", (3, 1, 1, 5), "(B, 1, 1, S)")
         if torch.equal(got[:, 0, 0], ~real):
             raise Hint(
                 "the mask is inverted: True means may attend, so the real tokens are "
@@ -999,10 +1005,10 @@ def grade_target_mask(fn)->Verdict:
     for pad in (0, 3):
         ids, real = _ids(pad)
         T = ids.shape[1]
-        got = _tensor(run("your function", fn, ids, pad), "the mask")
+        got = expect_tensor(run("your function", fn, ids, pad), "the mask")
         if got.dtype != torch.bool:
             raise Hint(f"the mask has dtype {got.dtype}; combine boolean masks with &.")
-        _tensor(
+        expect_tensor(
             got,
             "the mask",
             (3, 1, T, T),

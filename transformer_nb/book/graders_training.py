@@ -20,37 +20,40 @@ from torch import Tensor, nn
 from transformer_nb.book.grading import (
     Hint,
     Verdict,
-    _close,
-    _diagnose,
-    _explain,
-    _far,
-    _first_line,
-    _several,
-    _shape,
-    _tensor,
-    _unfilled,
-    _where,
     build,
     checker,
+    diagnose,
+    expect_tensor,
+    explain,
+    first_line,
+    how_far,
     run,
+    several_hints,
+    shape_of,
+    tensors_close,
+    unfilled_parts,
+    where_raised,
 )
 from ..data import Vocab, make_batch, make_task
 from ..distributed import DataParallel, spawn
 from ..masking import padding_mask, target_mask
+from transformer_nb.reading import (
+    ablation_costs,
+    ablation_table,
+    head_sharpness,
+    teacher_forced_accuracy,
+)
 from transformer_nb.training import (
     LabelSmoothingLoss,
     SingleProcess,
     Trained,
-    ablation_costs,
     alignment_weight,
     attended_sources,
     costliest_head,
-    head_sharpness,
     mean_loss_share,
     noam_lr,
-    teacher_forced_accuracy,
 )
-from ..transformer import Transformer, ablate_heads
+from ..transformer import Transformer
 
 
 # %% auto #0
@@ -149,16 +152,16 @@ def _mask_hint(name:str, got, want:Tensor, shape:str, mistakes:list,
                rows:Tensor|None=None)->str|None:
     ("None if the mask `got` broadcasts to `want`'s shape with the same values (on the "
      "query `rows` that count, if given), else the hint")
-    got = _tensor(got, f"batch.{name}")
+    got = expect_tensor(got, f"batch.{name}")
     if got.ndim != 4:
-        return (f"{name} has shape {_shape(got)}; give it shape {shape}, so that it "
+        return (f"{name} has shape {shape_of(got)}; give it shape {shape}, so that it "
                 "broadcasts over the heads and the queries of the scores.")
     if got.dtype != torch.bool:
         return (f"{name} has dtype {got.dtype}; masks are boolean (True = may "
                 "attend).")
     try: g = got.expand(want.shape)
     except RuntimeError:
-        return (f"{name} has shape {_shape(got)}, which does not broadcast against "
+        return (f"{name} has shape {shape_of(got)}, which does not broadcast against "
                 f"the scores: give it shape {shape}.")
     def same(a, b):
         if rows is None: return torch.equal(a, b)
@@ -200,7 +203,7 @@ def grade_make_batch(fn)->Verdict:
                 "Batch(src, tgt_in, tgt_out, src_mask, tgt_mask), whose fields "
                 "train() reads."
             )
-        for n in names: _tensor(getattr(got, n), f"batch.{n}")
+        for n in names: expect_tensor(getattr(got, n), f"batch.{n}")
         real = book.tgt_out != v.pad        # the positions the loss counts
         gots.append((got.src, got.tgt_in, got.tgt_out))
         computes.append(functools.partial(_batch_variant, v, pairs, real))
@@ -208,7 +211,7 @@ def grade_make_batch(fn)->Verdict:
     axes = _batch_axes(v)
     hints = []
     if not all(_same_batch(g, c()) for g, c in zip(gots, computes)):
-        hints = _explain(gots, computes, axes, _same_batch)
+        hints = explain(gots, computes, axes, _same_batch)
         if not hints:  # padding with another id
             hints = [h for (pairs, got, want) in books[:1]
                      for n, a, b in zip(("src", "tgt_out"), (got.src, got.tgt_out),
@@ -251,7 +254,7 @@ def grade_make_batch(fn)->Verdict:
         if any(mask_hints):
             hints += [h for h in mask_hints if h]
             break
-    if hints: raise Hint(_several(hints))
+    if hints: raise Hint(several_hints(hints))
     v, pairs = _batch_cases()[0]
     meta = run("your function", fn, pairs, v, device="meta")
     off = [n for n in names if getattr(meta, n).device.type != "meta"]
@@ -288,7 +291,7 @@ def _ls_variant(logits, target, eps, ignore, reduction="mean", spread=None,
     return total / (t.numel() if pad == "all tokens" else keep.sum().clamp(min=1))
 
 def _ls_mistakes(eps:float, ignore:int, V:int)->list:
-    "The deviations `_diagnose` tries on a label-smoothed loss, most fundamental first"
+    "The deviations `diagnose` tries on a label-smoothed loss, most fundamental first"
     return [
         (
             "logp",
@@ -371,10 +374,10 @@ def grade_label_smoothing(cls)->Verdict:
         got = run("your loss", m, x, target)
         if not isinstance(got, Tensor) or got.numel() != 1:
             raise Hint(f"{case}: the loss must be one number (a 0-d tensor), got "
-                       f"{_shape(got)}: reduce over the tokens.")
+                       f"{shape_of(got)}: reduce over the tokens.")
         want = _ls_variant(logits, target, eps, ig, red)
-        if not _close(got.detach().reshape(()), want, 1e-4):
-            found = _diagnose(
+        if not tensors_close(got.detach().reshape(()), want, 1e-4):
+            found = diagnose(
                 got.detach().reshape(()),
                 lambda **k: _ls_variant(logits, target, eps, ig, red, **k),
                 _ls_mistakes(eps, ig, V),
@@ -382,13 +385,13 @@ def grade_label_smoothing(cls)->Verdict:
             if (
                 not found
                 and red == "sum"
-                and _close(
+                and tensors_close(
                     got.detach().reshape(()), _ls_variant(logits, target, eps, ig), 1e-4
                 )
             ):
                 found = ['reduction="sum" is ignored: return the sum over the '
                          'non-padding tokens when asked for it.']
-            raise Hint(f"{case}: " + _several(found or [
+            raise Hint(f"{case}: " + several_hints(found or [
                 f"the loss is {got.item():.4f}, the chapter's {want.item():.4f}: "
                 "−Σ_k q(k) log p(k) with q = ε/V everywhere and 1 − ε + ε/V on the "
                 "true token, averaged over the non-padding tokens."]))
@@ -399,9 +402,9 @@ def grade_label_smoothing(cls)->Verdict:
         got.backward()
         y = logits.clone().requires_grad_()
         _ls_variant(y, target, eps, ig, red).backward()
-        if x.grad is None or not _close(x.grad, y.grad, 1e-5):
+        if x.grad is None or not tensors_close(x.grad, y.grad, 1e-5):
             raise Hint(f"{case}: the loss is right but its gradient is not: "
-                       f"{_far(x.grad, y.grad) if x.grad is not None else 'none'}.")
+                       f"{how_far(x.grad, y.grad) if x.grad is not None else 'none'}.")
     return ("ε/V on every token and 1 − ε + ε/V on the true one, padding left out, "
             "mean and sum, any eps and ignore_index, gradients: the chapter's loss.")
 
@@ -465,11 +468,11 @@ def grade_noam_lr(fn)->Verdict:
         want = torch.tensor([noam_lr(s, d, **kw) for s in steps], dtype=torch.float64)
         if not torch.allclose(got_t, want, rtol=1e-6, atol=0):
             # compared relative to the chapter's rates, which are ~1e-4
-            found = _diagnose(got_t / want, lambda **k: torch.tensor(
+            found = diagnose(got_t / want, lambda **k: torch.tensor(
                 [_lr_variant(s, d, **kw, **k) for s in steps], dtype=torch.float64)
                 / want, _LR_MISTAKES)
             peak = steps[int(got_t.argmax())]
-            raise Hint(f"{case}: " + _several(found or [
+            raise Hint(f"{case}: " + several_hints(found or [
                 f"the rates differ from equation 3 (yours peak at step {peak}, "
                 f"the chapter's at warmup = {w}): at step {w} yours is "
                 f"{got[steps.index(w)]:.3g}, expected {want[steps.index(w)]:.3g}."]))
@@ -548,17 +551,17 @@ def grade_alignment_weight(fn)->Verdict:
         call = lambda train: run("your function", fn, model.train(train), vocab, pairs,
                                  align)
         with torch.no_grad():
-            got = _tensor(call(True), f"the result ({name} alignment)", (2, 2),
+            got = expect_tensor(call(True), f"the result ({name} alignment)", (2, 2),
                           "(layers, H): one number per cross-attention head")
             want = alignment_weight(model, vocab, pairs, align)
-            if _close(got, want, 1e-5): continue
+            if tensors_close(got, want, 1e-5): continue
             # dropout left on shows as a result that changes from call to call
-            found = [] if _close(call(True), got, 1e-6) else [
+            found = [] if tensors_close(call(True), got, 1e-6) else [
                 _ALIGN_MISTAKES[3][1]["train"]]
-            found = _explain([call(False)], [lambda **kw: _align_variant(
+            found = explain([call(False)], [lambda **kw: _align_variant(
                 model.eval(), vocab, pairs, align, **kw)], _ALIGN_MISTAKES[:3]) + found
-        raise Hint(f"{name} alignment: " + _several(found or [
-            f"the per-head weights differ from the chapter's: {_far(got, want)}; "
+        raise Hint(f"{name} alignment: " + several_hints(found or [
+            f"the per-head weights differ from the chapter's: {how_far(got, want)}; "
             "average attn.cross[:, i, :, q, k] over every (q, k) of every "
             "example i."]))
     return ("cross-attention, queries then keys, the mean over every aligned pair of "
@@ -679,7 +682,7 @@ def _share_worker(answers:list)->list:
             got, error = None, None
             try: got = fn(loss_sum, target.clone(), procs, pad_id)
             except Exception as e:
-                error = f"{type(e).__name__}: {_first_line(e)}{_where(e)}"
+                error = f"{type(e).__name__}: {first_line(e)}{where_raised(e)}"
             ok = (isinstance(got, Tensor) and got.numel() == 1 and got.requires_grad
                   and got.is_floating_point())
             # backward on every rank or on none: DDP's all-reduce waits for them all
@@ -743,7 +746,11 @@ def _share_variant(parts:list, R:int, value=None, count=None, pad=None, scale=No
     return values, sum(c[r] * g[r] for r in range(R)) / R
 
 def _same_share(a, b)->bool:
-    return a[1] is not None and _close(a[0], b[0], 1e-5) and _close(a[1], b[1], 1e-6)
+    return (
+        a[1] is not None
+        and tensors_close(a[0], b[0], 1e-5)
+        and tensors_close(a[1], b[1], 1e-6)
+    )
 
 def _parts(cases:list)->list:
     ("Per case, per rank: (S_r, ∇S_r, tokens without padding, every position, "
@@ -773,7 +780,7 @@ def _share_answer(res:list)->tuple:
                        "the loss to run backward on.")
         if not isinstance(v, Tensor) or v.numel() != 1 or not v.is_floating_point():
             raise Hint("your function must return the loss to run backward on, a 0-d "
-                       f"float tensor; it returned {_shape(v)}.")
+                       f"float tensor; it returned {shape_of(v)}.")
         if c["grads"] is None:
             raise Hint("the returned loss does not depend on loss_sum for autograd "
                        "(.item(), float() or torch.tensor(...) broke the graph): "
@@ -826,13 +833,13 @@ def grade_mean_loss_share(fn, _runs:list|None=None)->Verdict:
     if all(_same_share(g, c()) for g, c in zip(gots, computes)):
         return ("the step's tokens counted without padding and over every process, "
                 "and the share scaled for DDP's average: two processes train as one.")
-    found = _explain(gots, computes, _SHARE_MISTAKES, same=_same_share)
+    found = explain(gots, computes, _SHARE_MISTAKES, same=_same_share)
     bad = next(i for i, (g, c) in enumerate(zip(gots, computes)) if not _same_share(
         g, c()))
     raise Hint(("on one process: " if not alone else "on two processes: ")
-               + _several(found or [
+               + several_hints(found or [
         "the gradients differ from those of one process on the whole batch: "
-        f"{_far(gots[bad][1], computes[bad]()[1])}. Return loss_sum / N · "
+        f"{how_far(gots[bad][1], computes[bad]()[1])}. Return loss_sum / N · "
         "world_size, N the step's target tokens (not padding) over every process."]))
 
 def _grade_mean_loss_share_all(fns:list)->list[Verdict]:
@@ -840,7 +847,7 @@ def _grade_mean_loss_share_all(fns:list)->list[Verdict]:
     ready = []
     for f in fns:
         try:
-            if not _unfilled(f): _ship(f); ready.append(f)
+            if not unfilled_parts(f): _ship(f); ready.append(f)
         except Hint: pass
     runs = dict(zip(map(id, ready), _two_processes(ready))) if ready else {}
     return [grade_mean_loss_share(f, runs.get(id(f))) for f in fns]
@@ -1046,37 +1053,40 @@ def grade_costliest_head(fn, trained=None)->Verdict:
     peak = {(k, l, h): float(v[l, h]) for k, v in sharp.items()
             for l in range(v.shape[0]) for h in range(v.shape[1])}
     sharpest = max(peak, key=peak.get)
-    if got == sharpest:
-        raise Hint(f"{say} You picked the head with the most peaked maps (its largest "
-                   f"weight is {peak[got]:.2f} on average): a map shows where a head "
-                   "looks, not whether the model needs what it finds there. Remove "
-                   "each head in turn (ablate_heads) and measure.")
-    if got == min(cost, key=cost.get):
-        raise Hint(f"{say} You picked the head whose removal costs the least: take "
-                   "the largest drop in accuracy, not the smallest.")
-    for dl, dh in ((1, 1), (1, 0), (0, 1)):
-        if (kind, layer - dl, head - dh) == best:
-            raise Hint(f"{say} Your answer is {best} with the layer or head counted "
-                       "from 1; ablate_heads and the maps count both from 0.")
-    if best[0] != kind and got == max((x for x in cost if x[0] == kind), key=cost.get):
-        raise Hint(f"{say} Yours is the costliest {kind} head, but every kind of "
-                   "attention has heads to remove: the encoder's self-attention, the "
-                   "decoder's and the cross-attention.")
-    if got == max((x for x in peak if x[0] == kind), key=peak.get):
-        raise Hint(f"{say} You picked the {kind} head with the most peaked maps (its "
-                   f"largest weight is {peak[got]:.2f} on average): a map shows where "
-                   "a head looks, not whether the model needs what it finds there. "
-                   "Remove each head in turn (ablate_heads) and measure.")
-    tokens = {}
-    with torch.no_grad():
-        full = teacher_forced_accuracy(model, vocab, valid).tokens
-        for x in cost:
-            with ablate_heads(model, [x]):
-                tokens[x] = full - teacher_forced_accuracy(model, vocab, valid).tokens
-    if tokens[got] >= max(tokens.values()) - 1e-9:
-        raise Hint(f"{say} Yours costs the most *tokens*: the question is the share "
-                   "of held-out strings right at every position, "
-                   "teacher_forced_accuracy(...).sequences.")
+    peaked = f"(its largest weight is {peak[got]:.2f} on average): a map shows where " \
+             "a head looks, not whether the model needs what it finds there. Remove " \
+             "each head in turn (ablate_heads) and measure."
+    def costliest_in_tokens():
+        score = lambda m: teacher_forced_accuracy(m, vocab, valid).tokens
+        table = ablation_table(model, {x: [x] for x in cost}, score)
+        full = table.pop("none")
+        lost = {x: full - v for x, v in table.items()}
+        return lost[got] >= max(lost.values()) - 1e-9
+    # (mistake, probe: does the answer show it?, hint): the first that fits is named
+    mistakes = [
+        ("the sharpest map", lambda: got == sharpest,
+         f"You picked the head with the most peaked maps {peaked}"),
+        ("the cheapest head", lambda: got == min(cost, key=cost.get),
+         "You picked the head whose removal costs the least: take the largest drop "
+         "in accuracy, not the smallest."),
+        ("counted from 1", lambda: any((kind, layer - dl, head - dh) == best
+                                       for dl, dh in ((1, 1), (1, 0), (0, 1))),
+         f"Your answer is {best} with the layer or head counted from 1; ablate_heads "
+         "and the maps count both from 0."),
+        ("one kind only", lambda: best[0] != kind and got == max(
+             (x for x in cost if x[0] == kind), key=cost.get),
+         f"Yours is the costliest {kind} head, but every kind of attention has heads "
+         "to remove: the encoder's self-attention, the decoder's and the "
+         "cross-attention."),
+        ("the sharpest of its kind",
+         lambda: got == max((x for x in peak if x[0] == kind), key=peak.get),
+         f"You picked the {kind} head with the most peaked maps {peaked}"),
+        ("tokens, not strings", costliest_in_tokens,
+         "Yours costs the most *tokens*: the question is the share of held-out "
+         "strings right at every position, teacher_forced_accuracy(...).sequences."),
+    ]
+    for _, probe, hint in mistakes:
+        if probe(): raise Hint(f"{say} {hint}")
     raise Hint(f"{say} Remove each head on its own with ablate_heads, score the "
                "validation pairs with teacher_forced_accuracy(...).sequences, and take "
                "the largest drop.")

@@ -18,7 +18,9 @@ from torch import Tensor, nn
 import transformer_nb
 
 # %% auto #0
-__all__ = ['Verdict', 'Hint', 'checker', 'run', 'build', 'load_reference']
+__all__ = ['Verdict', 'Hint', 'unfilled_parts', 'checker', 'where_raised', 'first_line', 'run', 'tensors_close', 'shape_of',
+           'expect_tensor', 'expect_tuple', 'max_error', 'how_far', 'first_match', 'diagnose', 'several_hints',
+           'explain', 'build', 'load_reference', 'shared_parameters', 'nontrivial', 'expect_same_parts', 'init_hint']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -52,7 +54,7 @@ class Verdict:
             another function or class of the exercise's cell
         """
         book = _BOOK_BY_NAME.get(getattr(obj, "__name__", None))
-        if book is None or not _unfilled(obj): return obj
+        if book is None or not unfilled_parts(obj): return obj
         self.message += f" The cells below use the book's `{_name(book)}` too."
         return book
 
@@ -75,9 +77,20 @@ def _is_stub(f)->bool:
         [("RETURN_CONST", None)],
     )
 
-def _unfilled(obj)->list[str]:
-    ("The parts of an exercise that still hold their `...`: the function itself, or a "
-     "class's own __init__/forward")
+def unfilled_parts(obj)->list[str]:
+    """The parts of an exercise that still hold their `...`: the function itself, or a
+    class's own __init__ and forward
+
+    Parameters
+    ----------
+    obj
+        the learner's answer, a function or a class
+
+    Returns
+    -------
+    list[str]
+        the names that still hold `...`; empty once the exercise is filled in
+    """
     if isinstance(obj, type):
         return [
             m
@@ -112,7 +125,7 @@ def checker(f=None, *, book=None, also:tuple=()):
     @functools.wraps(f)
     def check(answer, *args, **kwargs)->Verdict:
         name = _name(answer)
-        todo = _unfilled(answer)
+        todo = unfilled_parts(answer)
         if todo:
             parts = " and ".join(f"`{t}`" for t in todo)
             return Verdict(
@@ -140,7 +153,7 @@ def checker(f=None, *, book=None, also:tuple=()):
                 False,
                 name,
                 f"the check stopped at {type(e).__name__}: "
-                f"{_first_line(e)}{_where(e)}. "
+                f"{first_line(e)}{where_raised(e)}. "
                 "Your answer does not fit the chapter's signature or parts; compare "
                 "it with the TODO.",
                 answer,
@@ -153,9 +166,20 @@ def checker(f=None, *, book=None, also:tuple=()):
 _PKG = str(Path(transformer_nb.__file__).parent)
 _TORCH = str(Path(torch.__file__).parent)
 
-def _where(e:BaseException)->str:
-    ("The learner's line where `e` was raised: the deepest frame outside torch and "
-     "this package")
+def where_raised(e:BaseException)->str:
+    """The learner's line where `e` was raised: the deepest frame outside torch and this
+    package
+
+    Parameters
+    ----------
+    e : BaseException
+        an exception raised while the learner's code ran
+
+    Returns
+    -------
+    str
+        " in `f`, at the line `...`", or "" when every frame is torch's or the book's
+    """
     frames = [
         f
         for f in traceback.extract_tb(e.__traceback__)
@@ -169,7 +193,19 @@ def _where(e:BaseException)->str:
         else f" in `{f.name}`"
     )
 
-def _first_line(e:BaseException)->str:
+def first_line(e:BaseException)->str:
+    """The first line of an exception's message
+
+    Parameters
+    ----------
+    e : BaseException
+        the exception
+
+    Returns
+    -------
+    str
+        "" for an exception without a message
+    """
     return str(e).strip().splitlines()[0] if str(e).strip() else ""
 
 def _snapshot(f, args, kwargs)->list:
@@ -207,11 +243,13 @@ def run(what:str, f, *args, advice:str="", **kwargs):
     except Hint: raise
     except NotImplementedError as e:
         raise Hint(
-            f"{what} raised NotImplementedError{_where(e)}: fill in the TODO."
+            f"{what} raised NotImplementedError{where_raised(e)}: fill in the TODO."
         ) from None
     except Exception as e:
-        raise Hint(f"{what} raised {type(e).__name__}: {_first_line(e)}{_where(e)}."
-                   + (f" {advice}" if advice else "")) from None
+        raise Hint(
+            f"{what} raised {type(e).__name__}: {first_line(e)}{where_raised(e)}."
+            + (f" {advice}" if advice else "")
+        ) from None
     for name, t, copy in before:
         if t.shape != copy.shape or not torch.equal(t.detach(), copy):
             raise Hint(
@@ -229,26 +267,91 @@ def run(what:str, f, *args, advice:str="", **kwargs):
     return out
 
 # %% ../../nbs/91_grading.ipynb #c014
-def _close(a, b, eps:float=1e-5)->bool:
+def tensors_close(a, b, eps:float=1e-5)->bool:
+    """Are `a` and `b` tensors of one shape whose values agree within `eps` (and a
+    relative 1e-4)?
+
+    Parameters
+    ----------
+    a
+        the learner's value: anything
+    b
+        the value expected
+    eps : float
+        absolute tolerance
+
+    Returns
+    -------
+    bool
+        False for anything but two tensors of one shape
+    """
     return isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and \
         bool(torch.allclose(a.float(), b.float(), atol=eps, rtol=1e-4, equal_nan=False))
 
-def _shape(t)->str:
+def shape_of(t)->str:
+    """A value's shape as a hint writes it: (2, 5) for a tensor, else its type's name
+
+    Parameters
+    ----------
+    t
+        whatever the learner returned
+
+    Returns
+    -------
+    str
+        e.g. "(2, 5)" or "NoneType"
+    """
     return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
 
-def _tensor(x, what:str, shape:tuple|None=None, meaning:str="")->Tensor:
-    "Check that the learner returned a tensor, of `shape` if given"
+def expect_tensor(x, what:str, shape:tuple|None=None, meaning:str="")->Tensor:
+    """Check that the learner returned a tensor, of `shape` if given; else raise a
+    `Hint` that says what came back
+
+    Parameters
+    ----------
+    x
+        the learner's value
+    what : str
+        how the hint names it, e.g. "the output"
+    shape : tuple | None
+        the shape it must have; None: any
+    meaning : str
+        what the dimensions are, added to the hint, e.g. "(B, T, d_model)"
+
+    Returns
+    -------
+    Tensor
+        x itself
+    """
     if not isinstance(x, Tensor):
         raise Hint(f"{what} must be a torch.Tensor, got {type(x).__name__}.")
     if shape is not None and tuple(x.shape) != tuple(shape):
         raise Hint(
-            f"{what} has shape {_shape(x)}, expected "
+            f"{what} has shape {shape_of(x)}, expected "
             f"{tuple(shape)}{' ' + meaning if meaning else ''}."
         )
     return x
 
-def _tuple(x, n:int, what:str, names:str)->tuple:
-    "Check that the learner returned a tuple of `n` things"
+def expect_tuple(x, n:int, what:str, names:str)->tuple:
+    """Check that the learner returned a tuple (or list) of `n` things; else raise a
+    `Hint`
+
+    Parameters
+    ----------
+    x
+        the learner's result
+    n : int
+        how many things it must hold
+    what : str
+        the function, as the hint names it
+    names : str
+        what the n things are, e.g. "the output and the weights"
+
+    Returns
+    -------
+    tuple
+        x as a tuple
+    """
     if not isinstance(x, (tuple, list)) or len(x) != n:
         got = (
             f"a tuple of {len(x)}"
@@ -258,14 +361,43 @@ def _tuple(x, n:int, what:str, names:str)->tuple:
         raise Hint(f"{what} must return {n} things, {names}; it returned {got}.")
     return tuple(x)
 
-def _diff(a:Tensor, b:Tensor)->str:
+def max_error(a:Tensor, b:Tensor)->str:
+    """The largest absolute difference of two tensors, as a hint writes it (1.2e-03)
+
+    Parameters
+    ----------
+    a : Tensor
+        one tensor
+    b : Tensor
+        another, of the same shape
+
+    Returns
+    -------
+    str
+        e.g. "1.2e-03"
+    """
     return f"{(a.float() - b.float()).abs().max().item():.1e}"
 
-def _far(got:Tensor, want:Tensor, eps:float=1e-5)->str:
-    ("How far `got` is from `want`: largest error, share of values within tolerance, "
-     "first differing position")
+def how_far(got:Tensor, want:Tensor, eps:float=1e-5)->str:
+    """How far `got` is from `want`: the largest error, the share of values within
+    tolerance and the first position that differs
+
+    Parameters
+    ----------
+    got : Tensor
+        the learner's result
+    want : Tensor
+        the book's
+    eps : float
+        absolute tolerance (plus a relative 1e-4)
+
+    Returns
+    -------
+    str
+        "it matches", or the differences in words
+    """
     if not isinstance(got, Tensor) or got.shape != want.shape:
-        return f"the result has shape {_shape(got)}, expected {_shape(want)}"
+        return f"the result has shape {shape_of(got)}, expected {shape_of(want)}"
     g, w = got.detach().float(), want.detach().float()
     err = (g - w).abs()
     # NaN counts as wrong
@@ -281,21 +413,52 @@ def _far(got:Tensor, want:Tensor, eps:float=1e-5)->str:
         f"{w[first].item():.4g})"
     )
 
-def _first_match(got:Tensor, variants)->str|None:
-    "The hint of the first (hint, compute) pair whose computed tensor equals `got`"
+def first_match(got:Tensor, variants)->str|None:
+    """The hint of the first (hint, compute) pair whose computed tensor equals `got`
+
+    Parameters
+    ----------
+    got : Tensor
+        the learner's result
+    variants
+        (hint, compute) pairs: compute() gives the result of one classic mistake
+
+    Returns
+    -------
+    str | None
+        the hint of the mistake that gives `got`; None if none does
+    """
     for hint, compute in variants:
         try: alt = compute()
         except Exception: continue
-        if _close(got, alt, 1e-4): return hint
+        if tensors_close(got, alt, 1e-4): return hint
     return None
-def _diagnose(got, compute, axes:list, same=None)->list[str]|None:
-    ("The hints of the fewest deviations (at most two) that turn the book's result "
-     "into `got`, most fundamental first")
+def diagnose(got, compute, axes:list, same=None)->list[str]|None:
+    """The hints of the fewest deviations (at most two) that turn the book's result into
+    `got`, most fundamental first
+
+    Parameters
+    ----------
+    got
+        the learner's result
+    compute
+        compute(**{keyword: option}): the book's result with those deviations, every
+        other axis left right
+    axes : list
+        [(keyword, {option: hint})], most fundamental first
+    same
+        same(a, b): do two results agree? By default tensors_close within 1e-4
+
+    Returns
+    -------
+    list[str] | None
+        [] when `got` is the book's result; None when no one or two deviations give it
+    """
     # axes: [(keyword, {option: hint})], most fundamental first; compute(**{keyword:
     # option}) is the book's result with those deviations, the others left right
     import itertools
     # no deviation shows in this case
-    same = same or (lambda a, b: _close(a, b, 1e-4))
+    same = same or (lambda a, b: tensors_close(a, b, 1e-4))
     if same(got, compute()): return []
     for n in (1, 2):
         for chosen in itertools.combinations(range(len(axes)), n):
@@ -307,18 +470,46 @@ def _diagnose(got, compute, axes:list, same=None)->list[str]|None:
                     return [axes[i][1][o] for i, o in zip(chosen, opts)]
     return None
 
-def _several(hints:list[str])->str:
-    "One hint, or several numbered in the order to fix them"
+def several_hints(hints:list[str])->str:
+    """One hint, or several numbered in the order to fix them
+
+    Parameters
+    ----------
+    hints : list[str]
+        most fundamental first; repeated and empty ones are dropped
+
+    Returns
+    -------
+    str
+        the message
+    """
     hints = [h for h in dict.fromkeys(hints) if h]
     if len(hints) == 1: return hints[0]
     return (f"{len(hints)} things differ from the chapter, fix them in this order: "
             + " ".join(f"({i}) {h}" for i, h in enumerate(hints, 1)))
 
-def _explain(gots:list, computes:list, axes:list, same=None)->list[str]:
-    ("The hints of the fewest deviations (at most two) that explain the learner's "
-     "results in every case at once; else each case's own, merged in the axes' order")
+def explain(gots:list, computes:list, axes:list, same=None)->list[str]:
+    """The hints of the fewest deviations (at most two) that explain the learner's
+    results in every case at once; else each case's own, merged in the axes' order
+
+    Parameters
+    ----------
+    gots : list
+        the learner's result in each case
+    computes : list
+        for each case, its `compute` as `diagnose` takes one
+    axes : list
+        [(keyword, {option: hint})], most fundamental first, shared by every case
+    same
+        same(a, b), as for `diagnose`
+
+    Returns
+    -------
+    list[str]
+        the hints, in the axes' order
+    """
     import itertools
-    same = same or (lambda a, b: _close(a, b, 1e-4))
+    same = same or (lambda a, b: tensors_close(a, b, 1e-4))
     def fits(kw):
         for g, c in zip(gots, computes):
             try:
@@ -331,7 +522,7 @@ def _explain(gots:list, computes:list, axes:list, same=None)->list[str]:
                 if fits({axes[i][0]: o for i, o in zip(chosen, opts)}):
                     return [axes[i][1][o] for i, o in zip(chosen, opts)]
     found = [
-        h for g, c in zip(gots, computes) for h in _diagnose(g, c, axes, same) or []
+        h for g, c in zip(gots, computes) for h in diagnose(g, c, axes, same) or []
     ]
     order = [h for _, o in axes for h in o.values()]
     return sorted(dict.fromkeys(found), key=order.index)
@@ -384,7 +575,7 @@ def load_reference(ours:nn.Module, theirs:nn.Module):
     if len(mine) < len(ref) and len(
         list(theirs.named_parameters(remove_duplicate=False))
     ) > len(mine):
-        shared = _shared(theirs)
+        shared = shared_parameters(theirs)
         if shared and not any(_in_stack(a, b) for a, b in shared):
             a, b = shared[0]
             raise Hint(
@@ -422,8 +613,19 @@ def load_reference(ours:nn.Module, theirs:nn.Module):
     )
 
 
-def _shared(m:nn.Module)->list[tuple[str, str]]:
-    "Pairs of names that hold one and the same parameter in `m`"
+def shared_parameters(m:nn.Module)->list[tuple[str, str]]:
+    """Pairs of names that hold one and the same parameter in `m`
+
+    Parameters
+    ----------
+    m : nn.Module
+        the learner's module
+
+    Returns
+    -------
+    list[tuple[str, str]]
+        (first name, later name) of each parameter held twice, e.g. tied embeddings
+    """
     first, pairs = {}, []
     for n, p in m.named_parameters(remove_duplicate=False):
         if id(p) in first: pairs.append((first[id(p)], n))
@@ -438,9 +640,20 @@ def _in_stack(a:str, b:str)->bool:
     return a != b and strip(a) == strip(b)
 
 # %% ../../nbs/91_grading.ipynb #c016a
-def _nontrivial(m:nn.Module)->nn.Module:
-    ("Move every 1-D parameter (norm weights and biases, linear biases) away from its "
-     "initial value")
+def nontrivial(m:nn.Module)->nn.Module:
+    """Move every 1-D parameter (norm weights and biases, linear biases) away from its
+    initial value, so that a check sees whether it is used
+
+    Parameters
+    ----------
+    m : nn.Module
+        a module just built; changed in place
+
+    Returns
+    -------
+    nn.Module
+        m
+    """
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for p in m.parameters():
@@ -450,9 +663,19 @@ def _nontrivial(m:nn.Module)->nn.Module:
 # parts without weights that later cells of an exercise notebook read by name
 _READ_LATER = {"PositionwiseFeedForward": ("act",)}
 
-def _same_parts(ref:nn.Module, m:nn.Module, what:str):
-    ("The learner's module must have the book's parts and settings under the chapter's "
-     "names: later cells use them")
+def expect_same_parts(ref:nn.Module, m:nn.Module, what:str):
+    """The learner's module must have the book's parts and settings under the chapter's
+    names, since later cells use them; else raise a `Hint` naming the first missing
+
+    Parameters
+    ----------
+    ref : nn.Module
+        the book's module
+    m : nn.Module
+        the learner's, built with the same arguments
+    what : str
+        the module, as the hint names it
+    """
     for k, v in vars(ref).items():
         setting = v is None or isinstance(v, (bool, int, float, str))
         if k.startswith("_") or k == "training" or not setting: continue
@@ -517,9 +740,24 @@ def _same_parts(ref:nn.Module, m:nn.Module, what:str):
                     f"self.register_buffer({b!r}, ...), and later cells of the "
                     "exercise read it."
                 )
-def _init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
-    ("Compare how the learner's new module and the book's start: constant parameters "
-     "exactly, random ones by their spread")
+def init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
+    """Compare how the learner's new module and the book's start: constant parameters
+    exactly, random ones by their spread
+
+    Parameters
+    ----------
+    mine : nn.Module
+        the learner's module, just built
+    book : nn.Module
+        the book's, built with the same arguments
+    what : str
+        the module, as the hint names it
+
+    Returns
+    -------
+    str | None
+        a hint about the first parameter that starts otherwise; None if all start alike
+    """
     ref, got = list(book.named_parameters()), list(mine.named_parameters())
     if len(ref) != len(got) or any(
         a.shape != b.shape for (_, a), (_, b) in zip(ref, got)
