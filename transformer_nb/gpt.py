@@ -13,16 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .checkpoints import read_checkpoint
 from .core import check_dropout, check_int, check_tensor
 from .data import Vocab
-from transformer_nb.decoding import (
-    KVCache,
-    _check_model,
-    _check_source,
-    _check_tokens,
-    _Room,
-    decode_step,
-)
+from .decoding import _Room, greedy_search
 from .embeddings import Embeddings
 from .layers import LAYER_NAMES, Decoder, LayerCache
 from .masking import causal_mask
@@ -588,7 +582,8 @@ def _extend(
     eos:int|None=None,
     pad:int=0,
 )->Tensor:
-    """Append tokens one at a time: the loop of `generate` and `sample`
+    """Append tokens one at a time: the loop of `generate`, greedy_search's without a
+    source
 
     Parameters
     ----------
@@ -657,6 +652,7 @@ def generate(
     seed:int|None=None,
     use_cache:bool=True,
     eos:int|None=None,
+    pad:int|None=None,
 )->Tensor:
     """Continue a prompt with a decoder-only model, sampled or greedy, with or without
     cache
@@ -683,6 +679,9 @@ def generate(
         False: run the model over the whole prefix at every step
     eos : int | None
         stop a row at this token; None: write max_new_tokens
+    pad : int | None
+        what fills a row after its eos; None: eos again (the character model has no
+        padding token: its id 0 is a character, '\n')
 
     Returns
     -------
@@ -703,7 +702,9 @@ def generate(
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
         else (lambda ys: model(ys)[:, -1])
-    out = _extend(step, ys, max_new_tokens, pick, eos)
+    # with eos None no row ends: the filler is never written
+    pad = pad if pad is not None else eos if eos is not None else 0
+    out = _extend(step, ys, max_new_tokens, pick, eos, pad)
     model.train(was_training)
     return out[0] if one else out
 
@@ -720,8 +721,8 @@ def sample(
     use_cache:bool=True,
     bos:int=Vocab.bos, eos:int|None=Vocab.eos, pad:int=Vocab.pad,
 )->Tensor:
-    """Sampling for the encoder-decoder: greedy_search with sample_next instead of
-    argmax
+    """Sampling for the encoder-decoder: chapter 11's greedy_search, with sample_next
+    as the rule that picks each token
 
     Parameters
     ----------
@@ -744,32 +745,21 @@ def sample(
     use_cache : bool
         False: run the decoder over the whole prefix at every step
     bos : int
-        special ids
+        id of the start token <s>
     eos : int | None
-        special ids
+        the end token; None: write max_len tokens
     pad : int
-        special ids
+        written after </s>
 
     Returns
     -------
     Tensor
         (B, L) ids without <s>, <pad> after </s>
     """
-    _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
-    _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     pick = _picker(False, temperature, top_k, top_p, seed)
-    was_training = model.training; model.eval()
-    memory = model.encode(src, src_mask)                       # (B, S, d_model)
-    if use_cache:
-        cache = KVCache(model, memory, src_mask, capacity=max_len)
-        step = lambda ys: decode_step(model, cache, ys[:, -1])
-    else:
-        step = lambda ys: model.decode(ys, memory, causal_mask(ys.shape[1], src.device),
-                                       src_mask)[:, -1]
-    ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-    out = _extend(step, ys, max_len, pick, eos, pad)
-    model.train(was_training)
-    return out[:, 1:]
+    return greedy_search(model, src, src_mask, max_len, use_cache, bos, pad, eos,
+                         pick=pick)[0]
+
 
 # %% ../nbs/11c_gpt.ipynb #g036b
 def save_lm(path, model:GPT, chars:str, **meta)->None:
@@ -810,11 +800,16 @@ def load_lm(path)->tuple[GPT, str, dict]:
     tuple[GPT, str, dict]
         the model (eval mode), its vocabulary, the meta data
     """
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != "transformer_nb.gpt/1":
-        raise ValueError(f"{path} is not a language model saved by save_lm")
-    model = GPT(**ckpt["config"])
-    model.load_state_dict(ckpt["state_dict"])
+    # chapter 9a's one reader: a text file, an empty file, a pickled object or another
+    # kind of checkpoint is a ValueError naming the file
+    ckpt = read_checkpoint(path, "transformer_nb.gpt/1",
+                           what="transformer_nb language model")
+    try:
+        model = GPT(**ckpt["config"])
+        model.load_state_dict(ckpt["state_dict"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{path} holds a language model this version cannot build "
+                         f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
     return model.eval(), ckpt["chars"], ckpt["meta"]
 
 # %% ../nbs/11c_gpt.ipynb #g040
