@@ -18,12 +18,13 @@ from transformer_nb.gpt import (
     load_lm,
     ngram_bits,
     pydoc_text,
-    sample,
     sample_next,
+    sampler,
     sampling_test,
     save_lm,
     torch_state,
 )
+from transformer_nb.decoding import greedy_search
 from transformer_nb.masking import padding_mask
 from transformer_nb.multihead import load_weights
 from transformer_nb.transformer import Transformer
@@ -216,8 +217,8 @@ def test_cached_sampling_equals_uncached_encoder_decoder(kw):
     m = _seq2seq()
     src = torch.randint(4, 13, (3, 6)); src[1, 4:] = 0
     mask = padding_mask(src, 0)
-    a = sample(m, src, mask, max_len=12, use_cache=True, **kw)
-    b = sample(m, src, mask, max_len=12, use_cache=False, **kw)
+    a = greedy_search(m, src, mask, 12, use_cache=True, pick=sampler(**kw))[0]
+    b = greedy_search(m, src, mask, 12, use_cache=False, pick=sampler(**kw))[0]
     assert torch.equal(a, b)
 
 
@@ -229,7 +230,8 @@ def test_encoder_decoder_sampling_distribution():
     logits = m.decode(torch.tensor([[1]]), memory)[0, -1]
     intended = filter_logits(logits, temperature=0.7, top_k=5).softmax(-1).detach()
     srcs = src.expand(N, -1)
-    r = sampling_test(lambda n: sample(m, srcs[:n], max_len=1, temperature=0.7, top_k=5, seed=0, eos=None)[:, 0],
+    r = sampling_test(lambda n: greedy_search(m, srcs[:n], max_len=1, eos=None,
+                                                   pick=sampler(temperature=0.7, top_k=5, seed=0))[0][:, 0],
                       intended, N, ALPHA)
     assert r.passed, r
 

@@ -25,7 +25,7 @@ from .multihead import to_torch_state
 # %% auto #0
 __all__ = ['CHAR_LM', 'LM_TRAINING', 'filter_logits', 'sample_next', 'chi2_quantile', 'SamplingTest', 'sampling_test', 'CharText',
            'pydoc_text', 'ngram_bits', 'GPT', 'torch_state', 'lm_batch', 'train_lm', 'bits_per_char', 'char_lm',
-           'generate', 'sample', 'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores',
+           'sampler', 'generate', 'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores',
            'frequent_chars', 'lm_report']
 
 # %% ../nbs/11c_gpt.ipynb #g005
@@ -93,6 +93,8 @@ def filter_logits(
         x = x.masked_fill(p < least, -math.inf)
     return x
 
+
+# %% ../nbs/11c_gpt.ipynb #g005s
 def sample_next(
     logits:Tensor,
     temperature:float=1.0,
@@ -124,6 +126,7 @@ def sample_next(
     probs = x.softmax(-1).reshape(-1, x.shape[-1])         # (rows, V)
     ids = torch.multinomial(probs, 1, generator=generator)  # (rows, 1)
     return ids.view(x.shape[:-1])
+
 
 # %% ../nbs/11c_gpt.ipynb #g009
 def chi2_quantile(q:float, df:int)->float:
@@ -582,29 +585,9 @@ def _extend(
     eos:int|None=None,
     pad:int=0,
 )->Tensor:
-    """Append tokens one at a time: the loop of `generate`, greedy_search's without a
-    source
-
-    Parameters
-    ----------
-    step : Callable[[Tensor], Tensor]
-        prefix (B, t) -> logits for the next token (B, V)
-    ys : Tensor
-        (B, t0) the prefix so far
-    steps : int
-        tokens to append, at most
-    pick : Callable[[Tensor], Tensor]
-        logits (B, V) -> ids (B,)
-    eos : int | None
-        a row that wrote it gets `pad` after; None: never stop early
-    pad : int
-        written after eos
-
-    Returns
-    -------
-    Tensor
-        (B, t0 + steps) or shorter, when every row ended
-    """
+    ("Append up to `steps` tokens to ys (B, t0), each picked from step(ys) (B, V); "
+     "a row that wrote eos gets pad after: generate's loop, greedy_search's without "
+     "a source")
     done = torch.zeros(ys.shape[0], dtype=torch.bool, device=ys.device)
     for _ in range(steps):
         nxt = pick(step(ys)).masked_fill(done, pad)                    # (B,)
@@ -614,10 +597,32 @@ def _extend(
         if done.all(): break
     return ys
 
-def _picker(greedy, temperature, top_k, top_p, seed)->Callable[[Tensor], Tensor]:
-    "argmax, or sample_next with its settings and a generator seeded once"
+def sampler(
+    temperature:float=1.0,
+    top_k:int|None=None,
+    top_p:float|None=None,
+    seed:int|None=None,
+)->Callable[[Tensor], Tensor]:
+    """The token picker of sampling, for `generate` and for chapter 11's
+    `greedy_search(..., pick=sampler(...))`: sample_next with a generator seeded once
+
+    Parameters
+    ----------
+    temperature : float
+        T > 0
+    top_k : int | None
+        keep the k most probable tokens; None: all
+    top_p : float | None
+        nucleus: the smallest set of mass >= p; None: all
+    seed : int | None
+        seeds the draws; None: torch's global random stream
+
+    Returns
+    -------
+    Callable[[Tensor], Tensor]
+        logits (B, V) -> token ids (B,)
+    """
     _check_sampling(temperature, top_k, top_p)
-    if greedy: return lambda logits: logits.argmax(-1)
     if seed is not None: check_int(seed, "seed", min_value=0)
     gen = {}
     def pick(logits):
@@ -698,7 +703,8 @@ def generate(
             f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
             f"exceeds the model's max_len {model.max_len}"
         )
-    pick = _picker(greedy, temperature, top_k, top_p, seed)
+    pick = sampler(temperature, top_k, top_p, seed)     # checks the settings, even greedy
+    if greedy: pick = lambda logits: logits.argmax(-1)
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
         else (lambda ys: model(ys)[:, -1])
@@ -707,58 +713,6 @@ def generate(
     out = _extend(step, ys, max_new_tokens, pick, eos, pad)
     model.train(was_training)
     return out[0] if one else out
-
-@torch.no_grad()
-def sample(
-    model:nn.Module,
-    src:Tensor,
-    src_mask:Tensor|None=None,
-    max_len:int=32,
-    temperature:float=1.0,
-    top_k:int|None=None,
-    top_p:float|None=None,
-    seed:int|None=None,
-    use_cache:bool=True,
-    bos:int=Vocab.bos, eos:int|None=Vocab.eos, pad:int=Vocab.pad,
-)->Tensor:
-    """Sampling for the encoder-decoder: chapter 11's greedy_search, with sample_next
-    as the rule that picks each token
-
-    Parameters
-    ----------
-    model : nn.Module
-        an encoder-decoder Transformer
-    src : Tensor
-        (B, S) source ids
-    src_mask : Tensor | None
-        (B, 1, 1, S) source padding mask
-    max_len : int
-        most tokens to write (not counting <s>)
-    temperature : float
-        T > 0
-    top_k : int | None
-        keep the k most probable tokens; None: all
-    top_p : float | None
-        nucleus: the smallest set of mass >= p; None: all
-    seed : int | None
-        seeds the draws; None: torch's global random stream
-    use_cache : bool
-        False: run the decoder over the whole prefix at every step
-    bos : int
-        id of the start token <s>
-    eos : int | None
-        the end token; None: write max_len tokens
-    pad : int
-        written after </s>
-
-    Returns
-    -------
-    Tensor
-        (B, L) ids without <s>, <pad> after </s>
-    """
-    pick = _picker(False, temperature, top_k, top_p, seed)
-    return greedy_search(model, src, src_mask, max_len, use_cache, bos, pad, eos,
-                         pick=pick)[0]
 
 
 # %% ../nbs/11c_gpt.ipynb #g036b
