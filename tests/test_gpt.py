@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_nb.decoding import greedy_search
 from transformer_nb.gpt import (
     GPT,
     chi2_quantile,
@@ -24,7 +25,6 @@ from transformer_nb.gpt import (
     save_lm,
     torch_state,
 )
-from transformer_nb.decoding import greedy_search
 from transformer_nb.masking import padding_mask
 from transformer_nb.multihead import load_weights
 from transformer_nb.transformer import Transformer

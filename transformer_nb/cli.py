@@ -474,7 +474,7 @@ def cmd_generate(args:argparse.Namespace)->int:
         print(f"transformer-nb generate: warning: the model reads at most "
               f"{model.max_len} characters: the {args.max_new_tokens} new ones follow "
               f"only the last {room} of the prompt's {len(prompt)} characters "
-              "(--max-new-tokens leaves the rest)", file=sys.stderr)
+              "(fewer --max-new-tokens leave room for more)", file=sys.stderr)
     index = {c: i for i, c in enumerate(chars)}
     ids = torch.tensor([index[c] for c in prompt[-room:]])
     temperature = 1.0 if args.temperature is None else args.temperature

@@ -15,8 +15,7 @@ from torch import Tensor, nn
 
 from .checkpoints import read_checkpoint
 from .core import check_dropout, check_int, check_tensor
-from .data import Vocab
-from .decoding import _Room, greedy_search
+from .decoding import _Room
 from .embeddings import Embeddings
 from .layers import LAYER_NAMES, Decoder, LayerCache
 from .masking import causal_mask
@@ -686,7 +685,7 @@ def generate(
         stop a row at this token; None: write max_new_tokens
     pad : int | None
         what fills a row after its eos; None: eos again (the character model has no
-        padding token: its id 0 is a character, '\n')
+        padding token: its id 0 is a character, the newline)
 
     Returns
     -------
@@ -703,7 +702,8 @@ def generate(
             f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
             f"exceeds the model's max_len {model.max_len}"
         )
-    pick = sampler(temperature, top_k, top_p, seed)     # checks the settings, even greedy
+    # checks the settings, even greedy
+    pick = sampler(temperature, top_k, top_p, seed)
     if greedy: pick = lambda logits: logits.argmax(-1)
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
