@@ -702,8 +702,7 @@ def generate(
             f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
             f"exceeds the model's max_len {model.max_len}"
         )
-    # checks the settings, even greedy
-    pick = sampler(temperature, top_k, top_p, seed)
+    pick = sampler(temperature, top_k, top_p, seed)      # checks them, even for greedy
     if greedy: pick = lambda logits: logits.argmax(-1)
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
