@@ -274,3 +274,92 @@ def test_numbers_without_num2words_name_the_extra(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert 'pip install "transformer_nb[numbers]"' in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- issue 43: no traceback for a user
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    "An untrained language model with the vocabulary of Python's documentation, saved as `train-lm` saves one"
+    import torch
+
+    from transformer_nb.gpt import GPT, pydoc_text, save_lm
+    out = tmp_path_factory.mktemp("lm")
+    chars = pydoc_text().chars
+    torch.manual_seed(0)
+    save_lm(out / "pydoc_lm.pt", GPT(len(chars), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=64), chars)
+    return out / "pydoc_lm.pt"
+
+
+def _one_error_line(r):
+    assert "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    return errors[0]
+
+
+def test_generate_and_decode_refuse_what_is_not_their_checkpoint_in_one_line(trained, lm, tmp_path, capsys):
+    "A text file, an empty file, a pickled module, the other kind of checkpoint: one line each, status 1"
+    import torch
+    out, _ = trained
+    notes = tmp_path / "notes.txt"; notes.write_text("not a model")
+    empty = tmp_path / "empty.pt"; empty.write_bytes(b"")
+    module = tmp_path / "module.pt"; torch.save(torch.nn.Linear(2, 2), module)
+    cases = [(["generate", "--checkpoint", notes, "x"], "torch.load failed"),
+             (["generate", "--checkpoint", empty, "x"], "torch.load failed"),
+             (["generate", "--checkpoint", module, "x"], "torch.load failed"),
+             (["generate", "--checkpoint", tmp_path, "x"], "is a directory"),
+             (["generate", "--checkpoint", out / "copy.pt", "x"], "'transformer_nb.checkpoint/2'"),
+             (["decode", "--checkpoint", lm, "123"], "'transformer_nb.gpt/1'"),
+             (["decode", "--checkpoint", empty, "123"], "torch.load failed")]
+    for i, (args, words) in enumerate(cases):  # the first through the script
+        r = cli(*args, cwd=tmp_path) if i == 0 else in_process(capsys, *args)
+        assert r.returncode == 1, (args, r.returncode, r.stderr)
+        line = _one_error_line(r)
+        assert words in line and ("not a transformer_nb" in line or words == "is a directory"), (args, line)
+
+
+def test_resume_without_task_takes_the_runs_task_and_a_numbers_run_is_refused_in_one_line(numbers_run, capsys):
+    out, _ = numbers_run
+    r = in_process(capsys, "train", "--resume", out / "numbers-de.pt", "--steps", "9", "--out", out)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "--resume" in _one_error_line(r) and "numbers-de" in r.stderr, r.stderr
+
+
+def test_generate_says_when_the_model_reads_only_the_end_of_the_prompt(lm, capsys):
+    prompt = "The quick brown fox jumps over the lazy dog. " * 2          # 90 characters; 64 - 48 = 16 read
+    r = in_process(capsys, "generate", "--checkpoint", lm, prompt, "--seed", "0")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(prompt) and len(r.stdout) == len(prompt) + 48 + 1
+    warning = r.stderr.strip()
+    assert warning.startswith("transformer-nb generate: warning:") and len(warning.splitlines()) == 1, warning
+    assert "last 16 of the prompt's 90 characters" in warning, warning
+    short = in_process(capsys, "generate", "--checkpoint", lm, prompt[-16:], "--seed", "0")
+    assert short.returncode == 0 and short.stderr == "", short.stderr
+
+
+def test_dash_means_standard_input_for_generate_as_for_decode(lm, capsys, monkeypatch):
+    import io
+    given = in_process(capsys, "generate", "--checkpoint", lm, "def ", "--seed", "3", "--max-new-tokens", "8")
+    monkeypatch.setattr("sys.stdin", io.StringIO("def "))
+    dash = in_process(capsys, "generate", "--checkpoint", lm, "-", "--seed", "3", "--max-new-tokens", "8")
+    assert given.returncode == dash.returncode == 0, dash.stderr
+    assert dash.stdout == given.stdout and dash.stdout.startswith("def ")
+
+
+@pytest.mark.parametrize("flags", [["--temperature", "0.5"], ["--top-k", "3"], ["--top-p", "0.9"], ["--seed", "1"]])
+def test_greedy_with_sampling_flags_is_a_usage_error(lm, flags, tmp_path):
+    r = cli("generate", "--checkpoint", lm, "--greedy", *flags, "def ", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    line = _one_error_line(r)
+    assert "--greedy" in line and flags[0] in line, line
+
+
+def test_train_lm_help_states_the_steps_it_runs():
+    "The default that --help states is the recipe's, LM_TRAINING (the help itself loads no torch)"
+    from transformer_nb.cli import build_parser
+    from transformer_nb.gpt import LM_TRAINING
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["train-lm"]
+    steps = next(a for a in sub._actions if a.dest == "steps")
+    assert steps.default == LM_TRAINING["steps"]
+    assert f"default: {LM_TRAINING['steps']}" in " ".join(sub.format_help().split())

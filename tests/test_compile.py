@@ -275,3 +275,22 @@ def test_each_input_is_checked_once(monkeypatch):
     layer = EncoderLayer(16, 2, 32)
     assert layer.checks and not layer.self_attn.checks and not layer.ffn.checks and not layer.norm1.checks
     with pytest.raises(ValueError, match="src_mask of shape"): layer(x, torch.ones(1, 1, 7, 6, dtype=torch.bool))
+
+
+# ---------------------------------------------------------------- issue 43: the decoder-only model exports too
+@pytest.mark.parametrize("dims", ["B", "T", "B and T"])
+def test_export_gpt_with_dynamic_batch_and_length(dims):
+    """torch.export of chapter 11c's GPT, called as a user would (grad mode on), with a symbolic batch, length or
+    both: the book's own integer check takes the symbolic length (it refused a SymInt), and no layer compares a
+    symbolic size (layers._normed did, before its is_compiling() test); the program runs other sizes, equal to eager"""
+    from transformer_nb.gpt import GPT
+    torch.manual_seed(0)
+    m = GPT(11, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=32).eval()
+    # up to 1024 rows: a batch whose activations pass layers.RECOMPUTE_MIN_BYTES lies within the range
+    B, T = torch.export.Dim("B", min=2, max=1024), torch.export.Dim("T", min=2, max=32)
+    shape = {"B": {0: B}, "T": {1: T}, "B and T": {0: B, 1: T}}[dims]
+    exported = torch.export.export(m, (torch.randint(0, 11, (3, 9)),), dynamic_shapes={"ids": shape})
+    for b, t in [(2, 9), (5, 9), (3, 4), (4, 17)]:
+        if ("B" not in dims and b != 3) or ("T" not in dims and t != 9): continue
+        ids = torch.randint(0, 11, (b, t))
+        torch.testing.assert_close(exported.module()(ids), m(ids), atol=1e-5, rtol=0)

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import ROOT
 from transformer_nb.book.exercises import (
+    exercise_arguments,
     exercise_checker,
     grader_module,
     make_exercise_source,
@@ -314,3 +315,69 @@ def test_run_all_on_an_unfilled_notebook_ends_without_traceback(name):
         said = shown.count(f"✗ {learner}: `")
         assert said == 1, f"{name}: {learner} said {said} times that it waits for its TODO:\n{shown[-2000:]}"
     assert shown.count("Until then the cells below use the book's") == len(checks)
+
+
+# ---------------------------------------------------------------- issue 43: every TODO checked
+def _multi_name_exercises():
+    for name in EXERCISE_CHAPTERS:
+        for c in code_cells(load(NBS / name)):
+            if exercise_checker(c) and len(make_exercise_source(c)[1]) > 1: yield name, c
+
+
+def _broken(obj):
+    "A wrong answer of the same kind: a function that returns nothing, a class whose forward returns nothing"
+    if isinstance(obj, type): return type(obj.__name__, (obj,), {"forward": lambda self, *a, **k: None})
+    return lambda *a, **k: None
+
+
+def test_every_todo_of_an_exercise_cell_is_checked():
+    """Where one exercise cell leaves several names to write, the check fails when any one of them is wrong (the
+    others the book's): a TODO whose wrong answer passes is a TODO nobody checks. Chapter 11c's sample_next was one:
+    it is no longer a TODO"""
+    import importlib
+    cases = list(_multi_name_exercises())
+    assert cases, "no exercise cell with several names: nothing to check here"
+    for name, cell in cases:
+        assert not exercise_arguments(cell), f"{name}: a cell that needs a trained model"
+        grade = getattr(importlib.import_module(grader_module(NBS / name)), exercise_checker(cell))
+        own = re.search(r"^#\|\s*default_exp\s+(\S+)", "\n".join(code_cells(load(NBS / name))), re.M).group(1)
+        names, code = make_exercise_source(cell)[1], split_directives(cell)[1]
+        for wrong in names:
+            trial = dict(vars(importlib.import_module(f"transformer_nb.{own}")))
+            exec(code, trial)                                          # the book's answers, in their own namespace
+            trial[wrong] = _broken(trial[wrong])
+            assert not grade(trial[names[0]]), f"{name}: a wrong {wrong} passes {exercise_checker(cell)}"
+
+
+# ---------------------------------------------------------------- issue 43: a downloaded notebook runs on its own
+def _path_constants(code):
+    "The string constants of a cell that look like paths (no whitespace)"
+    code = "\n".join(line for line in code.split("\n") if not line.lstrip().startswith(("%", "!")))
+    return [n.value for n in ast.walk(ast.parse(code))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.strip()
+            and not re.search(r"\s", n.value)]
+
+
+@pytest.mark.parametrize("name", EXERCISE_CHAPTERS)
+def test_a_notebook_copied_alone_reads_nothing_outside_its_folder(name, tmp_path, monkeypatch):
+    """Copied alone into an empty folder, an exercise notebook names no file outside it (no `..`, no absolute path),
+    and each committed result it reads (benchmarks/results/X.json in the chapter) is written beside it by a cell of
+    the notebook before it is read: run here in the empty folder, that cell writes the repository's file, unchanged.
+    (Run All of every notebook would train the chapters' models: about 1 min of CPU for 11c alone.)"""
+    import shutil
+    nb = load(shutil.copy(EXERCISES / name, tmp_path / name))
+    monkeypatch.chdir(tmp_path)
+    written = set()
+    for code in code_cells(nb):
+        writes = re.findall(r"^Path\('([\w.-]+\.json)'\)\.write_text\(", code, re.M)
+        for v in _path_constants(code):
+            assert ".." not in Path(v).parts and not (v.startswith("/") and len(v) > 1), \
+                f"{name}: {v!r} names a file outside the notebook's folder"
+            if v.endswith(".json"):
+                assert v in written | set(writes), f"{name}: reads {v} that nothing in it wrote"
+        if writes:
+            exec(code, {})
+            for w in writes:
+                assert json.loads((tmp_path / w).read_text(encoding="utf-8")) == \
+                    json.loads((ROOT / "benchmarks" / "results" / w).read_text(encoding="utf-8"))
+            written |= set(writes)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_nb.decoding import greedy_search
 from transformer_nb.gpt import (
     GPT,
     chi2_quantile,
@@ -18,8 +19,8 @@ from transformer_nb.gpt import (
     load_lm,
     ngram_bits,
     pydoc_text,
-    sample,
     sample_next,
+    sampler,
     sampling_test,
     save_lm,
     torch_state,
@@ -216,8 +217,8 @@ def test_cached_sampling_equals_uncached_encoder_decoder(kw):
     m = _seq2seq()
     src = torch.randint(4, 13, (3, 6)); src[1, 4:] = 0
     mask = padding_mask(src, 0)
-    a = sample(m, src, mask, max_len=12, use_cache=True, **kw)
-    b = sample(m, src, mask, max_len=12, use_cache=False, **kw)
+    a = greedy_search(m, src, mask, 12, use_cache=True, pick=sampler(**kw))[0]
+    b = greedy_search(m, src, mask, 12, use_cache=False, pick=sampler(**kw))[0]
     assert torch.equal(a, b)
 
 
@@ -229,7 +230,8 @@ def test_encoder_decoder_sampling_distribution():
     logits = m.decode(torch.tensor([[1]]), memory)[0, -1]
     intended = filter_logits(logits, temperature=0.7, top_k=5).softmax(-1).detach()
     srcs = src.expand(N, -1)
-    r = sampling_test(lambda n: sample(m, srcs[:n], max_len=1, temperature=0.7, top_k=5, seed=0, eos=None)[:, 0],
+    r = sampling_test(lambda n: greedy_search(m, srcs[:n], max_len=1, eos=None,
+                                                   pick=sampler(temperature=0.7, top_k=5, seed=0))[0][:, 0],
                       intended, N, ALPHA)
     assert r.passed, r
 
@@ -242,7 +244,7 @@ def test_save_and_load_lm(tmp_path):
     ids = torch.randint(0, 11, (2, 5))
     torch.testing.assert_close(m(ids), m2(ids))
     torch.save({"x": 1}, tmp_path / "other.pt")
-    with pytest.raises(ValueError, match="not a language model"): load_lm(tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a transformer_nb language model"): load_lm(tmp_path / "other.pt")
 
 
 def test_baselines_and_split():
@@ -291,3 +293,38 @@ def test_command_line_train_lm_and_generate(tmp_path, capsys, monkeypatch):
     assert "does not know" in capsys.readouterr().err
     assert main(["generate", "--checkpoint", str(tmp_path / "nope.pt"), "x"]) == 1
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+def test_rows_that_ended_are_filled_with_the_end_token():
+    "After eos a row is filled with eos itself (id 0 is a real character, '\\n', in the character model), or with pad"
+    m = _gpt()
+    prompt = torch.randint(0, 11, (6, 3))
+    free = generate(m, prompt, 12, seed=0)
+    eos = int(free[0, 3])                       # the first row writes it at once
+    out = generate(m, prompt, 12, seed=0, eos=eos)
+    for row in out[:, 3:]:
+        hits = (row == eos).nonzero()
+        if len(hits): assert (row[int(hits[0]):] == eos).all(), row
+    padded = generate(m, prompt, 12, seed=0, eos=eos, pad=10)
+    assert (padded[0, 4:] == 10).all() and padded[0, 3] == eos
+
+
+def test_top_level_names_the_decoder_only_model():
+    import transformer_nb
+    from transformer_nb import GPT as top
+    assert top is GPT and "GPT" in transformer_nb.__all__ and "GPT" in dir(transformer_nb)
+
+
+def test_load_lm_reads_through_the_checkpoints_guard(tmp_path):
+    "load_lm refuses, with a ValueError naming the file, what load_checkpoint refuses (chapter 9a's one reader)"
+    (tmp_path / "notes.txt").write_text("not a model")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    torch.save(nn.Linear(2, 2), tmp_path / "module.pt")
+    for name in ("notes.txt", "empty.pt", "module.pt"):
+        with pytest.raises(ValueError, match=f"{name} is not a transformer_nb .*torch.load failed"):
+            load_lm(tmp_path / name)
+    with pytest.raises(IsADirectoryError): load_lm(tmp_path)
+    m = _gpt()
+    torch.save({"format": "transformer_nb.gpt/1", "config": dict(m.config, d_model=32), "chars": "abcdefghijk",
+                "state_dict": m.state_dict(), "meta": {}}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="other.pt"): load_lm(tmp_path / "other.pt")

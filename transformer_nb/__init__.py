@@ -37,6 +37,7 @@ _MAIN = {
     "greedy_search": "decoding",
     "beam_search": "decoding",
     "translate": "decoding",
+    "GPT": "gpt",
     "show_attention": "plotting",
     "attention_explorer": "explorer",
 }
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time, __getattr_
     from .embeddings import Embeddings  # noqa: F401
     from .explorer import attention_explorer  # noqa: F401
     from .ffn import PositionwiseFeedForward  # noqa: F401
+    from .gpt import GPT  # noqa: F401
     from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer  # noqa: F401
     from .masking import causal_mask, padding_mask, target_mask  # noqa: F401
     from .multihead import MultiHeadAttention  # noqa: F401

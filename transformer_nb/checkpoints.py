@@ -15,7 +15,7 @@ from .data import Vocab
 from .transformer import Transformer, TransformerConfig
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'save_model', 'load_checkpoint', 'load_model']
+__all__ = ['CHECKPOINT_FORMAT', 'save_model', 'read_checkpoint', 'load_checkpoint', 'load_model']
 
 # %% ../nbs/09a_checkpoints.ipynb #c005
 CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
@@ -85,6 +85,44 @@ def save_model(
 
 
 # %% ../nbs/09a_checkpoints.ipynb #c009
+def read_checkpoint(
+    path, format:str, map_location="cpu", what:str="transformer_nb checkpoint",
+)->dict:
+    """Read a file written by `torch.save` and check that it is ours, in `format`: the
+    one place where the package reads a checkpoint (chapter 11c's language model too)
+
+    Parameters
+    ----------
+    path
+        the file to read
+    format : str
+        the value its "format" entry must hold, e.g. CHECKPOINT_FORMAT
+    map_location
+        where to put the weights
+    what : str
+        what the file should be, for the message
+
+    Returns
+    -------
+    dict
+        what was saved, unchanged
+    """
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
+    try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError: raise
+    # not a torch file at all (text, an empty file), or a pickled object that
+    # weights_only refuses to run: pickle, zip, EOF errors...
+    except Exception as e:
+        raise ValueError(
+            f"{path} is not a {what} (torch.load failed: {type(e).__name__})"
+        ) from None
+    found = ckpt.get("format") if isinstance(ckpt, dict) else None
+    if found != format:
+        other = f"; it holds format {found!r}" if isinstance(found, str) else ""
+        raise ValueError(f"{path} is not a {what} (no 'format': '{format}'){other}")
+    return ckpt
+
 def load_checkpoint(path, map_location="cpu")->dict:
     """Read and check a checkpoint written by `save_model`, without building the model
 
@@ -100,21 +138,7 @@ def load_checkpoint(path, map_location="cpu")->dict:
     dict
         config (a TransformerConfig), vocab, state_dict, meta, training (or None)
     """
-    if Path(path).is_dir():
-        raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
-    try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError: raise
-    # not a torch file at all: pickle, zip, EOF errors...
-    except Exception as e:
-        raise ValueError(
-            f"{path} is not a transformer_nb checkpoint (torch.load failed: "
-            f"{type(e).__name__})"
-        ) from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{path} is not a transformer_nb checkpoint (no 'format': "
-            f"'{CHECKPOINT_FORMAT}')"
-        )
+    ckpt = read_checkpoint(path, CHECKPOINT_FORMAT, map_location)
     try: config = TransformerConfig.from_dict(ckpt["config"])
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path} holds a configuration this version cannot build: "

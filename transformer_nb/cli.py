@@ -168,6 +168,12 @@ def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
     if args.resume and not Path(args.resume).exists():
         raise FileNotFoundError(f"no such checkpoint: --resume {args.resume}")
     task, seed, n_train = _run_settings(args)
+    # --task numbers-... never gets here (cmd_train hands it to _train_numbers); a
+    # resumed run of that task can: refused here, before TASK_SETTINGS is read
+    if task in _NUMBER_TASKS:
+        raise ValueError(f"--resume {args.resume} is a {task} run: the numbers tasks "
+                         f"of chapter 11b train in one go, without --resume; run "
+                         f"`transformer-nb train --task {task}` again")
     batch = TASK_SETTINGS[task]["batch_size"]
     if n_train < batch:
         raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
@@ -335,12 +341,21 @@ def _positive(text:str)->float:
         raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
     return t
 
+# gpt.LM_TRAINING["steps"], spelled out so that --help needs no torch (a test compares)
+_LM_STEPS = 450
+
+def _usage_error(command:str, message:str):
+    "A usage error found after parsing: one line and status 2, as argparse's own"
+    print(f"transformer-nb {command}: error: {message} (see transformer-nb {command} "
+          "--help)", file=sys.stderr)
+    raise SystemExit(2)
+
 def _add_lm_parsers(sub):
     "The language model's subcommands: `train-lm` and `generate`"
     t = sub.add_parser("train-lm", help="train the character-level language model of "
                        "chapter 11c on Python's documentation")
-    t.add_argument("--steps", type=_count, default=None,
-                   help="optimiser steps (default: gpt.LM_TRAINING's, 500)")
+    t.add_argument("--steps", type=_count, default=_LM_STEPS,
+                   help="optimiser steps (default: %(default)s, chapter 11c's recipe)")
     t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
                    "(default: 0)")
     t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
@@ -351,18 +366,19 @@ def _add_lm_parsers(sub):
     g = sub.add_parser("generate", help="continue a prompt with a saved language model")
     g.add_argument("--checkpoint", required=True,
                    help="a file written by `transformer-nb train-lm`")
-    g.add_argument("prompt", nargs="?", default=None,
-                   help="the text to continue (default: read standard input)")
+    g.add_argument("prompt", nargs="?", default="-",
+                   help="the text to continue; - (the default) reads standard input")
     g.add_argument("--max-new-tokens", type=_count, default=48,
                    help="characters to write (default: 48)")
-    g.add_argument("--temperature", type=_positive, default=1.0,
+    g.add_argument("--temperature", type=_positive, default=None,
                    help="> 0; lower is closer to greedy (default: 1)")
     g.add_argument("--top-k", type=_count, default=None,
                    help="sample among the k most probable characters (default: all)")
     g.add_argument("--top-p", type=_probability, default=None,
                    help="nucleus sampling, in (0, 1] (default: 1, all)")
     g.add_argument("--greedy", action="store_true",
-                   help="the most probable character every time, no sampling")
+                   help="the most probable character every time: no sampling, so "
+                   "none of the four sampling flags")
     g.add_argument("--seed", type=int, default=None,
                    help="seed of the draws (default: a different text each time)")
     g.add_argument(
@@ -397,7 +413,7 @@ def cmd_train_lm(args:argparse.Namespace)->int:
     )
     torch.set_num_threads(args.threads)
     text = pydoc_text()
-    settings = dict(LM_TRAINING, steps=args.steps or LM_TRAINING["steps"])
+    settings = dict(LM_TRAINING, steps=args.steps)
     print(f"training the language model for {settings['steps']} steps on "
           f"{args.threads} thread(s)", file=sys.stderr)
     model, losses, seconds = char_lm(text, args.seed, train_kw=settings)
@@ -426,12 +442,19 @@ def cmd_generate(args:argparse.Namespace)->int:
     int
         the exit status
     """
+    sampling = (("--temperature", args.temperature), ("--top-k", args.top_k),
+                ("--top-p", args.top_p), ("--seed", args.seed))
+    given = [flag for flag, value in sampling if value is not None]
+    if args.greedy and given:
+        _usage_error("generate", f"--greedy does not sample: drop {', '.join(given)} "
+                     "or --greedy")
     if not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
-    prompt = sys.stdin.read() if args.prompt is None else args.prompt
+    # `-`, as for `decode`: standard input
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt:
         raise ValueError("the prompt is empty: give one as an argument or on "
-                                    "standard input")
+                         "standard input")
     import torch
 
     from transformer_nb.gpt import generate, load_lm
@@ -447,9 +470,15 @@ def cmd_generate(args:argparse.Namespace)->int:
             f"--max-new-tokens {args.max_new_tokens} leaves no room for the "
             f"prompt: the model reads at most {model.max_len} characters"
         )
+    if len(prompt) > room:
+        print(f"transformer-nb generate: warning: the model reads at most "
+              f"{model.max_len} characters: the {args.max_new_tokens} new ones follow "
+              f"only the last {room} of the prompt's {len(prompt)} characters "
+              "(fewer --max-new-tokens leave room for more)", file=sys.stderr)
     index = {c: i for i, c in enumerate(chars)}
     ids = torch.tensor([index[c] for c in prompt[-room:]])
-    out = generate(model, ids, args.max_new_tokens, args.temperature, args.top_k,
+    temperature = 1.0 if args.temperature is None else args.temperature
+    out = generate(model, ids, args.max_new_tokens, temperature, args.top_k,
                    args.top_p, greedy=args.greedy, seed=args.seed)
     sys.stdout.write(prompt + "".join(chars[i] for i in out[len(ids):].tolist()) + "\n")
     return 0

@@ -84,7 +84,8 @@ def check_int(value, name:str, min_value:int=1)->int:
     int
         value, unchanged
     """
-    if isinstance(value, bool) or not isinstance(value, int):
+    # torch.SymInt: a size that torch.export or torch.compile keeps symbolic
+    if isinstance(value, bool) or not isinstance(value, (int, torch.SymInt)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < min_value:
         raise ValueError(f"{name} must be >= {min_value}, got {value}")

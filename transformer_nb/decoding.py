@@ -5,7 +5,7 @@
 # %% ../nbs/11_decoding.ipynb #c002
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -183,8 +183,10 @@ def greedy_search(
     bos:int=Vocab.bos,
     pad:int=Vocab.pad,
     eos:int|None=Vocab.eos,
+    pick:Callable[[Tensor], Tensor]|None=None,
 )->tuple[Tensor, Tensor]:
-    """Greedy decoding, with or without the key/value cache
+    """Greedy decoding, with or without the key/value cache; another rule than the
+    argmax through `pick`
 
     Parameters
     ----------
@@ -204,6 +206,8 @@ def greedy_search(
         id of the padding written after </s>
     eos : int | None
         the end token; None: write max_len tokens, never stop early
+    pick : Callable[[Tensor], Tensor] | None
+        logits (B, V) -> token ids (B,); None: the argmax (chapter 11c samples)
 
     Returns
     -------
@@ -230,7 +234,8 @@ def greedy_search(
             logits = model.decode(
                 ys[:, :t + 1], memory, causal_mask(t + 1, src.device), src_mask
             )[:, -1]
-        nxt = logits.argmax(-1).masked_fill(done, pad)                  # (B,)
+        nxt = logits.argmax(-1) if pick is None else pick(logits)       # (B,)
+        nxt = nxt.masked_fill(done, pad)
         ys[:, t + 1] = nxt
         all_logits.append(logits)
         if eos is None: continue

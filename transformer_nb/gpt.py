@@ -13,16 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .checkpoints import read_checkpoint
 from .core import check_dropout, check_int, check_tensor
-from .data import Vocab
-from transformer_nb.decoding import (
-    KVCache,
-    _check_model,
-    _check_source,
-    _check_tokens,
-    _Room,
-    decode_step,
-)
+from .decoding import _Room
 from .embeddings import Embeddings
 from .layers import LAYER_NAMES, Decoder, LayerCache
 from .masking import causal_mask
@@ -31,7 +24,7 @@ from .multihead import to_torch_state
 # %% auto #0
 __all__ = ['CHAR_LM', 'LM_TRAINING', 'filter_logits', 'sample_next', 'chi2_quantile', 'SamplingTest', 'sampling_test', 'CharText',
            'pydoc_text', 'ngram_bits', 'GPT', 'torch_state', 'lm_batch', 'train_lm', 'bits_per_char', 'char_lm',
-           'generate', 'sample', 'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores',
+           'sampler', 'generate', 'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores',
            'frequent_chars', 'lm_report']
 
 # %% ../nbs/11c_gpt.ipynb #g005
@@ -99,6 +92,8 @@ def filter_logits(
         x = x.masked_fill(p < least, -math.inf)
     return x
 
+
+# %% ../nbs/11c_gpt.ipynb #g005s
 def sample_next(
     logits:Tensor,
     temperature:float=1.0,
@@ -130,6 +125,7 @@ def sample_next(
     probs = x.softmax(-1).reshape(-1, x.shape[-1])         # (rows, V)
     ids = torch.multinomial(probs, 1, generator=generator)  # (rows, 1)
     return ids.view(x.shape[:-1])
+
 
 # %% ../nbs/11c_gpt.ipynb #g009
 def chi2_quantile(q:float, df:int)->float:
@@ -588,28 +584,9 @@ def _extend(
     eos:int|None=None,
     pad:int=0,
 )->Tensor:
-    """Append tokens one at a time: the loop of `generate` and `sample`
-
-    Parameters
-    ----------
-    step : Callable[[Tensor], Tensor]
-        prefix (B, t) -> logits for the next token (B, V)
-    ys : Tensor
-        (B, t0) the prefix so far
-    steps : int
-        tokens to append, at most
-    pick : Callable[[Tensor], Tensor]
-        logits (B, V) -> ids (B,)
-    eos : int | None
-        a row that wrote it gets `pad` after; None: never stop early
-    pad : int
-        written after eos
-
-    Returns
-    -------
-    Tensor
-        (B, t0 + steps) or shorter, when every row ended
-    """
+    ("Append up to `steps` tokens to ys (B, t0), each picked from step(ys) (B, V); "
+     "a row that wrote eos gets pad after: generate's loop, greedy_search's without "
+     "a source")
     done = torch.zeros(ys.shape[0], dtype=torch.bool, device=ys.device)
     for _ in range(steps):
         nxt = pick(step(ys)).masked_fill(done, pad)                    # (B,)
@@ -619,10 +596,32 @@ def _extend(
         if done.all(): break
     return ys
 
-def _picker(greedy, temperature, top_k, top_p, seed)->Callable[[Tensor], Tensor]:
-    "argmax, or sample_next with its settings and a generator seeded once"
+def sampler(
+    temperature:float=1.0,
+    top_k:int|None=None,
+    top_p:float|None=None,
+    seed:int|None=None,
+)->Callable[[Tensor], Tensor]:
+    """The token picker of sampling, for `generate` and for chapter 11's
+    `greedy_search(..., pick=sampler(...))`: sample_next with a generator seeded once
+
+    Parameters
+    ----------
+    temperature : float
+        T > 0
+    top_k : int | None
+        keep the k most probable tokens; None: all
+    top_p : float | None
+        nucleus: the smallest set of mass >= p; None: all
+    seed : int | None
+        seeds the draws; None: torch's global random stream
+
+    Returns
+    -------
+    Callable[[Tensor], Tensor]
+        logits (B, V) -> token ids (B,)
+    """
     _check_sampling(temperature, top_k, top_p)
-    if greedy: return lambda logits: logits.argmax(-1)
     if seed is not None: check_int(seed, "seed", min_value=0)
     gen = {}
     def pick(logits):
@@ -657,6 +656,7 @@ def generate(
     seed:int|None=None,
     use_cache:bool=True,
     eos:int|None=None,
+    pad:int|None=None,
 )->Tensor:
     """Continue a prompt with a decoder-only model, sampled or greedy, with or without
     cache
@@ -683,6 +683,9 @@ def generate(
         False: run the model over the whole prefix at every step
     eos : int | None
         stop a row at this token; None: write max_new_tokens
+    pad : int | None
+        what fills a row after its eos; None: eos again (the character model has no
+        padding token: its id 0 is a character, the newline)
 
     Returns
     -------
@@ -699,77 +702,17 @@ def generate(
             f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
             f"exceeds the model's max_len {model.max_len}"
         )
-    pick = _picker(greedy, temperature, top_k, top_p, seed)
+    pick = sampler(temperature, top_k, top_p, seed)      # checks them, even for greedy
+    if greedy: pick = lambda logits: logits.argmax(-1)
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
         else (lambda ys: model(ys)[:, -1])
-    out = _extend(step, ys, max_new_tokens, pick, eos)
+    # with eos None no row ends: the filler is never written
+    pad = pad if pad is not None else eos if eos is not None else 0
+    out = _extend(step, ys, max_new_tokens, pick, eos, pad)
     model.train(was_training)
     return out[0] if one else out
 
-@torch.no_grad()
-def sample(
-    model:nn.Module,
-    src:Tensor,
-    src_mask:Tensor|None=None,
-    max_len:int=32,
-    temperature:float=1.0,
-    top_k:int|None=None,
-    top_p:float|None=None,
-    seed:int|None=None,
-    use_cache:bool=True,
-    bos:int=Vocab.bos, eos:int|None=Vocab.eos, pad:int=Vocab.pad,
-)->Tensor:
-    """Sampling for the encoder-decoder: greedy_search with sample_next instead of
-    argmax
-
-    Parameters
-    ----------
-    model : nn.Module
-        an encoder-decoder Transformer
-    src : Tensor
-        (B, S) source ids
-    src_mask : Tensor | None
-        (B, 1, 1, S) source padding mask
-    max_len : int
-        most tokens to write (not counting <s>)
-    temperature : float
-        T > 0
-    top_k : int | None
-        keep the k most probable tokens; None: all
-    top_p : float | None
-        nucleus: the smallest set of mass >= p; None: all
-    seed : int | None
-        seeds the draws; None: torch's global random stream
-    use_cache : bool
-        False: run the decoder over the whole prefix at every step
-    bos : int
-        special ids
-    eos : int | None
-        special ids
-    pad : int
-        special ids
-
-    Returns
-    -------
-    Tensor
-        (B, L) ids without <s>, <pad> after </s>
-    """
-    _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
-    _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
-    pick = _picker(False, temperature, top_k, top_p, seed)
-    was_training = model.training; model.eval()
-    memory = model.encode(src, src_mask)                       # (B, S, d_model)
-    if use_cache:
-        cache = KVCache(model, memory, src_mask, capacity=max_len)
-        step = lambda ys: decode_step(model, cache, ys[:, -1])
-    else:
-        step = lambda ys: model.decode(ys, memory, causal_mask(ys.shape[1], src.device),
-                                       src_mask)[:, -1]
-    ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-    out = _extend(step, ys, max_len, pick, eos, pad)
-    model.train(was_training)
-    return out[:, 1:]
 
 # %% ../nbs/11c_gpt.ipynb #g036b
 def save_lm(path, model:GPT, chars:str, **meta)->None:
@@ -810,11 +753,16 @@ def load_lm(path)->tuple[GPT, str, dict]:
     tuple[GPT, str, dict]
         the model (eval mode), its vocabulary, the meta data
     """
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != "transformer_nb.gpt/1":
-        raise ValueError(f"{path} is not a language model saved by save_lm")
-    model = GPT(**ckpt["config"])
-    model.load_state_dict(ckpt["state_dict"])
+    # chapter 9a's one reader: a text file, an empty file, a pickled object or another
+    # kind of checkpoint is a ValueError naming the file
+    ckpt = read_checkpoint(path, "transformer_nb.gpt/1",
+                           what="transformer_nb language model")
+    try:
+        model = GPT(**ckpt["config"])
+        model.load_state_dict(ckpt["state_dict"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"{path} holds a language model this version cannot build "
+                         f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
     return model.eval(), ckpt["chars"], ckpt["meta"]
 
 # %% ../nbs/11c_gpt.ipynb #g040

@@ -109,9 +109,10 @@ class _Sublayers(nn.Module):
         ("`with self._normed(norm, x) as h:` h = norm(x); for a large x autograd "
          "keeps x instead of h, and computes h again for the backward pass")
         h = norm(x)
+        # is_compiling() before the size: a symbolic size (torch.export) is not compared
         if (self.recompute_norm and torch.is_grad_enabled()
-                and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES
-                and not torch.compiler.is_compiling()):
+                and not torch.compiler.is_compiling()
+                and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES):
             return _recomputing(h, lambda: norm(x))
         # nothing to recompute (no backward, or a small x): a plain object, cheaper
         # than a generator's `with`, which a decoding step would pay 3 times a layer

@@ -16,8 +16,8 @@ from typing import NamedTuple
 # %% auto #0
 __all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'EXTRA_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives',
            'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source',
-           'grader_module', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook', 'make_exercises',
-           'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
+           'grader_module', 'embed_results', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook',
+           'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc006
 # the directive: `#| exercise CHECKER [NAME ...]`, the names passed to the checker
@@ -431,6 +431,56 @@ def _imported(sources:list[str])->set[str]:
     return out
 
 
+# %% ../../nbs/90a_exercise_notebooks.ipynb #xc016r
+# a chapter's read of a committed result: Path("..") / "benchmarks" / "results" / "X",
+# or "../benchmarks/results/X"
+_RESULT_READS = (
+    re.compile(r'Path\("\.\."\)\s*/\s*"benchmarks"\s*/\s*"results"\s*/\s*"([\w.-]+)"'),
+    re.compile(r'"\.\./benchmarks/results/([\w.-]+)"'),
+)
+
+def embed_results(cells:list, results:Path)->list:
+    """Make the cells that read the repository's benchmarks/results/X read X beside
+    the notebook, written there by a cell just before them that holds the file: a
+    downloaded exercise notebook runs on its own
+
+    Parameters
+    ----------
+    cells : list
+        notebook cells (nbformat 4 JSON dicts), changed in place
+    results : Path
+        the repository's benchmarks/results folder
+
+    Returns
+    -------
+    list
+        the cells, with a writing cell before each cell that reads results
+    """
+    out = []
+    for cell in cells:
+        src = _src(cell)
+        names = [n for r in _RESULT_READS for n in r.findall(src)] \
+            if cell["cell_type"] == "code" else []
+        for name in dict.fromkeys(names):
+            text = json.dumps(json.loads((results / name).read_text(encoding="utf-8")),
+                              separators=(",", ":"), ensure_ascii=False)
+            writer = _cell("code", (
+                f"# benchmarks/results/{name} as the repository holds it, written "
+                "beside this notebook\n# for the next cell, so that the notebook "
+                f"runs on its own\nfrom pathlib import Path\n"
+                f"Path({name!r}).write_text({text!r}, encoding='utf-8');"), 0)
+            writer["metadata"] = {"jupyter": {"source_hidden": True}}
+            out.append(writer)
+        for r in _RESULT_READS:
+            src = r.sub(lambda m: f'Path("{m.group(1)}")' if m.group(0).startswith(
+                "Path") else f'"{m.group(1)}"', src)
+        if names: cell["source"] = src.splitlines(keepends=True)
+        out.append(cell)
+    for i, cell in enumerate(out): cell["id"] = f"x{i:03d}"   # in order again
+    cells[:] = out
+    return cells
+
+
 # %% ../../nbs/90a_exercise_notebooks.ipynb #77e99136
 def comment_out_error_lessons(code:str)->str:
     """Comment out the book's error-message lessons, which a learner's correct answer
@@ -616,6 +666,7 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
             imported = True
     flush()
     embed_images(cells, chapter.parent)
+    embed_results(cells, chapter.parent.parent / "benchmarks" / "results")
     return {
         "cells": cells,
         "metadata": NOTEBOOK_METADATA,

@@ -32,7 +32,7 @@ from transformer_nb.book.grading import (
 )
 from ..data import Vocab
 from ..decoding import beam_search, greedy_search
-from ..gpt import GPT, filter_logits, sample_next
+from ..gpt import GPT, filter_logits
 from ..layers import LayerCache
 from ..masking import causal_mask
 from ..numbers import learn_bpe
@@ -722,7 +722,7 @@ def _same_filter(a, b)->bool:
     return bool(torch.equal(out_a, out_b)) and tensors_close(sm(a), sm(b), 1e-5)
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11cb
-@checker(book=filter_logits, also=(sample_next,))
+@checker(book=filter_logits)
 def grade_filter_logits(fn)->Verdict:
     """Check sampling's filter against `filter_logits`: temperature, top-k with ties,
     top-p's boundary and ties, in that order
