@@ -707,6 +707,10 @@ def show_signed(
     if m.dim() != 3:
         raise ValueError(f"matrices must have shape (rows, cols) or (n, rows, cols), "
                          f"got {tuple(m.shape)}")
+    # a value written as zero is drawn as zero (no "-0%")
+    shown_zero = lambda v: fmt.format(v).lstrip("-") == fmt.format(0.0)
+    m = torch.tensor([0.0 if shown_zero(v) else v for v in m.flatten().tolist()]
+                     ).view(m.shape)
     top = float(m.abs().max()) or 1.0
     ticks = lambda labels, n: [str(i) for i in range(n)] if labels is None else labels
     return show_heatmaps(
@@ -723,7 +727,7 @@ def show_signed(
         annotate=fmt,
     )
 
-# %% ../nbs/11d_inside.ipynb #i045
+# %% ../nbs/11d_inside.ipynb #i046
 @torch.no_grad()
 def ablation_costs_ld(
     model:Transformer, clean:Sequence, metric:Callable[[Tensor], Tensor], **kwargs,
@@ -788,7 +792,7 @@ def spearman(x:Tensor, y:Tensor)->float:
     den = (a.square().sum() * b.square().sum()).sqrt()
     return float("nan") if den == 0 else float((a * b).sum() / den)
 
-# %% ../nbs/11d_inside.ipynb #i046
+# %% ../nbs/11d_inside.ipynb #i047
 class Lens(NamedTuple):
     """What the logit lens reads over a held-out set, per layer
 
@@ -843,7 +847,7 @@ def lens_over(model:Transformer, vocab:Vocab, pairs:Sequence)->Lens:
     return Lens(right[:, real].float().mean(1), first[:, ok].float().mean(1),
                 p[:, real].mean(1))
 
-# %% ../nbs/11d_inside.ipynb #i047
+# %% ../nbs/11d_inside.ipynb #i048
 def _r(t)->list|float:
     "Numbers rounded to 4 decimals, as nested lists (JSON)"
     return torch.as_tensor(t, dtype=torch.float64).mul(1e4).round().div(1e4).tolist()
