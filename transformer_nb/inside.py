@@ -305,8 +305,8 @@ def _decoder(model)->tuple:
     return prefix, stack
 
 def residual_stream(model:nn.Module, cache:ActivationCache)->Tensor:
-    """The residual stream of the stack that writes the logits, before the first layer
-    and after each
+    """The residual stream of the stack that writes the logits, before layer 0 and
+    after each layer
 
     Parameters
     ----------
@@ -326,7 +326,7 @@ def residual_stream(model:nn.Module, cache:ActivationCache)->Tensor:
 
 @torch.no_grad()
 def logit_lens(model:nn.Module, cache:ActivationCache)->Tensor:
-    """Read the residual stream before the first layer and after each through the final
+    """Read the residual stream before layer 0 and after each through the final
     norm and the output layer, as if the model stopped there
 
     Parameters
