@@ -5,13 +5,16 @@ decoding step compiles too (issue 17).
 The compiled tests use the `aot_eager` backend: it runs what can fail on the model's code (Dynamo's trace of the
 whole forward with `fullgraph=True`, and AOTAutograd's trace of the backward) without inductor's C++ code
 generation, which takes minutes on a small CPU and belongs to torch. One compiled module serves every step."""
+import hashlib
 import os
+from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo
 import torch.nn.functional as F
 
+from conftest import ROOT
 from transformer_nb.masking import padding_mask, target_mask
 from transformer_nb.transformer import Transformer
 
@@ -33,12 +36,28 @@ def loss_of(model, src, tgt, src_mask, tgt_mask):
     return logits, F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=PAD)
 
 
+def inductor_cache_dir() -> Path:
+    """Inductor's cache for these tests, kept between runs under .build/: one folder per torch build, Python and
+    kernels settings (tools/kernels.sh), so a cache written by another torch or another instruction set is never
+    read. Inductor keys each entry on the graph and its own configuration; a run that finds its graph there skips
+    the C++ compile (about 25 s of CPU), not the trace: Dynamo still traces the model's code every run, and the
+    compiled module is still compared with eager. TNB_INDUCTOR_CACHE=0: a fresh cache of this run's own."""
+    import sys
+    key = "|".join([torch.__version__, torch.version.git_version, sys.version, os.uname().machine,
+                    *(f"{k}={os.environ.get(k, '')}" for k in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                                                                "ONEDNN_MAX_CPU_ISA"))])
+    return ROOT / ".build" / "inductor" / hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def private_inductor_cache(tmp_path_factory):
-    """Compile into a cache of this module's own: inductor's shared one under /tmp, written by other runs (other
-    code, other kernels settings), once gave NaN outputs here that a fresh cache did not"""
+    """Compile into a cache of this project's own (inductor_cache_dir): inductor's shared one under /tmp, written by
+    other runs (other code, other kernels settings), once gave NaN outputs here that a fresh cache did not"""
     old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path_factory.mktemp("inductor"))
+    fresh = os.environ.get("TNB_INDUCTOR_CACHE") == "0"
+    path = tmp_path_factory.mktemp("inductor") if fresh else inductor_cache_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
