@@ -13,17 +13,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_dropout, check_int, check_tensor
+from transformer_nb.core import (
+    CheckedModule,
+    check_dropout,
+    check_int,
+    check_tensor,
+    inside,
+)
 from .data import Vocab
 from transformer_nb.decoding import (
     KVCache,
     _check_model,
+    _check_room,
     _check_source,
     _check_tokens,
     _Room,
     decode_step,
 )
-from .embeddings import Embeddings
+from .embeddings import Embeddings, check_token_ids
 from .layers import LAYER_NAMES, Decoder, LayerCache
 from .masking import causal_mask
 from .multihead import to_torch_state
@@ -323,7 +330,7 @@ def ngram_bits(train:Tensor, valid:Tensor, vocab_size:int)->dict:
     return {"unigram": bits(uni[valid]), "bigram": bits(bi[valid[:-1], valid[1:]])}
 
 # %% ../nbs/11c_gpt.ipynb #g025
-class GPT(nn.Module):
+class GPT(CheckedModule):
     ("A decoder-only language model: embeddings, N causal self-attention layers, tied "
      "output")
     def __init__(self,
@@ -400,7 +407,6 @@ class GPT(nn.Module):
         Tensor | tuple[Tensor, list[Tensor]]
             (B, T, V) logits for the next token
         """
-        check_tensor(ids, "ids", ndim=2, floating=False)
         T, past = ids.shape[1], 0 if cache is None else len(cache[0])
         x = self.embed(ids, offset=past)                            # (B, T, d_model)
         # new query i sees keys 0 ... past + i: (1, 1, T, past + T); none for one
@@ -409,6 +415,14 @@ class GPT(nn.Module):
         if not need_weights: return self.output(out)               # (B, T, V)
         x, attn, _ = out                                            # no cross weights
         return self.output(x), attn
+
+    def _check_inputs(self, ids, need_weights=False, cache=None):
+        "ids and their positions, as the embedding checks them; one cache per layer"
+        past = 0 if cache is None else len(cache[0])
+        self.embed._check_inputs(ids, offset=past)
+        if cache is not None and len(cache) != len(self.stack.layers):
+            raise ValueError(f"cache must hold one LayerCache per layer, "
+                             f"{len(self.stack.layers)}, got {len(cache)}")
 
 # %% ../nbs/11c_gpt.ipynb #g027b
 def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
@@ -703,7 +717,9 @@ def generate(
     was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
         else (lambda ys: model(ys)[:, -1])
-    out = _extend(step, ys, max_new_tokens, pick, eos)
+    check_token_ids(ys, model.output.out_features, "prompt")
+    # every step inside the door: the prompt was checked once, above
+    with inside(): out = _extend(step, ys, max_new_tokens, pick, eos)
     model.train(was_training)
     return out[0] if one else out
 
@@ -757,6 +773,7 @@ def sample(
     """
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
+    _check_room(model, max_len)
     pick = _picker(False, temperature, top_k, top_p, seed)
     was_training = model.training; model.eval()
     memory = model.encode(src, src_mask)                       # (B, S, d_model)
@@ -767,7 +784,8 @@ def sample(
         step = lambda ys: model.decode(ys, memory, causal_mask(ys.shape[1], src.device),
                                        src_mask)[:, -1]
     ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-    out = _extend(step, ys, max_len, pick, eos, pad)
+    # every step inside the door: src was checked once, by encode
+    with inside(): out = _extend(step, ys, max_len, pick, eos, pad)
     model.train(was_training)
     return out[:, 1:]
 
