@@ -5,7 +5,6 @@
 # %% ../nbs/03_multihead.ipynb #c002
 from __future__ import annotations
 
-import weakref
 from typing import Mapping
 
 import torch
@@ -229,24 +228,10 @@ def fused_projection(x:Tensor, linears:tuple)->Tensor:
     Tensor
         (..., sum of their out_features): their outputs side by side
     """
-    return F.linear(x, *_stacked(linears))
-
-# the stacked copies, by first linear: kept while nothing records gradients
-_STACKS = weakref.WeakKeyDictionary()
-
-def _stacked(linears)->tuple[Tensor, Tensor|None]:
-    ("The weights (sum d_out, d_in) and biases stacked; under no_grad the copy is kept "
-     "until a parameter changes (a decoding step would copy them at every token)")
-    stack = lambda ps: None if ps[0] is None else torch.cat(ps)
-    weights, biases = [l.weight for l in linears], [l.bias for l in linears]
-    if torch.is_grad_enabled() or torch.compiler.is_compiling():
-        return stack(weights), stack(biases)       # autograd must see the copy
-    # a parameter replaced, moved or changed in place changes its id, pointer or version
-    key = [(id(p), p.data_ptr(), p._version) for p in weights + biases if p is not None]
-    kept = _STACKS.get(linears[0])
-    if kept is None or kept[0] != key:
-        kept = _STACKS[linears[0]] = (key, stack(weights), stack(biases))
-    return kept[1], kept[2]
+    # (sum d_out, d_in)
+    weight = torch.cat([l.weight for l in linears])
+    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
+    return F.linear(x, weight, bias)
 
 # %% ../nbs/03_multihead.ipynb #c035
 def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|None]:

@@ -273,6 +273,7 @@ class Transformer(CheckedModule):
             logits (B, T, V), or (logits, Attention)
         """
         memory = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
+        # inside the door: decode checks nothing again
         if not need_weights: return self.decode(tgt, memory, tgt_mask, memory_mask)
         memory, enc_ws = memory
         logits, self_ws, cross_ws = self.decode(
