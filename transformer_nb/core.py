@@ -18,8 +18,8 @@ from torch import Tensor, nn
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
-           'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
+           'check_nonempty', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
+           'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -256,6 +256,40 @@ def check_mask(
             f"move it with {name}.to({str(device)!r})"
         )
     return mask
+
+# %% ../nbs/00_core.ipynb #d002
+class _Door:
+    ("Is a call of the package's modules under way? Then its entry has checked the "
+     "inputs")
+    inside = False
+
+def outside()->bool:
+    """Is the caller outside the package's modules and functions, at the door where
+    its inputs are checked?
+
+    Returns
+    -------
+    bool
+        False inside the call of a `CheckedModule` or a `with inside():` block
+    """
+    return not _Door.inside
+
+class inside:
+    ("`with inside():` the package's modules and functions called in the block check "
+     "nothing: the caller has")
+    def __enter__(self): self.was, _Door.inside = _Door.inside, True
+    def __exit__(self, *exc): _Door.inside = self.was
+
+class CheckedModule(nn.Module):
+    ("An `nn.Module` that checks its inputs at the door: `_check_inputs` runs when it "
+     "is called from outside the package's modules, and nothing inside checks again")
+    def _check_inputs(self, *args, **kwargs)->None:
+        "Raise a TypeError or ValueError naming a wrong argument of forward; none here"
+
+    def __call__(self, *args, **kwargs):
+        if _Door.inside: return super().__call__(*args, **kwargs)
+        self._check_inputs(*args, **kwargs)
+        with inside(): return super().__call__(*args, **kwargs)
 
 # %% ../nbs/00_core.ipynb #k001
 def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:

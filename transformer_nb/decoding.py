@@ -10,7 +10,13 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 from torch import Tensor, nn
 
-from .core import check_int, check_mask, check_nonempty, check_tensor
+from transformer_nb.core import (
+    check_int,
+    check_mask,
+    check_nonempty,
+    check_tensor,
+    inside,
+)
 from .data import Vocab
 from .layers import LayerCache
 from .masking import causal_mask, pad_batch, padding_mask
@@ -133,6 +139,15 @@ def _check_model(model)->nn.Module:
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     return model
 
+def _check_room(model:nn.Module, max_len:int):
+    ("max_len tokens must fit the model's position table: the steps, inside the door, "
+     "check nothing")
+    positions = getattr(getattr(model, "tgt_embed", None), "positions", None)
+    room = getattr(positions, "max_len", None)
+    if room is not None and max_len > room:
+        raise ValueError(f"max_len {max_len} exceeds max_len {room} of the model's "
+                         "position table")
+
 def _check_tokens(model:nn.Module, none_ok:tuple=(), **tokens:int):
     ("Special token ids (bos=..., eos=...) must be ints below the size of the target "
      "vocabulary")
@@ -217,30 +232,33 @@ def greedy_search(
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
-    B = src.shape[0]
-    # (B, S, d_model), once
+    _check_room(model, max_len)
+    # (B, S, d_model), once: the model checks src and src_mask at its door
     memory = model.encode(src, src_mask)
-    if use_cache: cache = KVCache(model, memory, src_mask, capacity=max_len)
-    # (B, 1 + max_len): <s>, then the tokens written
-    ys = torch.full((B, max_len + 1), pad, dtype=torch.long, device=src.device)
-    ys[:, 0] = bos
-    done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    all_logits = []
-    for t in range(max_len):
-        # (B, V): one new position
-        if use_cache: logits = decode_step(model, cache, ys[:, t])
-        # the whole prefix again
-        else:
-            logits = model.decode(
-                ys[:, :t + 1], memory, causal_mask(t + 1, src.device), src_mask
-            )[:, -1]
-        nxt = logits.argmax(-1) if pick is None else pick(logits)       # (B,)
-        nxt = nxt.masked_fill(done, pad)
-        ys[:, t + 1] = nxt
-        all_logits.append(logits)
-        if eos is None: continue
-        done |= nxt == eos
-        if done.all(): break
+    # every step inside the door: all was checked once, above
+    with inside():
+        B = src.shape[0]
+        if use_cache: cache = KVCache(model, memory, src_mask, capacity=max_len)
+        # (B, 1 + max_len): <s>, then the tokens written
+        ys = torch.full((B, max_len + 1), pad, dtype=torch.long, device=src.device)
+        ys[:, 0] = bos
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        all_logits = []
+        for t in range(max_len):
+            # (B, V): one new position
+            if use_cache: logits = decode_step(model, cache, ys[:, t])
+            # the whole prefix again
+            else:
+                logits = model.decode(
+                    ys[:, :t + 1], memory, causal_mask(t + 1, src.device), src_mask
+                )[:, -1]
+            nxt = logits.argmax(-1) if pick is None else pick(logits)   # (B,)
+            nxt = nxt.masked_fill(done, pad)
+            ys[:, t + 1] = nxt
+            all_logits.append(logits)
+            if eos is None: continue
+            done |= nxt == eos
+            if done.all(): break
     model.train(was_training)
     return ys[:, 1:len(all_logits) + 1], torch.stack(all_logits, dim=1)
 
@@ -388,56 +406,59 @@ def beam_search(
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not alpha >= 0:
         raise ValueError(f"alpha must be a number >= 0, got {alpha!r}")
     was_training = model.training; model.eval()
-    # one row; k rows after step 1
+    _check_room(model, max_len)
+    # one row; k rows after step 1 (the model checks src at its door)
     cache = KVCache(model, model.encode(src[None]))
-    # token lists of the live hypotheses
-    beams = [[]]
-    # (k,) their log-probabilities
-    logprobs = torch.zeros(1, device=src.device)
-    # (k,) their last tokens
-    last = torch.full((1,), bos, dtype=torch.long, device=src.device)
-    finished: list[Hypothesis] = []
-    for step in range(1, max_len + 1):
-        logp = decode_step(model, cache, last).log_softmax(-1)          # (k, V)
-        V = logp.shape[-1]
-        # (k * V,) total log-probability
-        cand = (logprobs[:, None] + logp).flatten()
-        # enough to refill k after removing </s>
-        top_lp, top_i = cand.topk(min(2 * beam_size, cand.numel()))
-        rows, new_beams, new_lp, new_last = [], [], [], []
-        for rank, (lp, i) in enumerate(zip(top_lp.tolist(), top_i.tolist())):
-            row, tok = divmod(i, V)
-            # finished: leaves the beam ...
-            if tok == eos:
-                # ... if it is one of the k kept
-                if rank < beam_size:
-                    finished.append(
-                        Hypothesis(
-                            beams[row], lp, lp / length_penalty(step, alpha), True
+    with inside():     # every step inside the door: all was checked once, above
+        # token lists of the live hypotheses
+        beams = [[]]
+        # (k,) their log-probabilities
+        logprobs = torch.zeros(1, device=src.device)
+        # (k,) their last tokens
+        last = torch.full((1,), bos, dtype=torch.long, device=src.device)
+        finished: list[Hypothesis] = []
+        for step in range(1, max_len + 1):
+            logp = decode_step(model, cache, last).log_softmax(-1)          # (k, V)
+            V = logp.shape[-1]
+            # (k * V,) total log-probability
+            cand = (logprobs[:, None] + logp).flatten()
+            # enough to refill k after removing </s>
+            top_lp, top_i = cand.topk(min(2 * beam_size, cand.numel()))
+            rows, new_beams, new_lp, new_last = [], [], [], []
+            for rank, (lp, i) in enumerate(zip(top_lp.tolist(), top_i.tolist())):
+                row, tok = divmod(i, V)
+                # finished: leaves the beam ...
+                if tok == eos:
+                    # ... if it is one of the k kept
+                    if rank < beam_size:
+                        finished.append(
+                            Hypothesis(
+                                beams[row], lp, lp / length_penalty(step, alpha), True
+                            )
                         )
-                    )
-            else:
-                rows.append(row); new_beams.append(beams[row] + [tok])
-                new_lp.append(lp); new_last.append(tok)
-            if len(new_beams) == beam_size: break
-        if not new_beams: break
-        # out of room: unfinished ones count too
-        if step == max_len:
-            finished += [Hypothesis(b, lp, lp / length_penalty(step, alpha), False)
-                         for b, lp in zip(new_beams, new_lp)]
-            break
-        if len(finished) >= beam_size:
-            # the best score a live hypothesis can still reach: its log-probability can
-            # only fall, and the
-            # penalty (growing with length for alpha >= 0) divides it by at most
-            # length_penalty(max_len)
-            reach = max(new_lp) / length_penalty(max_len, alpha)
-            # the k-th finished wins
-            if sorted(h.score for h in finished)[-beam_size] >= reach: break
-        beams, logprobs = new_beams, torch.tensor(new_lp, device=src.device)
-        last = torch.tensor(new_last, dtype=torch.long, device=src.device)
-        # each hypothesis takes its parent's cache
-        cache.reorder(torch.tensor(rows, device=src.device))
+                else:
+                    rows.append(row); new_beams.append(beams[row] + [tok])
+                    new_lp.append(lp); new_last.append(tok)
+                if len(new_beams) == beam_size: break
+            if not new_beams: break
+            # out of room: unfinished ones count too
+            if step == max_len:
+                finished += [Hypothesis(b, lp, lp / length_penalty(step, alpha), False)
+                             for b, lp in zip(new_beams, new_lp)]
+                break
+            if len(finished) >= beam_size:
+                # the best score a live hypothesis can still reach: its log-probability
+                # can
+                # only fall, and the
+                # penalty (growing with length for alpha >= 0) divides it by at most
+                # length_penalty(max_len)
+                reach = max(new_lp) / length_penalty(max_len, alpha)
+                # the k-th finished wins
+                if sorted(h.score for h in finished)[-beam_size] >= reach: break
+            beams, logprobs = new_beams, torch.tensor(new_lp, device=src.device)
+            last = torch.tensor(new_last, dtype=torch.long, device=src.device)
+            # each hypothesis takes its parent's cache
+            cache.reorder(torch.tensor(rows, device=src.device))
     model.train(was_training)
     return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]
 

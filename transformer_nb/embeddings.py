@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 # nn.Dropout, with a cheaper random mask on a CPU
 from transformer_nb.core import (
+    CheckedModule,
     Dropout,
     check_dropout,
     check_int,
@@ -26,7 +27,7 @@ __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'Sinusoid
            'check_positions', 'Embeddings']
 
 # %% ../nbs/01_embeddings.ipynb #c006
-class TokenEmbedding(nn.Module):
+class TokenEmbedding(CheckedModule):
     "Token ids to vectors: a lookup table scaled by √d_model (section 3.4)"
     def __init__(self, vocab_size:int, d_model:int, padding_idx:int|None=None):
         """
@@ -63,11 +64,11 @@ class TokenEmbedding(nn.Module):
             (B, T, d_model)
         """
         log_shapes("TokenEmbedding", ids=ids)
-        if self.checks: check_token_ids(ids, self.vocab_size)
         return self.embed(ids) * self.scale  # (B, T, d_model)
 
-    # False: the caller has checked the ids (a Transformer does, chapter 7)
-    checks = True
+    def _check_inputs(self, ids):
+        "ids: integer token ids in [0, vocab_size)"
+        check_token_ids(ids, self.vocab_size)
 
 # %% ../nbs/01_embeddings.ipynb #c008
 def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
@@ -143,7 +144,7 @@ def sinusoidal_encoding(max_len:int, d_model:int, base:float=10000.0)->Tensor:
     return pe
 
 # %% ../nbs/01_embeddings.ipynb #c024
-class SinusoidalPositions(nn.Module):
+class SinusoidalPositions(CheckedModule):
     "Add the fixed sin/cos table of section 3.5 to a (B, T, d_model) input"
     def __init__(self, d_model:int, max_len:int=5000):
         """
@@ -176,11 +177,14 @@ class SinusoidalPositions(nn.Module):
         Tensor
             (B, T, d_model)
         """
-        check_positions(x, self.d_model, self.max_len, offset)
         return x + self.pe[offset:offset + x.shape[1]].to(x.dtype)
 
+    def _check_inputs(self, x, offset=0):
+        "x (B, T, d_model); offset + T <= max_len"
+        check_positions(x, self.d_model, self.max_len, offset)
+
 # %% ../nbs/01_embeddings.ipynb #c025
-class LearnedPositions(nn.Module):
+class LearnedPositions(CheckedModule):
     ("Add a learned vector per position (an `nn.Embedding` over 0 … max_len-1) to a "
      "(B, T, d_model) input")
     def __init__(self, d_model:int, max_len:int=512):
@@ -214,9 +218,12 @@ class LearnedPositions(nn.Module):
         Tensor
             (B, T, d_model)
         """
-        check_positions(x, self.d_model, self.max_len, offset)
         idx = torch.arange(offset, offset + x.shape[1], device=x.device)   # (T,)
         return x + self.pos(idx).to(x.dtype)
+
+    def _check_inputs(self, x, offset=0):
+        "x (B, T, d_model); offset + T <= max_len"
+        check_positions(x, self.d_model, self.max_len, offset)
 
 # %% ../nbs/01_embeddings.ipynb #c026
 def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0)->None:
@@ -245,7 +252,7 @@ def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0)->None:
         )
 
 # %% ../nbs/01_embeddings.ipynb #c030
-class Embeddings(nn.Module):
+class Embeddings(CheckedModule):
     ("Token embedding scaled by √d_model, plus positions, then dropout: the input of "
      "each stack")
     def __init__(self,
@@ -298,5 +305,16 @@ class Embeddings(nn.Module):
         Tensor
             (B, T, d_model)
         """
-        check_tensor(ids, "ids", ndim=2, floating=False)
         return self.dropout(self.positions(self.tokens(ids), offset=offset))
+
+    def _check_inputs(self, ids, offset=0):
+        "ids (B, T) in the vocabulary; offset + T <= max_len"
+        check_tensor(ids, "ids", ndim=2, floating=False)
+        check_token_ids(ids, self.tokens.vocab_size)
+        check_int(offset, "offset", min_value=0)
+        if offset + ids.shape[1] > self.positions.max_len:
+            raise ValueError(
+                f"sequence length {ids.shape[1]} (from offset {offset}) exceeds "
+                f"max_len {self.positions.max_len} of the position table; build the "
+                "model with a larger max_len"
+            )

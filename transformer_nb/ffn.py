@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 # nn.Dropout, with a cheaper random mask on a CPU
 from transformer_nb.core import (
+    CheckedModule,
     Dropout,
     check_dropout,
     check_int,
@@ -21,7 +22,7 @@ from transformer_nb.core import (
 __all__ = ['PositionwiseFeedForward', 'check_activation']
 
 # %% ../nbs/04_ffn.ipynb #c006
-class PositionwiseFeedForward(nn.Module):
+class PositionwiseFeedForward(CheckedModule):
     ("linear2(dropout(activation(linear1(x)))), applied to each position on its own "
      "(section 3.3)")
     def __init__(self,
@@ -60,14 +61,13 @@ class PositionwiseFeedForward(nn.Module):
         Tensor
             same shape as x
         """
-        if self.checks:   # False inside a layer of chapter 6, which has checked x
-            check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("PositionwiseFeedForward", x=x)
         hidden = self.dropout(self.act(self.linear1(x)))   # (B, T, d_ff)
         return self.linear2(hidden)                         # (B, T, d_model)
 
-    # False: the caller has checked x (a layer of chapter 6 does)
-    checks = True
+    def _check_inputs(self, x):
+        "x: floating, (..., d_model)"
+        check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
 
 # %% ../nbs/04_ffn.ipynb #c007
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}

@@ -14,9 +14,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .checkpoints import read_checkpoint
-from .core import check_dropout, check_int, check_tensor
+from transformer_nb.core import (
+    CheckedModule,
+    check_dropout,
+    check_int,
+    check_tensor,
+    inside,
+)
 from .decoding import _Room
-from .embeddings import Embeddings
+from .embeddings import Embeddings, check_token_ids
 from .layers import LAYER_NAMES, Decoder, LayerCache
 from .masking import causal_mask
 from .multihead import to_torch_state
@@ -319,7 +325,7 @@ def ngram_bits(train:Tensor, valid:Tensor, vocab_size:int)->dict:
     return {"unigram": bits(uni[valid]), "bigram": bits(bi[valid[:-1], valid[1:]])}
 
 # %% ../nbs/11c_gpt.ipynb #g025
-class GPT(nn.Module):
+class GPT(CheckedModule):
     ("A decoder-only language model: embeddings, N causal self-attention layers, tied "
      "output")
     def __init__(self,
@@ -396,7 +402,6 @@ class GPT(nn.Module):
         Tensor | tuple[Tensor, list[Tensor]]
             (B, T, V) logits for the next token
         """
-        check_tensor(ids, "ids", ndim=2, floating=False)
         T, past = ids.shape[1], 0 if cache is None else len(cache[0])
         x = self.embed(ids, offset=past)                            # (B, T, d_model)
         # new query i sees keys 0 ... past + i: (1, 1, T, past + T); none for one
@@ -405,6 +410,14 @@ class GPT(nn.Module):
         if not need_weights: return self.output(out)               # (B, T, V)
         x, attn, _ = out                                            # no cross weights
         return self.output(x), attn
+
+    def _check_inputs(self, ids, need_weights=False, cache=None):
+        "ids and their positions, as the embedding checks them; one cache per layer"
+        past = 0 if cache is None else len(cache[0])
+        self.embed._check_inputs(ids, offset=past)
+        if cache is not None and len(cache) != len(self.stack.layers):
+            raise ValueError(f"cache must hold one LayerCache per layer, "
+                             f"{len(self.stack.layers)}, got {len(cache)}")
 
 # %% ../nbs/11c_gpt.ipynb #g027b
 def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
@@ -709,7 +722,9 @@ def generate(
         else (lambda ys: model(ys)[:, -1])
     # with eos None no row ends: the filler is never written
     pad = pad if pad is not None else eos if eos is not None else 0
-    out = _extend(step, ys, max_new_tokens, pick, eos, pad)
+    check_token_ids(ys, model.output.out_features, "prompt")
+    # every step inside the door: the prompt was checked once, above
+    with inside(): out = _extend(step, ys, max_new_tokens, pick, eos, pad)
     model.train(was_training)
     return out[0] if one else out
 

@@ -11,8 +11,8 @@ from contextlib import contextmanager, nullcontext
 import torch
 from torch import Tensor, nn
 
-from .attention import fused_attention, scaled_dot_product_attention
 from transformer_nb.core import (
+    CheckedModule,
     Dropout,
     check_int,
     check_last_dim,
@@ -27,15 +27,14 @@ from transformer_nb.multihead import (
     MHA_NAMES,
     MultiHeadAttention,
     from_torch_state,
-    fused_projection,
     load_weights,
     to_torch_state,
 )
 from .norms import LayerNorm, check_norm_first
 
 # %% auto #0
-__all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'cached_attention', 'Encoder',
-           'Decoder', 'layer_to_torch', 'layer_from_torch']
+__all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'Encoder', 'Decoder',
+           'layer_to_torch', 'layer_from_torch']
 
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
@@ -54,11 +53,6 @@ def _check_source(x, src_mask, d_model:int, num_heads:int, module:nn.Module|None
     _check_seq(x, "x", d_model, module)
     B, S, _ = x.shape
     check_mask(src_mask, (B, num_heads, S, S), "src_mask", device=x.device)
-
-def _trust_parts(module:nn.Module)->None:
-    "Turn off the checks of module's parts: module's own entry checks what they receive"
-    for m in module.modules():
-        if m is not module and hasattr(m, "checks"): m.checks = False
 
 
 # %% ../nbs/06_layers.ipynb #c006b
@@ -98,12 +92,10 @@ def _recomputing(h:Tensor, fn)->Iterator[Tensor]:
     "`with _recomputing(h, fn) as h:` inside `recompute_saved(h, fn)`"
     with recompute_saved(h, fn): yield h
 
-class _Sublayers(nn.Module):
+class _Sublayers(CheckedModule):
     "What the encoder and decoder layers share: the sublayers' plumbing"
     # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
     recompute_norm = True
-    # False: the caller has checked the inputs (a stack does, for its layers)
-    checks = True
 
     def _normed(self, norm:nn.Module, x:Tensor):
         ("`with self._normed(norm, x) as h:` h = norm(x); for a large x autograd "
@@ -120,12 +112,9 @@ class _Sublayers(nn.Module):
 
     def _sa_block(self, h, mask, need_weights, cache=None):
         "Self-attention of h; with a cache, over the cached positions and h's own"
-        sa = self.self_attn
-        if cache is None: return sa(h, h, h, mask=mask, need_weights=need_weights)
-        # only the new positions are projected, Q, K and V in one product
-        q, k, v = _heads(h, sa, "W_q", "W_k", "W_v")              # (B, H, T, d_k)
-        k, v = cache.append(k, v)                                 # (B, H, t, d_k)
-        return cached_attention(sa, q, k, v, mask, need_weights)
+        return self.self_attn(
+            h, h, h, mask=mask, need_weights=need_weights, cache=cache
+        )
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(_Sublayers):
@@ -166,7 +155,6 @@ class EncoderLayer(_Sublayers):
         # the norms of the two residual connections, named as torch's
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
-        _trust_parts(self)  # forward checks the inputs, once
 
     def forward(self,
         x:Tensor, src_mask:Tensor|None=None, need_weights:bool=True,
@@ -188,7 +176,6 @@ class EncoderLayer(_Sublayers):
             (B, S, d_model) and the self-attention weights (B, H, S, S), or None
         """
         log_shapes("EncoderLayer", x=x, src_mask=src_mask)
-        if self.checks: _check_source(x, src_mask, self.d_model, self.num_heads, self)
         if self.norm_first:                   # pre-LN (ours): x + Sublayer(LN(x))
             with self._normed(self.norm1, x) as h:
                 a, w = self._sa_block(h, src_mask, need_weights)
@@ -199,6 +186,10 @@ class EncoderLayer(_Sublayers):
             x = self.norm1(x + self.dropout(a))                       # (B, S, d_model)
             x = self.norm2(x + self.dropout(self.ffn(x)))
         return x, w
+
+    def _check_inputs(self, x, src_mask=None, need_weights=True):
+        "x (B, S, d_model); src_mask broadcasts to (B, H, S, S)"
+        _check_source(x, src_mask, self.d_model, self.num_heads, self)
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(_Sublayers):
@@ -250,7 +241,6 @@ class DecoderLayer(_Sublayers):
         self.norm2 = LayerNorm(d_model) if cross_attention else None
         self.norm3 = LayerNorm(d_model)
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
-        _trust_parts(self)  # forward checks the inputs, once
 
     def forward(self,
         y:Tensor,
@@ -290,10 +280,6 @@ class DecoderLayer(_Sublayers):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        if self.checks:
-            past = 0 if cache is None else len(cache)
-            _check_target(y, memory, tgt_mask, memory_mask, self.d_model,
-                          self.num_heads, self.cross_attn is not None, past, self)
         w_cross = None
         if self.norm_first:                   # pre-LN (ours): y + Sublayer(LN(y))
             with self._normed(self.norm1, y) as h:
@@ -315,14 +301,17 @@ class DecoderLayer(_Sublayers):
         return y, w_self, w_cross
 
     def _ca_block(self, h, memory, mask, need_weights, cache=None):
-        "Cross-attention: queries from h, keys and values from the memory"
-        ca = self.cross_attn
-        if cache is None:
-            return ca(h, memory, memory, mask=mask, need_weights=need_weights)
-        if cache.cross is None:         # first call: the memory's keys and values, once
-            cache.cross = _heads(memory, ca, "W_k", "W_v")          # (B, H, S, d_k)
-        q, = _heads(h, ca, "W_q")                                   # (B, H, T, d_k)
-        return cached_attention(ca, q, *cache.cross, mask, need_weights)
+        ("Cross-attention: queries from h, keys and values from the memory (or the "
+         "cache)")
+        return self.cross_attn(h, memory, memory, mask=mask, need_weights=need_weights,
+                               cache=cache)
+
+    def _check_inputs(self, y, memory=None, tgt_mask=None, memory_mask=None,
+                      need_weights=True, cache=None):
+        "y, memory and the masks; tgt_mask's keys count the cached positions"
+        past = 0 if cache is None else len(cache)
+        _check_target(y, memory, tgt_mask, memory_mask, self.d_model, self.num_heads,
+                      self.cross_attn is not None, past, self)
 
 # %% ../nbs/06_layers.ipynb #k001
 class LayerCache:
@@ -356,55 +345,6 @@ class LayerCache:
         "The number of positions cached"
         return 0 if self.k is None else self.k.shape[2]
 
-# %% ../nbs/06_layers.ipynb #k002
-def _heads(x:Tensor, mha:MultiHeadAttention, *names:str)->tuple[Tensor, ...]:
-    "x through mha's projections `names` in one product, each split into heads"
-    linears = [getattr(mha, n) for n in names]
-    y = fused_projection(x, linears) if len(names) > 1 else linears[0](x)
-    # a view: the product is contiguous (cheaper than unflatten at every decoding step)
-    y = y.view(*y.shape[:-1], len(names), mha.num_heads, mha.d_k)  # (B, T, n, H, d_k)
-    # n x (B, H, T, d_k), as chapter 3's split_heads
-    return y.permute(2, 0, 3, 1, 4).unbind(0)
-
-def cached_attention(
-    mha:MultiHeadAttention,
-    q:Tensor, k:Tensor, v:Tensor,
-    mask:Tensor|None=None,
-    need_weights:bool=False,
-)->tuple[Tensor, Tensor|None]:
-    """The rest of `mha(query, key, value, mask)` once Q, K and V are projected
-
-    Parameters
-    ----------
-    mha : MultiHeadAttention
-        whose W_o, heads and dropout are used
-    q : Tensor
-        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
-        values already projected and split into heads, e.g. kept in a cache
-    k : Tensor
-        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
-        values already projected and split into heads, e.g. kept in a cache
-    v : Tensor
-        (B, H, T, d_k), (B or 1, H, S, d_k), (B or 1, H, S, d_k): queries, keys and
-        values already projected and split into heads, e.g. kept in a cache
-    mask : Tensor | None
-        boolean, True = may attend; broadcasts to (B, H, T, S)
-    need_weights : bool
-        also return the weights (chapter 2's attention)
-
-    Returns
-    -------
-    tuple[Tensor, Tensor | None]
-        (B, T, d_model), and weights (B, H, T, S) or None
-    """
-    B = q.shape[0]
-    # beam search: one source's keys and values for every row, a view
-    if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
-    p = mha.dropout if mha.training else 0.0
-    if need_weights: out, w = scaled_dot_product_attention(q, k, v, mask, p)
-    else: out, w = fused_attention(q, k, v, mask, p), None         # (B, H, T, d_k)
-    return mha.W_o(out.transpose(1, 2).flatten(2)), w                 # (B, T, d_model)
-
 # %% ../nbs/06_layers.ipynb #c015
 def _check_final_norm(final_norm, norm_first)->bool:
     if final_norm is None: return norm_first
@@ -415,7 +355,7 @@ def _check_final_norm(final_norm, norm_first)->bool:
         )
     return final_norm
 
-class _Stack(nn.Module):
+class _Stack(CheckedModule):
     "N layers, then a final LayerNorm in pre-LN: what Encoder and Decoder share"
     def __init__(self, layers:list, norm_first:bool, final_norm:bool|None):
         super().__init__()
@@ -423,10 +363,6 @@ class _Stack(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.norm = (LayerNorm(self.d_model)
                      if _check_final_norm(final_norm, norm_first) else None)
-        _trust_parts(self)  # forward checks the inputs, once for all layers
-
-    # False: the caller has checked the inputs (a Transformer does, chapter 7)
-    checks = True
 
     def _run(self, x, cache=None, **kwargs):
         ("x through every layer (layer i with cache[i]), then the final norm; and the "
@@ -497,11 +433,12 @@ class Encoder(_Stack):
             S, S)
         """
         log_shapes("Encoder", x=x, src_mask=src_mask)
-        if self.checks:
-            _check_source(x, src_mask, self.d_model, self.layers[0].num_heads,
-                          self)
         x, (self_ws,) = self._run(x, src_mask=src_mask, need_weights=need_weights)
         return (x, self_ws) if need_weights else x
+
+    def _check_inputs(self, x, src_mask=None, need_weights=False):
+        "x (B, S, d_model); src_mask broadcasts to (B, H, S, S)"
+        _check_source(x, src_mask, self.d_model, self.layers[0].num_heads, self)
 
 # %% ../nbs/06_layers.ipynb #c017
 class Decoder(_Stack):
@@ -578,20 +515,22 @@ class Decoder(_Stack):
         log_shapes(
             "Decoder", y=y, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask
         )
+        y, (self_ws, cross_ws) = self._run(
+            y, cache, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+            need_weights=need_weights)
+        return (y, self_ws, cross_ws) if need_weights else y
+
+    def _check_inputs(self, y, memory=None, tgt_mask=None, memory_mask=None,
+                      need_weights=False, cache=None):
+        "y, memory, the masks, and one cache per layer"
         if cache is not None and len(cache) != self.num_layers:
             raise ValueError(
                 f"cache must hold one LayerCache per layer, {self.num_layers}, got "
                 f"{len(cache)}"
             )
-        if self.checks:
-            first = self.layers[0]
-            _check_target(y, memory, tgt_mask, memory_mask, self.d_model,
-                          first.num_heads, first.cross_attn is not None,
-                          len(cache[0]) if cache else 0, self)
-        y, (self_ws, cross_ws) = self._run(
-            y, cache, memory=memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-            need_weights=need_weights)
-        return (y, self_ws, cross_ws) if need_weights else y
+        first = self.layers[0]
+        _check_target(y, memory, tgt_mask, memory_mask, self.d_model, first.num_heads,
+                      first.cross_attn is not None, len(cache[0]) if cache else 0, self)
 
 # %% ../nbs/06_layers.ipynb #c023
 # our names -> torch.nn's, where only the name differs

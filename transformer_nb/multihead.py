@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from .attention import fused_attention, scaled_dot_product_attention
 from transformer_nb.core import (
+    CheckedModule,
     check_dropout,
     check_int,
     check_last_dim,
@@ -20,12 +21,12 @@ from transformer_nb.core import (
     check_nonempty,
     check_tensor,
     log_shapes,
+    outside,
 )
 
 # %% auto #0
-__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'fused_projection', 'fast_multihead',
-           'to_torch_masks', 'from_torch_masks', 'to_torch_state', 'from_torch_state', 'load_weights', 'mha_to_torch',
-           'mha_from_torch']
+__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'fused_projection', 'to_torch_masks',
+           'from_torch_masks', 'to_torch_state', 'from_torch_state', 'load_weights', 'mha_to_torch', 'mha_from_torch']
 
 # %% ../nbs/03_multihead.ipynb #c006
 def _check_divisible(d_model:int, num_heads:int):
@@ -53,9 +54,10 @@ def split_heads(x:Tensor, num_heads:int)->Tensor:
     Tensor
         (B, H, T, d_k) with d_k = d_model // H
     """
-    check_tensor(x, "x", ndim=3); check_int(num_heads, "num_heads")
+    if outside():     # a module of the package has checked its inputs
+        check_tensor(x, "x", ndim=3); check_int(num_heads, "num_heads")
+        _check_divisible(x.shape[-1], num_heads)
     B, T, d_model = x.shape
-    _check_divisible(d_model, num_heads)
     # (B, T, H, d_k) -> (B, H, T, d_k)
     return x.reshape(B, T, num_heads, d_model // num_heads).transpose(1, 2)
 
@@ -74,12 +76,12 @@ def merge_heads(x:Tensor)->Tensor:
     Tensor
         (B, T, H * d_k) = (B, T, d_model)
     """
-    check_tensor(x, "x", ndim=4)
+    if outside(): check_tensor(x, "x", ndim=4)
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
 
 # %% ../nbs/03_multihead.ipynb #c016
-class MultiHeadAttention(nn.Module):
+class MultiHeadAttention(CheckedModule):
     ("Multi-head attention of section 3.2.2: project, split into heads, attend in "
      "parallel, merge, project")
     def __init__(self, d_model:int, num_heads:int, dropout:float=0.0, bias:bool=True):
@@ -119,6 +121,7 @@ class MultiHeadAttention(nn.Module):
         value:Tensor,
         mask:Tensor|None=None,
         need_weights:bool=True,
+        cache=None,
     )->tuple[Tensor, Tensor|None]:
         """
         Parameters
@@ -132,8 +135,13 @@ class MultiHeadAttention(nn.Module):
         mask : Tensor | None
             boolean, True = may attend; broadcasts to (B, H, T, S)
         need_weights : bool
-            False: skip the weights and take the fast path (chapter "Fast path"), same
-            output
+            False: skip the weights and take torch's fused kernel (chapter "Fast
+            path"), same output
+        cache
+            a key/value cache such as chapter 6's `LayerCache`, for decoding step by
+            step. Self-attention (key is query): the new positions' keys and values
+            are appended and every position so far is attended. Cross-attention: the
+            keys and values of key/value are computed once and kept in `cache.cross`
 
         Returns
         -------
@@ -142,29 +150,44 @@ class MultiHeadAttention(nn.Module):
             None
         """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
-        if self.checks: self._check_inputs(query, key, value)
-        B, T, _ = query.shape
-        S = key.shape[1]
-        if self.checks: check_mask(mask, (B, self.num_heads, T, S), device=query.device)
-        if not need_weights: return fast_multihead(self, query, key, value, mask), None
-        # 1) project all heads at once, then give each head its slice
-        q = split_heads(self.W_q(query), self.num_heads)    # (B, H, T, d_k)
-        k = split_heads(self.W_k(key), self.num_heads)      # (B, H, S, d_k)
-        v = split_heads(self.W_v(value), self.num_heads)    # (B, H, S, d_k)
-        # 2) attend in every head in parallel
-        out, weights = scaled_dot_product_attention(
-            # (B, H, T, d_k), (B, H, T, S)
-            q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0)
-        # 3) concatenate the heads and mix them with W^O
+        H = self.num_heads
+        # the fast path projects Q, K, V with one product where they read one tensor
+        fuse = self.fuse_projections and not need_weights
+        # 1) project all heads at once, then give each head its slice: (B, H, T, d_k)
+        if fuse and query is key and key is value:                    # self-attention
+            qkv = fused_projection(query, (self.W_q, self.W_k, self.W_v))
+            q, k, v = split_heads(qkv, 3 * H).chunk(3, dim=1)
+        else:
+            q = split_heads(self.W_q(query), H)
+            if cache is not None and key is not query and cache.cross is not None:
+                k, v = cache.cross                 # the memory's, from the first step
+            elif fuse and key is value:
+                k, v = split_heads(fused_projection(key, (self.W_k, self.W_v)),
+                                   2 * H).chunk(2, dim=1)
+            else: k, v = split_heads(self.W_k(key), H), split_heads(self.W_v(value), H)
+        # (rotary positions and QK-norm would act on q and k here, before the cache;
+        # grouped-query attention would give k and v fewer heads, repeated before 3)
+        # 2) with a cache: self-attention attends to every position so far (B, H, t,
+        # d_k); cross-attention keeps the memory's keys and values for the next steps
+        if cache is not None and key is query: k, v = cache.append(k, v)
+        elif cache is not None and cache.cross is None: cache.cross = k, v
+        # beam search: one memory's keys and values for every row, a view
+        B = q.shape[0]
+        if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
+        # 3) attend in every head in parallel: the readable path returns the weights
+        p = self.dropout if self.training else 0.0
+        if need_weights: out, weights = scaled_dot_product_attention(q, k, v, mask, p)
+        else: out, weights = fused_attention(q, k, v, mask, p), None  # (B, H, T, d_k)
+        # 4) concatenate the heads and mix them with W^O
         # (B, T, d_model), (B, H, T, S)
         return self.W_o(merge_heads(out)), weights
 
     # the fast path projects Q, K, V with one product; False: three (for measuring)
     fuse_projections = True
-    # False: the caller has checked the inputs (a layer of chapter 6 does)
-    checks = True
 
-    def _check_inputs(self, query, key, value):
+    def _check_inputs(self, query, key, value, mask=None, need_weights=True,
+                      cache=None):
+        "What forward needs; S of the mask counts the cached positions"
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(t, name, ndim=3, floating=True)
             check_last_dim(t, self.d_model, name)
@@ -185,6 +208,9 @@ class MultiHeadAttention(nn.Module):
                 f"key and value must have the same length S, got {key.shape[1]} and "
                 f"{value.shape[1]}"
             )
+        B, T, S = query.shape[0], query.shape[1], key.shape[1]
+        if cache is not None and key is query: S += len(cache)
+        check_mask(mask, (B, self.num_heads, T, S), device=query.device)
 
 # %% ../nbs/03_multihead.ipynb #m101
 def fused_projection(x:Tensor, linears:tuple)->Tensor:
@@ -206,48 +232,6 @@ def fused_projection(x:Tensor, linears:tuple)->Tensor:
     weight = torch.cat([l.weight for l in linears])
     bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
     return F.linear(x, weight, bias)
-
-# %% ../nbs/03_multihead.ipynb #m102
-def fast_multihead(
-    mha, query:Tensor, key:Tensor, value:Tensor, mask:Tensor|None=None,
-)->Tensor:
-    """Multi-head attention without the weights: fused projections and `fused_attention`
-
-    Parameters
-    ----------
-    mha
-        a MultiHeadAttention: its W_q, W_k, W_v, W_o, num_heads, d_k and dropout are
-        used
-    query : Tensor
-        (B, T, d_model)
-    key : Tensor
-        (B, S, d_model)
-    value : Tensor
-        (B, S, d_model)
-    mask : Tensor | None
-        boolean, True = may attend; broadcasts to (B, H, T, S)
-
-    Returns
-    -------
-    Tensor
-        (B, T, d_model), the same as `mha(query, key, value, mask)[0]`
-    """
-    H, d_k = mha.num_heads, mha.d_k
-    # (B, L, n*d_model) -> n x (B, H, L, d_k)
-    heads = lambda t, n: t.unflatten(-1, (n, H, d_k)).permute(2, 0, 3, 1, 4)
-    # a class of one's own (the exercise) may not have the switch
-    fuse = getattr(mha, "fuse_projections", True)
-    if fuse and query is key and key is value:                        # self-attention
-        q, k, v = heads(fused_projection(query, (mha.W_q, mha.W_k, mha.W_v)), 3)
-    else:
-        # cross-attention (or self-attention in three products)
-        q, = heads(mha.W_q(query), 1)
-        if fuse and key is value:
-            k, v = heads(fused_projection(key, (mha.W_k, mha.W_v)), 2)
-        else: (k,), (v,) = heads(mha.W_k(key), 1), heads(mha.W_v(value), 1)
-    # (B, H, T, d_k)
-    out = fused_attention(q, k, v, mask, mha.dropout if mha.training else 0.0)
-    return mha.W_o(out.transpose(1, 2).flatten(2))                    # (B, T, d_model)
 
 # %% ../nbs/03_multihead.ipynb #c035
 def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|None]:

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 # nn.Dropout, with a cheaper random mask on a CPU
 from transformer_nb.core import (
+    CheckedModule,
     Dropout,
     check_dropout,
     check_int,
@@ -25,7 +26,7 @@ from transformer_nb.core import (
 __all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first']
 
 # %% ../nbs/05_norms.ipynb #c007
-class LayerNorm(nn.Module):
+class LayerNorm(CheckedModule):
     ("(x - mean) / sqrt(var + eps) * weight + bias over the last dimension, with the "
      "biased variance, as nn.LayerNorm")
     def __init__(self, d_model:int, eps:float=1e-5, fused:bool=True):
@@ -62,8 +63,6 @@ class LayerNorm(nn.Module):
         Tensor
             same shape as x
         """
-        if self.checks:   # False inside a layer of chapter 6, which has checked x
-            check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
         log_shapes("LayerNorm", x=x)
         # the same, fused
         if self.fused:
@@ -74,8 +73,9 @@ class LayerNorm(nn.Module):
         # (B, T, d_model)
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
-    # False: the caller has checked x (a layer of chapter 6 does)
-    checks = True
+    def _check_inputs(self, x):
+        "x: floating, (..., d_model)"
+        check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
 
 # %% ../nbs/05_norms.ipynb #c008
 def check_eps(eps, name:str="eps")->float:

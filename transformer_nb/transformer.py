@@ -13,19 +13,21 @@ import torch
 from torch import Tensor, nn
 
 from transformer_nb.core import (
+    CheckedModule,
     check_dropout,
     check_int,
     check_last_dim,
     check_mask,
     check_tensor,
+    inside,
     log_shapes,
+    outside,
 )
 from .embeddings import Embeddings, LearnedPositions, check_token_ids
 from transformer_nb.layers import (
     Decoder,
     Encoder,
     LayerCache,
-    _trust_parts,
     layer_from_torch,
     layer_to_torch,
 )
@@ -54,7 +56,7 @@ class Attention(NamedTuple):
     cross: Tensor
 
 # %% ../nbs/07_transformer.ipynb #c008
-class Transformer(nn.Module):
+class Transformer(CheckedModule):
     ("The encoder-decoder Transformer of the paper: embeddings, encoder, decoder and "
      "output projection to logits")
     def __init__(self,
@@ -150,7 +152,6 @@ class Transformer(nn.Module):
             self.output.weight = self.tgt_embed.tokens.embed.weight
             if src_vocab == tgt_vocab:
                 self.src_embed.tokens.embed.weight = self.tgt_embed.tokens.embed.weight
-        _trust_parts(self)  # encode, decode and forward check the inputs, once
 
     def _reset_parameters(self):
         ("Xavier-uniform for every matrix, as the paper's implementations "
@@ -178,11 +179,13 @@ class Transformer(nn.Module):
             memory (B, S, d_model)
         """
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
-        self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
-        self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
-        return self.encoder(
-            self.src_embed(src), src_mask, need_weights=need_weights
-        )
+        if outside():          # called by a user: check, then enter
+            self._check_ids(src, "src", self.src_embed)
+            self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
+        with inside():
+            return self.encoder(
+                self.src_embed(src), src_mask, need_weights=need_weights
+            )
 
     def decode(self,
         tgt:Tensor,
@@ -225,21 +228,19 @@ class Transformer(nn.Module):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
-        self._check_memory(memory, tgt)
-        T, past = tgt.shape[1], 0 if cache is None else len(cache[0])
-        self._check_mask(tgt_mask, "tgt_mask", tgt, T, past + T)
-        self._check_mask(memory_mask, "memory_mask", tgt, T, memory.shape[1])
-        return self._decode(tgt, memory, tgt_mask, memory_mask, need_weights, cache)
-
-    def _decode(self, tgt, memory, tgt_mask, memory_mask, need_weights, cache=None):
-        "decode without the checks: for callers that made them"
         past = 0 if cache is None else len(cache[0])
-        out = self.decoder(self.tgt_embed(tgt, offset=past), memory, tgt_mask,
-                           memory_mask, need_weights=need_weights, cache=cache)
-        if not need_weights: return self.output(out)          # (B, T, V)
-        y, self_ws, cross_ws = out
-        return self.output(y), self_ws, cross_ws
+        if outside():          # called by a user: check, then enter
+            self._check_ids(tgt, "tgt", self.tgt_embed, past)
+            self._check_memory(memory, tgt)
+            T = tgt.shape[1]
+            self._check_mask(tgt_mask, "tgt_mask", tgt, T, past + T)
+            self._check_mask(memory_mask, "memory_mask", tgt, T, memory.shape[1])
+        with inside():
+            out = self.decoder(self.tgt_embed(tgt, offset=past), memory, tgt_mask,
+                               memory_mask, need_weights=need_weights, cache=cache)
+            if not need_weights: return self.output(out)          # (B, T, V)
+            y, self_ws, cross_ws = out
+            return self.output(y), self_ws, cross_ws
 
     def forward(self,
         src:Tensor,
@@ -271,9 +272,23 @@ class Transformer(nn.Module):
         Tensor | tuple[Tensor, Attention]
             logits (B, T, V), or (logits, Attention)
         """
-        # every input checked once, here: the modules inside check nothing again
-        self._check_ids(src, "src", self.src_embed.tokens.vocab_size)
-        self._check_ids(tgt, "tgt", self.tgt_embed.tokens.vocab_size)
+        memory = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
+        # inside the door: decode checks nothing again
+        if not need_weights: return self.decode(tgt, memory, tgt_mask, memory_mask)
+        memory, enc_ws = memory
+        logits, self_ws, cross_ws = self.decode(
+            tgt, memory, tgt_mask, memory_mask, need_weights=True
+        )
+        return logits, Attention(
+            torch.stack(enc_ws), torch.stack(self_ws), torch.stack(cross_ws)
+        )
+
+    # the checks of the doors (forward, encode, decode), naming the caller's argument
+    def _check_inputs(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                      need_weights=False):
+        "Every input of forward, once: the modules inside check nothing again"
+        self._check_ids(src, "src", self.src_embed)
+        self._check_ids(tgt, "tgt", self.tgt_embed)
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must have the same batch size B, got {src.shape[0]} and "
@@ -283,25 +298,20 @@ class Transformer(nn.Module):
         self._check_mask(src_mask, "src_mask", src, S, S)
         self._check_mask(tgt_mask, "tgt_mask", tgt, T, T)
         self._check_mask(memory_mask, "memory_mask", tgt, T, S)
-        memory = self.encoder(self.src_embed(src), src_mask, need_weights=need_weights)
-        if not need_weights:
-            return self._decode(tgt, memory, tgt_mask, memory_mask, False)
-        memory, enc_ws = memory
-        logits, self_ws, cross_ws = self._decode(
-            tgt, memory, tgt_mask, memory_mask, need_weights=True
-        )
-        return logits, Attention(
-            torch.stack(enc_ws), torch.stack(self_ws), torch.stack(cross_ws)
-        )
 
-    # the checks of the public entry points, naming the argument the caller passed
-    def _check_ids(self, ids, name, vocab_size):
+    def _check_ids(self, ids, name, embed, offset=0):
         check_tensor(ids, name, ndim=2, floating=False)
-        check_token_ids(ids, vocab_size, name)
+        check_token_ids(ids, embed.tokens.vocab_size, name)
         if ids.device != self.output.weight.device:
             raise ValueError(
                 f"{name} is on {ids.device}, but the model is on "
                 f"{self.output.weight.device}"
+            )
+        if offset + ids.shape[1] > embed.positions.max_len:
+            raise ValueError(
+                f"{name}: sequence length {ids.shape[1]} (from offset {offset}) "
+                f"exceeds max_len {embed.positions.max_len} of the position table; "
+                "build the model with a larger max_len"
             )
 
     def _check_mask(self, mask, name, ids, T, S):

@@ -1,0 +1,128 @@
+"""Checks at the door (issue 39): what a caller passes is checked once, where it enters the package; nothing inside
+checks again. Every check function of the package is replaced by a counter, in every module that imported it, and
+the counts of a training step, of a forward pass with weights and of cached decoding are pinned: they do not grow
+with the number of layers or of decoded tokens, so a check re-introduced inside a layer, an attention or a decoding
+step fails here."""
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import transformer_nb
+from transformer_nb.core import inside
+from transformer_nb.decoding import KVCache, decode_step, greedy_search
+from transformer_nb.gpt import GPT, generate
+from transformer_nb.layers import EncoderLayer
+from transformer_nb.masking import padding_mask, target_mask
+from transformer_nb.multihead import MultiHeadAttention
+from transformer_nb.transformer import Transformer
+
+CHECKS = ["check_int", "check_dropout", "check_tensor", "check_last_dim", "check_nonempty", "check_mask",
+          "check_token_ids", "check_positions", "check_qkv"]
+MODULES = ["core", "attention", "embeddings", "multihead", "ffn", "norms", "layers", "transformer", "decoding", "gpt"]
+
+
+@pytest.fixture
+def counts(monkeypatch):
+    "A Counter of the check calls, by check name, while the test runs"
+    calls = Counter()
+    for modname in MODULES:
+        mod = getattr(__import__(f"transformer_nb.{modname}"), modname)
+        for name in CHECKS:
+            real = getattr(mod, name, None)
+            if real is None: continue
+            def counting(*a, _real=real, _name=name, **kw):
+                calls[_name] += 1
+                return _real(*a, **kw)
+            monkeypatch.setattr(mod, name, counting)
+    return calls
+
+
+def model(layers, dropout=0.1, seed=0):
+    torch.manual_seed(seed)
+    return Transformer(11, 13, d_model=16, num_heads=2, num_encoder_layers=layers, num_decoder_layers=layers,
+                       d_ff=32, dropout=dropout, max_len=32)
+
+
+def data(seed=0, B=3, S=7, T=6):
+    g = torch.Generator().manual_seed(seed)
+    src, tgt = torch.randint(1, 11, (B, S), generator=g), torch.randint(1, 13, (B, T), generator=g)
+    src[0, -2:] = 0; tgt[1, -1:] = 0
+    return src, tgt, padding_mask(src, 0), target_mask(tgt, 0)
+
+
+# the model's door: src and tgt (tensor, ids: tensor + nonempty each), three masks
+FORWARD = {"check_tensor": 4, "check_token_ids": 2, "check_nonempty": 2, "check_mask": 3}
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_training_step_with_dropout(counts, layers):
+    m = model(layers).train()
+    src, tgt, sm, tm = data()
+    counts.clear()                                       # what building the model checked
+    logits = m(src, tgt, sm, tm, sm)
+    F.cross_entropy(logits.flatten(0, 1), tgt.flatten()).backward()
+    assert dict(counts) == FORWARD
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_forward_with_weights(counts, layers):
+    src, tgt, sm, tm = data()
+    m = model(layers).eval()
+    counts.clear()
+    with torch.no_grad(): _, attn = m(src, tgt, sm, tm, sm, need_weights=True)
+    assert attn.encoder.shape[0] == layers
+    assert dict(counts) == FORWARD
+
+
+@pytest.mark.parametrize("layers,max_len", [(1, 2), (3, 2), (3, 9)])
+def test_cached_greedy_decoding(counts, layers, max_len):
+    "greedy_search checks its arguments and the model checks src at encode, once; the steps check nothing"
+    src, _, sm, _ = data()
+    m = model(layers, 0.0)
+    counts.clear()
+    ids, _ = greedy_search(m, src, sm, max_len=max_len, eos=None)
+    assert ids.shape == (3, max_len)
+    assert dict(counts) == {"check_tensor": 3, "check_nonempty": 2, "check_mask": 2, "check_int": 4,
+                            "check_token_ids": 1}
+
+
+def test_a_decoding_step(counts):
+    "decode_step called by a user is a door: one check of each input; inside a decoding loop, none"
+    m = model(2, 0.0).eval()
+    src, _, sm, _ = data()
+    cache = KVCache(m, m.encode(src, sm), sm)
+    counts.clear()
+    token = torch.ones(3, dtype=torch.long)
+    decode_step(m, cache, token)
+    assert dict(counts) == {"check_tensor": 3, "check_token_ids": 1, "check_nonempty": 1, "check_last_dim": 1,
+                            "check_mask": 2}
+    counts.clear()
+    with inside():
+        for _ in range(3): decode_step(m, cache, token)
+    assert counts == {}
+
+
+def test_generation(counts):
+    torch.manual_seed(0)
+    g = GPT(20, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=24).eval()
+    prompt = torch.randint(0, 20, (2, 4))
+    counts.clear()
+    generate(g, prompt, 3, greedy=True)
+    few = dict(counts); counts.clear()
+    generate(g, prompt, 12, greedy=True)
+    assert dict(counts) == few
+
+
+def test_a_part_called_directly_checks_once():
+    "A layer or an attention called by a user is itself the door: it checks what it was given, its parts do not"
+    layer = EncoderLayer(16, 2, 32)
+    x = torch.randn(3, 7, 16)
+    with pytest.raises(ValueError, match="src_mask of shape"): layer(x, torch.ones(1, 1, 7, 6, dtype=torch.bool))
+    mha = MultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match="last dimension d_model=16"): mha(x, x[..., :8], x)
+    with pytest.raises(ValueError, match="mask of shape"): mha(x, x, x, mask=torch.ones(7, 5, dtype=torch.bool))
+    # a failed check leaves the door open: the next call checks again
+    with pytest.raises(ValueError, match="mask of shape"): mha(x, x, x, mask=torch.ones(7, 5, dtype=torch.bool))
+    assert transformer_nb.core.outside()
