@@ -866,7 +866,7 @@ def inside_report(run)->dict:
     dict
         what the chapter reports per seed, as plain numbers
     """
-    from transformer_nb.training import ablation_costs
+    from transformer_nb.reading import ablation_costs
     model, task = run.model.eval(), run.task
     pairs = number_pairs(model, task)
     metric = lambda l: logit_difference(l, pairs.pos, pairs.good, pairs.bad)
