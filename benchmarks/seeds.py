@@ -2,7 +2,7 @@
 
     source tools/kernels.sh
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py pronouns [--seeds 0 1 2 3 4] [--splits 0 1]
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py training [--seeds 0 1 2 3 4]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py training [--seeds 0 1 2 3 4 5 6 7 8 9]
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/seeds.py reverse --seeds 0 --steps 40 --check
 
 A chapter trains one model and draws its attention; whether what it sees is a property of the recipe or of that
@@ -10,9 +10,9 @@ one seed is a question for many models. This script trains each chapter's recipe
 for the pronouns, per held-out split), and records per model: held-out accuracy, a score per layer and head for
 every claim the chapters make about their heads, and, for the pronouns, the accuracy with each head removed
 (`ablate_heads`). It writes benchmarks/results/seeds_pronouns.json (`pronouns`) and
-benchmarks/results/seeds_training.json (`training`: the date and reversal models; `dates` or `reverse` alone
+benchmarks/results/seeds_training.json (`training`: the date, reversal and copy models; `dates`, `reverse` or `copy` alone
 replace only their rows); chapters 10 and 11a read them. One training run takes 10-40 s of one core, so the full
-set (10 pronoun models, 5 date and 5 reversal models) takes about 10 minutes.
+set (10 pronoun models; 10 date, 10 reversal and 10 copy models) takes about 20 minutes.
 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 seeds again and compares every number with the stored rows (the training times excepted), exiting with status 1
@@ -47,7 +47,7 @@ from transformer_nb.training import TASK_SETTINGS, alignment_weight, train_task
 
 RESULTS = Path(__file__).parent / "results"
 FILES = {"pronouns": "seeds_pronouns.json", "dates": "seeds_training.json",
-         "reverse": "seeds_training.json"}
+         "reverse": "seeds_training.json", "copy": "seeds_training.json"}
 N_ALIGN = 200  # held-out examples of the alignment measures (as in chapter 10)
 # the chapter's two examples: (source, target)
 SUNDAY = ("Sunday, 22 November 2026", "2026-11-22")
@@ -133,13 +133,34 @@ def measure_dates(t):
     return out
 
 
+def repeats(s):
+    "How many neighbours of a digit string are the same digit: 2 in 44556"
+    return sum(a == b for a, b in zip(s, s[1:]))
+
+
+@torch.no_grad()
+def by_group(t, key):
+    "Held-out exact match (teacher-forced) of each group of strings: {group: [right, of]}"
+    groups = {}
+    for pair in t.task.valid: groups.setdefault(key(pair[0]), []).append(pair)
+    return {str(g): [round(teacher_forced_accuracy(t.model, t.task.vocab, ps).sequences * len(ps)), len(ps)]
+            for g, ps in sorted(groups.items())}
+
+
+@torch.no_grad()
+def measure_digits(t):
+    "Held-out accuracy of a copy or reversal model, and its exact match by length and by repeated neighbours"
+    acc = teacher_forced_accuracy(t.model, t.task.vocab, t.task.valid)
+    return dict(held_out=len(t.task.valid), sequences=r4(acc.sequences), tokens=r4(acc.tokens),
+                by_length=by_group(t, len), by_repeats=by_group(t, lambda s: min(repeats(s), 3)))
+
+
 @torch.no_grad()
 def measure_reverse(t):
     """Held-out accuracy, each head's weight on the mirrored source position, and, for every head of every kind,
     the held-out accuracy lost without it and how peaked its maps are (chapter 10)"""
     m, vocab, valid = t.model, t.task.vocab, t.task.valid
-    acc = teacher_forced_accuracy(m, vocab, valid)
-    return dict(held_out=len(valid), sequences=r4(acc.sequences), tokens=r4(acc.tokens),
+    return dict(measure_digits(t),
                 mirror_weight=r4(alignment_weight(m, vocab, valid[:N_ALIGN], mirror)),
                 ablation={k: r4(v) for k, v in ablation_costs(m, vocab, valid).items()},
                 sharpness={k: r4(v) for k, v in head_sharpness(m, vocab, valid).items()})
@@ -157,7 +178,7 @@ def run_one(kind, seed, split=0, steps=None):
         t = train_task(kind, seed=seed, steps=steps, progress=False)
         seconds = time.perf_counter() - t0
         row = dict(seed=seed, **({"steps": steps} if steps else {}), final_loss=r4(t.history.loss[-1]),
-                   **(measure_dates(t) if kind == "dates" else measure_reverse(t)))
+                   **{"dates": measure_dates, "reverse": measure_reverse, "copy": measure_digits}[kind](t))
     return dict(row, seconds=round(seconds, 1))
 
 
@@ -180,12 +201,12 @@ def differences(old, new, path=""):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["pronouns", "training", "dates", "reverse"])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("what", choices=["pronouns", "training", "dates", "reverse", "copy"])
+    p.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
     p.add_argument("--splits", type=int, nargs="+", default=[0, 1],
                    help="held-out splits of the pronoun task (default 0 1)")
     p.add_argument("--steps", type=int, default=None,
-                   help="dates and reverse: train this many steps, rows kept apart as 'quick' (default: the recipe's)")
+                   help="dates, reverse and copy: train this many steps, rows kept apart as 'quick' (default: the recipe's)")
     p.add_argument("--check", action="store_true",
                    help="train again and compare with the stored rows instead of writing")
     p.add_argument("--out", type=Path, default=None, help="directory of the results (default benchmarks/results)")
@@ -197,7 +218,7 @@ def main():
                   f"for {a.what}\n")
     torch.set_num_threads(1)
     folder = a.out or RESULTS
-    kinds = ["dates", "reverse"] if a.what == "training" else [a.what]
+    kinds = ["dates", "reverse", "copy"] if a.what == "training" else [a.what]
     failed = False
     for kind in kinds:
         path = folder / FILES[kind]

@@ -190,3 +190,37 @@ def test_train_leaves_the_model_in_eval_mode():
                     num_decoder_layers=1, d_ff=32).train()
     train(m, batch_stream(task.train, task.vocab, 16), steps=2, warmup=2, average=1, progress=False)
     assert not m.training
+
+
+def _tiny_run(steps, **kw):
+    "A tiny copy model trained from the same start on the same batches"
+    task = make_task("copy", n_train=200, n_valid=4)
+    torch.manual_seed(0)
+    m = Transformer(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, num_encoder_layers=1,
+                    num_decoder_layers=1, d_ff=32, dropout=0.0)
+    return m, train(m, batch_stream(task.train, task.vocab, 16), steps=steps, warmup=2, average=1,
+                    progress=False, **kw)
+
+
+def test_the_cooldown_brings_the_rate_down_over_the_last_steps_up_to_its_end():
+    from transformer_nb.training import cooldown_scale
+    _, h = _tiny_run(6, cooldown=3)
+    assert h.lr == pytest.approx([noam_lr(s, 16, 2) * min(1, (6 - s + 1) / 3) for s in range(1, 7)])
+    assert [cooldown_scale(s, 6, 3) for s in range(3, 7)] == [1.0, 1.0, 2 / 3, 1 / 3]
+    _, early = _tiny_run(6, cooldown=3, cooldown_end=12)          # ends later: untouched up to step 9
+    assert early.lr == pytest.approx([noam_lr(s, 16, 2) for s in range(1, 7)])
+
+
+def test_a_run_stopped_inside_the_cooldown_resumes_into_it_exactly():
+    straight_model, straight = _tiny_run(8, cooldown=4)
+    _, first = _tiny_run(5, cooldown=4, cooldown_end=8)
+    m, resumed = _tiny_run(8, cooldown=4, resume=first.state)
+    assert resumed.loss == straight.loss[5:] and resumed.lr == straight.lr[5:]
+    assert all(torch.equal(v, m.state_dict()[k]) for k, v in straight_model.state_dict().items())
+    with pytest.raises(ValueError, match="cooldown 0: the run to resume has cooldown 4"):
+        _tiny_run(8, resume=first.state)
+
+
+def test_a_negative_cooldown_is_refused():
+    with pytest.raises(ValueError, match="cooldown must be >= 0"):
+        _tiny_run(2, cooldown=-1)

@@ -22,9 +22,9 @@ from .reading import cross_attention, teacher_forced_accuracy
 from .transformer import Transformer, TransformerConfig, ablate_heads
 
 # %% auto #0
-__all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr', 'make_optimizer',
-           'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train', 'task_config', 'Trained',
-           'train_task', 'alignment_weight', 'attended_sources', 'costliest_head']
+__all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing_floor', 'noam_lr', 'cooldown_scale',
+           'make_optimizer', 'CheckpointAverage', 'History', 'SingleProcess', 'mean_loss_share', 'train', 'task_config',
+           'Trained', 'train_task', 'alignment_weight', 'attended_sources', 'costliest_head']
 
 # %% ../nbs/10_training.ipynb #c006
 def smoothed_targets(
@@ -148,9 +148,32 @@ def noam_lr(step:int, d_model:int, warmup:int=4000, factor:float=1.0)->float:
     step = max(step, 1)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
+# %% ../nbs/10_training.ipynb #c017b
+def cooldown_scale(step:int, end:int, cooldown:int)->float:
+    """The factor of the cooldown: 1, then down in a straight line over the last
+    `cooldown` steps up to `end`, to 1/cooldown at `end`
+
+    Parameters
+    ----------
+    step : int
+        the optimiser step, counted from 1
+    end : int
+        the last step of the recipe's run
+    cooldown : int
+        how many steps, up to `end`, the rate comes down over; 0: no cooldown
+
+    Returns
+    -------
+    float
+        the factor that multiplies equation 3's rate at `step`, in [0, 1]
+    """
+    if cooldown <= 0: return 1.0
+    return min(1.0, max(0.0, (end - step + 1) / cooldown))
+
 # %% ../nbs/10_training.ipynb #c019
 def make_optimizer(
-    model:nn.Module, d_model:int, warmup:int=4000, factor:float=1.0,
+    model:nn.Module, d_model:int, warmup:int=4000, factor:float=1.0, cooldown:int=0,
+    end:int|None=None,
 )->tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     """Adam with β = (0.9, 0.98), ε = 1e-9 (section 5.3) and the warm-up schedule of
     equation 3
@@ -165,6 +188,11 @@ def make_optimizer(
         warm-up steps
     factor : float
         scale of the schedule
+    cooldown : int
+        the last `cooldown` steps before `end` decay the rate linearly towards zero
+        (`cooldown_scale`); 0: the schedule of equation 3 alone
+    end : int | None
+        the step the cooldown ends on; needed when cooldown > 0
 
     Returns
     -------
@@ -177,6 +205,7 @@ def make_optimizer(
     # i counts from 0
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda i: noam_lr(i + 1, d_model, warmup, factor)
+        * cooldown_scale(i + 1, end or 1, cooldown)
     )
     return opt, sched
 
@@ -431,7 +460,7 @@ def mean_loss_share(
 
 # %% ../nbs/10_training.ipynb #c028b
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
-                      accumulate):
+                      accumulate, cooldown=0):
     "Reject what `train` cannot use, naming the argument"
     if not isinstance(model, nn.Module) or not hasattr(model, "d_model"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
@@ -442,7 +471,7 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
         )
     check_int(steps, "steps"); check_int(warmup, "warmup")
     check_int(average, "average"); check_int(average_every, "average_every")
-    check_int(accumulate, "accumulate")
+    check_int(accumulate, "accumulate"); check_int(cooldown, "cooldown", min_value=0)
     is_number = isinstance(factor, (int, float)) and not isinstance(factor, bool)
     if not is_number or not factor > 0:
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
@@ -498,6 +527,8 @@ def _check_state(state, steps:int, schedule:dict, averaging:dict):
                          f"{state['step']} steps")
     for what, mine in (("schedule", schedule), ("averaging", averaging)):
         had = state.get(what, mine)   # states of older versions: taken as they come
+        # older states had no cooldown
+        had = {"cooldown": 0, "end": None, **had}
         for k in mine:
             if had[k] != mine[k]:
                 raise ValueError(f"{k} {mine[k]!r}: the run to resume has {k} "
@@ -538,6 +569,8 @@ def train(
     processes:SingleProcess|None=None,
     resume:dict|None=None,
     on_step:Callable|None=None,
+    cooldown:int=0,
+    cooldown_end:int|None=None,
 )->History:
     """Train with label-smoothed cross-entropy, Adam and the warm-up schedule; average
     the last checkpoints; leave the model in eval mode
@@ -571,6 +604,11 @@ def train(
         `history.state` of an earlier run: continue it
     on_step : Callable | None
         called as on_step(step, model) after every step
+    cooldown : int
+        the last `cooldown` steps up to `cooldown_end` bring the rate down linearly
+        towards zero (`cooldown_scale`); 0: equation 3 alone
+    cooldown_end : int | None
+        the step the cooldown ends on; None: `steps`
 
     Returns
     -------
@@ -578,12 +616,13 @@ def train(
         the losses and learning rates recorded, and the steps taken
     """
     procs = processes or SingleProcess()
-    schedule, averaging = dict(warmup=warmup, factor=factor), dict(
-        average=average, average_every=average_every)
+    end = (cooldown_end or steps) if cooldown else None
+    schedule = dict(warmup=warmup, factor=factor, cooldown=cooldown, end=end)
+    averaging = dict(average=average, average_every=average_every)
     problem = None
     try:
         _check_train_args(model, batches, steps, warmup, factor, average,
-                          average_every, accumulate)
+                          average_every, accumulate, cooldown)
         if resume is not None: _check_state(resume, steps, schedule, averaging)
     except (ValueError, TypeError) as e: problem = e
     # every process checks its own arguments, then all agree before any acts
@@ -592,7 +631,7 @@ def train(
                           **schedule, **averaging,
                           resume=None if resume is None else
                           (resume["step"], _checksum(resume["model"]))), "train's run")
-    opt, sched = make_optimizer(model, model.d_model, warmup, factor)
+    opt, sched = make_optimizer(model, model.d_model, warmup, factor, cooldown, end)
     avg = CheckpointAverage(keep=average)
     start = 0 if resume is None else _resume(model, opt, sched, avg, resume, procs)
     loss_fn = LabelSmoothingLoss(smoothing, ignore_index=Vocab.pad, reduction="sum")
@@ -661,10 +700,12 @@ def task_config(vocab_size:int, **overrides)->TransformerConfig:
         dict(src_vocab=vocab_size, tgt_vocab=vocab_size, **{**small, **overrides})
     )
 
-# optimiser steps of batch_size pairs; warm-up and factor of the schedule
+# optimiser steps of batch_size pairs; warm-up, factor and cooldown of the schedule;
+# checkpoints averaged (5 by default)
 TASK_SETTINGS = {
-    "copy": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
-    "reverse": dict(steps=400, batch_size=64, warmup=100, factor=0.5),
+    "copy": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300),
+    "reverse": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300,
+                    average=1),
     "dates": dict(steps=500, batch_size=64, warmup=100, factor=0.5),
 }
 
@@ -711,11 +752,12 @@ def train_task(
     progress:bool=True,
     n_train:int=20_000,
     n_valid:int=1000,
-    average:int=5,
+    average:int|None=None,
     warmup:int|None=None,
     processes:SingleProcess|None=None,
     resume=None,
     average_every:int=50,
+    on_step:Callable|None=None,
     **overrides,
 )->Trained:
     """Make a task, build its model (`task_config`) and train it with TASK_SETTINGS
@@ -734,9 +776,9 @@ def train_task(
         training pairs
     n_valid : int
         validation pairs (before removing those seen in training)
-    average : int
+    average : int | None
         checkpoints averaged at the end (`average_every` steps apart); 1: the last
-        weights
+        weights; None: TASK_SETTINGS[name]'s, or 5
     warmup : int | None
         warm-up steps; None: TASK_SETTINGS[name] (or the resumed run's), whatever
         `steps`
@@ -746,6 +788,8 @@ def train_task(
         a checkpoint saved with training state: continue that run to `steps`
     average_every : int
         steps between the averaged checkpoints
+    on_step : Callable | None
+        called as on_step(step, model) after every step
     overrides
         fields of task_config to change, e.g. d_model=16
 
@@ -761,12 +805,13 @@ def train_task(
         task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
         s = TASK_SETTINGS[name]
         steps = steps or s["steps"]
+        if average is None: average = s.get("average", 5)
         config = task_config(len(task.vocab), **overrides)
         # the schedule does not depend on `steps`: a shorter run is the start of a
         # longer one, and resumes into it exactly
         settings = dict(task=name, seed=seed, n_train=n_train,
                         batch_size=s["batch_size"], warmup=warmup or s["warmup"],
-                        factor=s["factor"])
+                        factor=s["factor"], cooldown=s.get("cooldown", 0))
         if resume is not None:
             ckpt = load_checkpoint(resume)
             _check_resume(ckpt, resume, config, settings)
@@ -790,6 +835,10 @@ def train_task(
         progress=progress,
         processes=procs,
         resume=state,
+        on_step=on_step,
+        # ends with the recipe's run, whatever `steps`: a shorter run is its beginning
+        cooldown=settings["cooldown"],
+        cooldown_end=max(steps, s["steps"]),
     )
     hist = hist._replace(state=dict(hist.state, settings=settings))
     return Trained(model, config, task, hist)
