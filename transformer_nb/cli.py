@@ -460,10 +460,10 @@ _LM_COMMANDS = {"train-lm": cmd_train_lm, "generate": cmd_generate}
 # %% ../nbs/14_cli.ipynb #ind01
 def _add_induction_parser(sub):
     "The `induction` subcommand: train chapter 11e's toy and print every head's scores"
-    t = sub.add_parser("induction", help="train the attention-only model of chapter 11e "
-                       "on repeated random segments and print each head's scores")
+    t = sub.add_parser("induction", help="train the attention-only model of chapter "
+                       "11e on repeated random segments and print each head's scores")
     t.add_argument("--steps", type=_count, default=None,
-                   help="optimiser steps (default: induction.INDUCTION_TRAINING's, 2500)")
+                   help="optimiser steps (default: the recipe's, 2500)")
     t.add_argument("--layers", type=int, choices=(1, 2), default=2,
                    help="1 (the control) or 2 layers (default: 2)")
     t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
