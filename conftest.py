@@ -18,6 +18,7 @@ in memory, before nbval runs them, and every output is compared.
 SLOW_FIRST = (  # seconds measured in one `make test` on 2026-11-26, longest first
     "tests/test_browser.py",  # 82 s, waiting for the pages included; every page in four views
     "nbs/11c_gpt.ipynb",  # 45 s: a language model trained on one thread
+    "nbs/11e_induction.ipynb",  # trains 100 steps of the induction model live
     "nbs/10_training.ipynb",  # 41 s
     "tests/test_cli.py",  # 37 s, torchrun included
     "tests/test_compile.py",  # 34 s with two inductor compiles

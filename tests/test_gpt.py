@@ -328,3 +328,21 @@ def test_load_lm_reads_through_the_checkpoints_guard(tmp_path):
     torch.save({"format": "transformer_nb.gpt/1", "config": dict(m.config, d_model=32), "chars": "abcdefghijk",
                 "state_dict": m.state_dict(), "meta": {}}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="other.pt"): load_lm(tmp_path / "other.pt")
+
+
+def test_attention_only_gpt_and_its_cache():
+    "d_ff=0 (chapter 11e): no FFN and no norm3 in any layer; causal; the cache still agrees"
+    torch.manual_seed(0)
+    m = GPT(11, d_model=24, num_heads=4, d_ff=0, num_layers=2, max_len=16,
+            positions="learned").eval()
+    assert all(l.ffn is None and l.norm3 is None for l in m.stack.layers)
+    assert not any(".ffn." in k or ".norm3." in k for k in m.state_dict())
+    assert m.config["d_ff"] == 0
+    ids = torch.randint(0, 11, (2, 10))
+    other = ids.clone(); other[:, 6:] = (other[:, 6:] + 1) % 11
+    torch.testing.assert_close(m(ids)[:, :6], m(other)[:, :6])
+    prompt = torch.randint(0, 11, (3, 4))
+    torch.testing.assert_close(generate(m, prompt, 8, greedy=True, use_cache=True),
+                               generate(m, prompt, 8, greedy=True, use_cache=False))
+    with pytest.raises(ValueError, match="d_ff must be >= 0, got -3"):
+        GPT(11, d_model=24, num_heads=4, d_ff=-3)

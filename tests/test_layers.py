@@ -274,3 +274,54 @@ def test_input_of_another_dtype_names_the_argument():
     for f, name in cases:
         with pytest.raises(TypeError, match=f"{name} has dtype torch.float64, but the weights have torch.float32"):
             f()
+
+
+# ---- the attention-only switch (d_ff=0, chapter 11e) ----
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_default_decoder_layer_is_attention_then_ffn_bit_for_bit(norm_first):
+    "The default path, unchanged by the switch: y + SA(LN1 y), then + FFN(LN3 .) (pre-LN)"
+    torch.manual_seed(0)
+    layer = DecoderLayer(D, H, F, dropout=0.0, norm_first=norm_first,
+                         cross_attention=False).eval()
+    assert layer.ffn is not None and layer.norm3 is not None
+    y, _ = inputs()
+    mask = causal(T)
+    out, w, _ = layer(y, tgt_mask=mask)
+    sa = lambda h: layer.self_attn(h, h, h, mask=mask)[0]
+    if norm_first:
+        y1 = y + sa(layer.norm1(y))
+        ref = y1 + layer.ffn(layer.norm3(y1))
+    else:
+        y1 = layer.norm1(y + sa(y))
+        ref = layer.norm3(y1 + layer.ffn(y1))
+    assert torch.equal(out, ref)
+    parts = {k.split(".")[0] for k in layer.state_dict()}
+    assert parts == {"self_attn", "ffn", "norm1", "norm3"}
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_attention_only_layer_has_no_ffn_and_no_norm3(norm_first):
+    torch.manual_seed(0)
+    layer = DecoderLayer(D, H, 0, dropout=0.0, norm_first=norm_first,
+                         cross_attention=False).eval()
+    assert layer.ffn is None and layer.norm3 is None
+    assert all(k.split(".")[0] in ("self_attn", "norm1") for k in layer.state_dict())
+    y, _ = inputs()
+    mask = causal(T)
+    out, w, _ = layer(y, tgt_mask=mask)
+    sa = lambda h: layer.self_attn(h, h, h, mask=mask)[0]
+    ref = y + sa(layer.norm1(y)) if norm_first else layer.norm1(y + sa(y))
+    assert torch.equal(out, ref)
+    # a stack of them: the same layers, then the final LayerNorm
+    stack = Decoder(D, H, 0, num_layers=2, dropout=0.0, cross_attention=False).eval()
+    assert all(l.ffn is None for l in stack.layers)
+    out.sum().backward()  # trains: gradients reach the attention
+    assert layer.self_attn.W_q.weight.grad is not None
+
+
+def test_d_ff_must_be_a_non_negative_int():
+    with pytest.raises(ValueError, match="d_ff must be >= 0, got -1"):
+        DecoderLayer(D, H, -1)
+    with pytest.raises(TypeError, match="d_ff must be an int"):
+        Decoder(D, H, 2.5, num_layers=1)

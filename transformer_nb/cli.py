@@ -16,7 +16,7 @@ from pathlib import Path
 from . import __version__
 
 # %% auto #0
-__all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'cmd_train_lm', 'cmd_generate', 'main']
+__all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'cmd_train_lm', 'cmd_generate', 'cmd_induction', 'main']
 
 # %% ../nbs/14_cli.ipynb #c006
 # data.TASKS, spelled out so that --help needs no torch
@@ -110,6 +110,7 @@ def build_parser()->argparse.ArgumentParser:
                    help="the strings to decode; - reads them from standard input, "
                    "one a line")
     _add_lm_parsers(sub)  # train-lm, generate: the language model of chapter 11c
+    _add_induction_parser(sub)  # induction: the toy of chapter 11e
     return p
 
 # %% ../nbs/14_cli.ipynb #c007
@@ -485,6 +486,62 @@ def cmd_generate(args:argparse.Namespace)->int:
 
 _LM_COMMANDS = {"train-lm": cmd_train_lm, "generate": cmd_generate}
 
+# %% ../nbs/14_cli.ipynb #ind01
+def _add_induction_parser(sub):
+    "The `induction` subcommand: train chapter 11e's toy and print every head's scores"
+    t = sub.add_parser("induction", help="train the attention-only model of chapter "
+                       "11e on repeated random segments and print each head's scores")
+    t.add_argument("--steps", type=_count, default=None,
+                   help="optimiser steps (default: the recipe's, 2500)")
+    t.add_argument("--layers", type=int, choices=(1, 2), default=2,
+                   help="1 (the control) or 2 layers (default: 2)")
+    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
+                   "(default: 0)")
+    t.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
+
+def cmd_induction(args:argparse.Namespace)->int:
+    """Train the attention-only model on repeated segments; one line per head
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        the parsed command line of `induction`
+
+    Returns
+    -------
+    int
+        the exit status
+    """
+    import torch
+
+    from transformer_nb.induction import (
+        INDUCTION_TRAINING,
+        attention_only,
+        train_induction,
+    )
+    torch.set_num_threads(args.threads)
+    kw = dict(INDUCTION_TRAINING)
+    if args.steps is not None:
+        kw.update(steps=args.steps, every=min(kw["every"], args.steps),
+                  cooldown=min(kw["cooldown"], args.steps))
+    model = attention_only(args.layers, args.seed)
+    t0 = time.process_time()
+    checkpoints, _ = train_induction(model, seed=args.seed, **kw)
+    s = checkpoints[-1].scores
+    print(f"{kw['steps']} steps, {time.process_time() - t0:.1f} s CPU: loss "
+          f"{s.loss_first:.3f} nats on the first copy, {s.loss_second:.3f} on the "
+          f"second")
+    for layer in range(args.layers):
+        for head in range(model.num_heads):
+            print(f"layer {layer} head {head}: induction "
+                  f"{s.induction[layer, head]:.3f}, previous-token "
+                  f"{s.previous[layer, head]:.3f}")
+    return 0
+
+_INDUCTION_COMMANDS = {"induction": cmd_induction}
+
 # %% ../nbs/14_cli.ipynb #c009
 def _launch(argv:list[str], nproc:int)->int:
     ("Run `transformer-nb` with `argv` on `nproc` processes of this machine with "
@@ -556,7 +613,8 @@ def main(argv:list[str]|None=None)->int:
                 and "WORLD_SIZE" not in os.environ):
             return _launch(argv, args.nproc)
         try: return {"train": cmd_train, "decode": cmd_decode,
-                     **_LM_COMMANDS}[args.command](args)
+                     **_LM_COMMANDS,
+                     **_INDUCTION_COMMANDS}[args.command](args)
         # the user's files and inputs: one line, no traceback
         # ImportError: an extra that is not installed (num2words for the numbers tasks)
         except (ValueError, TypeError, OSError, ImportError) as e:

@@ -349,7 +349,7 @@ class GPT(CheckedModule):
         num_heads : int
             H, heads per layer; must divide d_model
         d_ff : int
-            hidden units of each FFN
+            hidden units of each FFN; 0: attention-only, no FFN (chapter 11e)
         num_layers : int
             N, the number of layers
         max_len : int
@@ -362,9 +362,10 @@ class GPT(CheckedModule):
             "sinusoidal" (the paper) or "learned" (GPT)
         """
         super().__init__()
-        for name, v in dict(vocab_size=vocab_size, d_model=d_model, d_ff=d_ff,
+        for name, v in dict(vocab_size=vocab_size, d_model=d_model,
                             num_layers=num_layers, max_len=max_len).items():
             check_int(v, name)
+        check_int(d_ff, "d_ff", min_value=0)
         check_dropout(dropout)
         self.vocab_size, self.d_model, self.num_heads = vocab_size, d_model, num_heads
         self.max_len = max_len

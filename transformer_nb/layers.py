@@ -212,7 +212,8 @@ class DecoderLayer(_Sublayers):
         num_heads : int
             H, heads of both attentions; must divide d_model
         d_ff : int
-            hidden units of the feed-forward network
+            hidden units of the feed-forward network; 0: no FFN (and no norm3), an
+            attention-only layer
         dropout : float
             dropout on each sublayer's output, on the attention weights and inside the
             FFN
@@ -233,13 +234,14 @@ class DecoderLayer(_Sublayers):
             MultiHeadAttention(d_model, num_heads, dropout=dropout)
             if cross_attention else None
         )
+        check_int(d_ff, "d_ff", min_value=0)
         self.ffn = PositionwiseFeedForward(
             d_model, d_ff, dropout=dropout, activation=activation
-        )
+        ) if d_ff else None
         # the norms of self-attention, cross-attention and FFN, named as torch's
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model) if cross_attention else None
-        self.norm3 = LayerNorm(d_model)
+        self.norm3 = LayerNorm(d_model) if d_ff else None
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
 
     def forward(self,
@@ -290,14 +292,15 @@ class DecoderLayer(_Sublayers):
                     a, w_cross = self._ca_block(
                         h, memory, memory_mask, need_weights, cache)
                 y = y + self.dropout(a)
-            with self._normed(self.norm3, y) as h: y = y + self.dropout(self.ffn(h))
+            if self.ffn is not None:
+                with self._normed(self.norm3, y) as h: y = y + self.dropout(self.ffn(h))
         else:                                 # post-LN (the paper): LN(y + Sublayer(y))
             a, w_self = self._sa_block(y, tgt_mask, need_weights, cache)
             y = self.norm1(y + self.dropout(a))                       # (B, T, d_model)
             if self.cross_attn is not None:
                 a, w_cross = self._ca_block(y, memory, memory_mask, need_weights, cache)
                 y = self.norm2(y + self.dropout(a))
-            y = self.norm3(y + self.dropout(self.ffn(y)))
+            if self.ffn is not None: y = self.norm3(y + self.dropout(self.ffn(y)))
         return y, w_self, w_cross
 
     def _ca_block(self, h, memory, mask, need_weights, cache=None):
@@ -462,7 +465,7 @@ class Decoder(_Stack):
         num_heads : int
             H, heads per attention
         d_ff : int
-            hidden units of each FFN
+            hidden units of each FFN; 0: attention-only layers, no FFN
         num_layers : int
             N, the number of layers
         dropout : float

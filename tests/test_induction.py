@@ -1,0 +1,114 @@
+"""Chapter 11e: the repeated-segment data, the head scores against attention computed by hand, ablation that
+restores the weights, K-composition, the phase change, and benchmarks/induction_seeds.py: its stored rows were made
+with the chapter's recipe, and re-running a small configuration reproduces its row exactly."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+from transformer_nb.induction import (
+    INDUCTION_TRAINING,
+    Checkpoint,
+    HeadScores,
+    ablate,
+    attention_only,
+    eval_batch,
+    head_matrices,
+    head_scores,
+    k_composition,
+    phase_change,
+    repeat_batch,
+)
+
+RESULTS = ROOT / "benchmarks" / "results" / "seeds_induction.json"
+SCRIPT = ROOT / "benchmarks" / "induction_seeds.py"
+
+
+def test_each_sequence_holds_a_segment_and_its_copy():
+    r = repeat_batch(50, vocab_size=16, context=40, min_len=5, generator=torch.Generator().manual_seed(3))
+    assert r.ids.shape == (50, 40) and r.first.shape == r.second.shape == (50, 39)
+    for b in range(50):
+        p, n = r.start[b].item(), r.length[b].item()
+        assert 5 <= n <= 20 and 0 <= p and p + 2 * n <= 40
+        assert torch.equal(r.ids[b, p + n:p + 2 * n], r.ids[b, p:p + n])
+        # targets t + 1 with t, t + 1 in a copy: queries p ... p + n - 2 and p + n ... p + 2n - 2
+        assert r.first[b].nonzero().flatten().tolist() == list(range(p, p + n - 1))
+        assert r.second[b].nonzero().flatten().tolist() == list(range(p + n, p + 2 * n - 1))
+
+
+def test_the_same_seed_gives_the_same_batch():
+    a = repeat_batch(4, generator=torch.Generator().manual_seed(0))
+    b = repeat_batch(4, generator=torch.Generator().manual_seed(0))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("kw, error, says", [
+    (dict(min_len=20, context=32), ValueError, "min_len 20 needs context >= 40, got context 32"),
+    (dict(vocab_size=True), TypeError, "vocab_size must be an int"),
+    (dict(batch_size=0), ValueError, "batch_size must be >= 2, got 0"),
+])
+def test_bad_arguments_name_themselves(kw, error, says):
+    with pytest.raises(error, match=says): repeat_batch(**{"batch_size": 4, **kw})
+
+
+def test_scores_of_evenly_spread_attention_are_one_over_the_keys_seen():
+    "With W_q = 0 every head spreads its weight evenly over keys 0 ... t: score 1 / (t + 1)"
+    m = attention_only(2, d_model=16, num_heads=2, max_len=24)
+    for layer in m.stack.layers: torch.nn.init.zeros_(layer.self_attn.W_q.weight); torch.nn.init.zeros_(layer.self_attn.W_q.bias)
+    data = repeat_batch(6, vocab_size=64, context=24, min_len=4, generator=torch.Generator().manual_seed(1))
+    s = head_scores(m, data)
+    b, t = data.second.nonzero(as_tuple=True)
+    torch.testing.assert_close(s.induction, torch.full((2, 2), (1 / (t + 1).double()).mean().item()))
+    torch.testing.assert_close(s.previous, torch.full((2, 2), (1 / torch.arange(2, 25).double()).mean().item()))
+
+
+def test_ablation_silences_a_head_and_restores_it():
+    m = attention_only(2, d_model=16, num_heads=2, max_len=32)
+    data = eval_batch(m, batch_size=8)
+    before = head_scores(m, data)
+    w = m.stack.layers[1].self_attn.W_o.weight.clone()
+    with ablate(m, [(1, 0)]):
+        assert m.stack.layers[1].self_attn.W_o.weight[:, :8].abs().sum() == 0
+        during = head_scores(m, data)
+    assert during.loss_second != before.loss_second
+    assert torch.equal(m.stack.layers[1].self_attn.W_o.weight, w)
+    with pytest.raises(ValueError, match="layers 0..1, got layer 2"):
+        with ablate(m, [(2, 0)]): pass
+
+
+def test_k_composition_matches_its_definition():
+    m = attention_only(2, d_model=16, num_heads=2, max_len=32)
+    comp, base = k_composition(m, draws=3)
+    qk, _ = head_matrices(m, 1, 1)
+    _, ov = head_matrices(m, 0, 0)
+    want = (qk @ ov.T).norm() / (qk.norm() * ov.norm())
+    torch.testing.assert_close(comp[0, 1], want)
+    assert comp.shape == base.shape == (2, 2) and (base > 0).all()
+    with pytest.raises(ValueError, match="2 layers or more, got 1"): k_composition(attention_only(1))
+
+
+def test_the_phase_change_is_the_first_checkpoint_below_the_ratio():
+    z = torch.zeros(1, 1)
+    cps = [Checkpoint(i, 100 * i, HeadScores(4.0, s, 0.0, z, z)) for i, s in enumerate([4.0, 3.0, 1.9, 0.5])]
+    assert phase_change(cps) == 200 and phase_change(cps, ratio=0.1) is None
+
+
+def test_the_stored_results_were_made_with_the_chapters_recipe():
+    "A recipe changed in the chapter without running the script again fails here"
+    stored = json.loads(RESULTS.read_text())
+    assert stored["settings"]["training"] == json.loads(json.dumps(INDUCTION_TRAINING))
+
+
+def test_training_one_model_again_reproduces_its_stored_row():
+    "One thread, the AVX2 kernels of tools/kernels.sh: 40 steps of seed 0, the same to the last digit"
+    stored = json.loads(RESULTS.read_text())
+    assert any(r["seed"] == 0 and r["steps"] == 40 and r["layers"] == 2 for r in stored["quick"])
+    cmd = f"source tools/kernels.sh && exec {sys.executable} {SCRIPT} --seeds 0 --layers 2 --steps 40 --check"
+    out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "DIFFERENT" not in out.stdout and "seed 0 layers 2" in out.stdout
