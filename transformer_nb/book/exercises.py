@@ -666,7 +666,7 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
             imported = True
     flush()
     embed_images(cells, chapter.parent)
-    embed_results(cells, chapter.parent.parent / "benchmarks" / "results")
+    embed_results(cells, chapter.resolve().parent.parent / "benchmarks" / "results")
     return {
         "cells": cells,
         "metadata": NOTEBOOK_METADATA,

@@ -299,7 +299,7 @@ def shape_of(t)->str:
     Returns
     -------
     str
-        e.g. "(2, 5)" or "NoneType"
+        e.g. "(2, 5)", or "list" for a list
     """
     return str(tuple(t.shape)) if isinstance(t, Tensor) else type(t).__name__
 
