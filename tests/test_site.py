@@ -358,14 +358,15 @@ def test_exercises_page_lists_every_exercise(docs):
     """The Exercises page lists every `#| exercise` of the chapters, numbered in reading order and grouped by chapter,
     each with a download that exists, a time, a named level and a hint that opens on request; the totals by level open
     the page;
-    the page is for learners: the generator's documentation is on the checkers' page, which the Exercises page links."""
+    the page is for learners: the generator's documentation is on the exercise notebooks' page (90a), which the
+    Exercises page links."""
     from transformer_nb.book.exercises import LEVELS, list_exercises
     exercises = list_exercises(ROOT / "nbs")
     html = (docs / "exercises.html").read_text(encoding="utf-8")
     listing = re.search(r'<div class="exercises">(.*?)</div>', html, re.S)
     assert listing and 'id="how-the-exercise-notebooks-are-made"' not in html
-    assert 'href="grading.html#how-the-exercise-notebooks-are-made"' in html
-    assert 'id="how-the-exercise-notebooks-are-made"' in (docs / "grading.html").read_text(encoding="utf-8")
+    assert 'href="exercise_notebooks.html#how-the-exercise-notebooks-are-made"' in html
+    assert 'id="how-the-exercise-notebooks-are-made"' in (docs / "exercise_notebooks.html").read_text(encoding="utf-8")
     assert not re.search(r'<h3[^>]*id="(make_exercise_notebook|list_exercises)"', html), "machinery on the learners' page"
     body = listing.group(1)
     minutes = sum(e.minutes for e in exercises)
