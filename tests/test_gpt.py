@@ -346,3 +346,36 @@ def test_attention_only_gpt_and_its_cache():
                                generate(m, prompt, 8, greedy=True, use_cache=False))
     with pytest.raises(ValueError, match="d_ff must be >= 0, got -3"):
         GPT(11, d_model=24, num_heads=4, d_ff=-3)
+
+
+def test_no_norm_gpt_is_the_plain_residual_sum():
+    "norm='none' (chapter 11e): no LayerNorm anywhere; logits = W_out(embeddings + sublayers)"
+    torch.manual_seed(0)
+    m = GPT(11, d_model=24, num_heads=4, d_ff=0, num_layers=2, max_len=16,
+            norm="none").eval()
+    assert not any(isinstance(x, nn.LayerNorm) or type(x).__name__ == "LayerNorm"
+                   for x in m.modules())
+    assert not any("norm" in k for k in m.state_dict())
+    assert m.config["norm"] == "none"
+    ids = torch.randint(0, 11, (2, 10))
+    x = m.embed(ids)
+    mask = torch.ones(10, 10, dtype=torch.bool).tril()
+    for layer in m.stack.layers:
+        x = x + layer.self_attn(x, x, x, mask=mask, need_weights=False)[0]
+    torch.testing.assert_close(m(ids), m.output(x))
+    prompt = torch.randint(0, 11, (3, 4))
+    torch.testing.assert_close(generate(m, prompt, 8, greedy=True, use_cache=True),
+                               generate(m, prompt, 8, greedy=True, use_cache=False))
+    with pytest.raises(ValueError, match="norm must be one of .* got 'batch'"):
+        GPT(11, d_model=24, num_heads=4, norm="batch")
+
+
+def test_default_norm_builds_the_same_model():
+    "norm='layer' is the default: same parameters, same initial values, same logits"
+    torch.manual_seed(3); a = GPT(11, d_model=24, num_heads=4, d_ff=32, max_len=16)
+    torch.manual_seed(3); b = GPT(11, d_model=24, num_heads=4, d_ff=32, max_len=16,
+                                  norm="layer")
+    assert list(a.state_dict()) == list(b.state_dict())
+    for k, v in a.state_dict().items(): torch.testing.assert_close(v, b.state_dict()[k],
+                                                                   rtol=0, atol=0)
+    assert sum(type(x).__name__ == "LayerNorm" for x in a.modules()) == 2 * 2 + 1

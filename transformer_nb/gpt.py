@@ -338,6 +338,7 @@ class GPT(CheckedModule):
         dropout:float=0.0,
         activation:str="gelu",
         positions:str="sinusoidal",
+        norm:str="layer",
     ):
         """
         Parameters
@@ -360,6 +361,8 @@ class GPT(CheckedModule):
             "gelu" (GPT) or "relu" (the paper)
         positions : str
             "sinusoidal" (the paper) or "learned" (GPT)
+        norm : str
+            "layer": pre-LN and a final LayerNorm; "none": no norm (chapter 11e)
         """
         super().__init__()
         for name, v in dict(vocab_size=vocab_size, d_model=d_model,
@@ -372,12 +375,12 @@ class GPT(CheckedModule):
         # what save_lm stores to build the model again
         self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads,
                            d_ff=d_ff, num_layers=num_layers, max_len=max_len,
-                           activation=activation, positions=positions)
+                           activation=activation, positions=positions, norm=norm)
         self.embed = Embeddings(vocab_size, d_model, max_len, dropout, positions)
         # chapter 6's decoder layers without cross-attention: pre-LN, final LayerNorm
         self.stack = Decoder(d_model, num_heads, d_ff, num_layers, dropout,
                              norm_first=True, activation=activation,
-                             cross_attention=False)
+                             cross_attention=False, norm=norm)
         self.output = nn.Linear(d_model, vocab_size, bias=False)  # (B, T, V) logits
         for p in self.parameters():
             if p.dim() > 1: nn.init.xavier_uniform_(p)

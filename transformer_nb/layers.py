@@ -30,7 +30,7 @@ from transformer_nb.multihead import (
     load_weights,
     to_torch_state,
 )
-from .norms import LayerNorm, check_norm_first
+from .norms import LayerNorm, check_norm_first, make_norm
 
 # %% auto #0
 __all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'Encoder', 'Decoder',
@@ -203,6 +203,7 @@ class DecoderLayer(_Sublayers):
         norm_first:bool=True,
         activation:str="relu",
         cross_attention:bool=True,
+        norm:str="layer",
     ):
         """
         Parameters
@@ -223,6 +224,8 @@ class DecoderLayer(_Sublayers):
             "relu" (the paper) or "gelu"
         cross_attention : bool
             False: no cross-attention (and no norm2), the layer of a decoder-only model
+        norm : str
+            "layer": LayerNorm; "none": no norm at all (chapter 11e), see `make_norm`
         """
         super().__init__()
         if not isinstance(cross_attention, bool):
@@ -239,9 +242,9 @@ class DecoderLayer(_Sublayers):
             d_model, d_ff, dropout=dropout, activation=activation
         ) if d_ff else None
         # the norms of self-attention, cross-attention and FFN, named as torch's
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model) if cross_attention else None
-        self.norm3 = LayerNorm(d_model) if d_ff else None
+        self.norm1 = make_norm(norm, d_model)
+        self.norm2 = make_norm(norm, d_model) if cross_attention else None
+        self.norm3 = make_norm(norm, d_model) if d_ff else None
         self.dropout = Dropout(dropout)  # on each sublayer's output (section 5.4)
 
     def forward(self,
@@ -360,11 +363,12 @@ def _check_final_norm(final_norm, norm_first)->bool:
 
 class _Stack(CheckedModule):
     "N layers, then a final LayerNorm in pre-LN: what Encoder and Decoder share"
-    def __init__(self, layers:list, norm_first:bool, final_norm:bool|None):
+    def __init__(self, layers:list, norm_first:bool, final_norm:bool|None,
+                 norm:str="layer"):
         super().__init__()
         self.d_model, self.num_layers = layers[0].d_model, len(layers)
         self.layers = nn.ModuleList(layers)
-        self.norm = (LayerNorm(self.d_model)
+        self.norm = (make_norm(norm, self.d_model)
                      if _check_final_norm(final_norm, norm_first) else None)
 
     def _run(self, x, cache=None, **kwargs):
@@ -456,6 +460,7 @@ class Decoder(_Stack):
         activation:str="relu",
         final_norm:bool|None=None,
         cross_attention:bool=True,
+        norm:str="layer",
     ):
         """
         Parameters
@@ -478,12 +483,14 @@ class Decoder(_Stack):
             a LayerNorm after the last layer; None: only when norm_first
         cross_attention : bool
             False: layers without memory (decoder-only model)
+        norm : str
+            every norm of the stack, the final one included: "layer" or "none"
         """
         check_int(num_layers, "num_layers")
         super().__init__([
             DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation,
-                         cross_attention) for _ in range(num_layers)],
-            norm_first, final_norm)
+                         cross_attention, norm) for _ in range(num_layers)],
+            norm_first, final_norm, norm)
 
     def forward(self,
         y:Tensor,

@@ -23,7 +23,8 @@ from transformer_nb.core import (
 )
 
 # %% auto #0
-__all__ = ['LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first']
+__all__ = ['NORMS', 'LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first',
+           'make_norm']
 
 # %% ../nbs/05_norms.ipynb #c007
 class LayerNorm(CheckedModule):
@@ -222,3 +223,25 @@ def check_norm_first(norm_first)->bool:
         raise TypeError(f"norm_first must be a bool (True: pre-LN, False: post-LN), "
                         f"got {type(norm_first).__name__} {norm_first!r}")
     return norm_first
+
+# %% ../nbs/05_norms.ipynb #c051
+NORMS = ("layer", "none")
+
+def make_norm(norm:str, d_model:int)->nn.Module:
+    """The norm of a residual connection, by name
+
+    Parameters
+    ----------
+    norm : str
+        "layer": LayerNorm (this chapter, the default); "none": the identity
+    d_model : int
+        width of the vectors it normalises
+
+    Returns
+    -------
+    nn.Module
+        LayerNorm(d_model) or nn.Identity()
+    """
+    if norm == "layer": return LayerNorm(d_model)
+    if norm == "none": return nn.Identity()
+    raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
