@@ -16,6 +16,7 @@ from transformer_nb.decoding import beam_search, greedy_search
 from transformer_nb.embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
 from transformer_nb.ffn import PositionwiseFeedForward
 from transformer_nb.gpt import filter_logits
+from transformer_nb.induction import induction_score
 from transformer_nb.layers import (
     Decoder,
     DecoderLayer,
@@ -38,7 +39,7 @@ BOOK = [(grade_token_embedding, TokenEmbedding), (grade_positional_encoding, sin
         (grade_causal_mask, causal_mask), (grade_padding_mask, padding_mask), (grade_target_mask, target_mask),
         (grade_label_smoothing, LabelSmoothingLoss), (grade_noam_lr, noam_lr), (grade_alignment_weight, alignment_weight),
         (grade_greedy_search, greedy_search), (grade_beam_search, beam_search), (grade_layer_cache, LayerCache),
-        (grade_filter_logits, filter_logits)]
+        (grade_filter_logits, filter_logits), (grade_induction_score, induction_score)]
 
 
 @pytest.mark.parametrize("check,answer", BOOK, ids=[c.__name__ for c, _ in BOOK])
@@ -73,7 +74,7 @@ def test_unfilled_function_or_class_is_told_to_fill_in(check):
     fails_with(check(StubModule if "Module" in check.__doc__ or check.__name__ not in (
         "grade_positional_encoding", "grade_attention", "grade_split_heads", "grade_merge_heads", "grade_causal_mask",
         "grade_padding_mask", "grade_target_mask", "grade_noam_lr", "grade_alignment_weight", "grade_greedy_search",
-        "grade_beam_search", "grade_filter_logits")
+        "grade_beam_search", "grade_filter_logits", "grade_induction_score")
         else stub_fn), "fill in the TODO")
 
 
@@ -1276,3 +1277,43 @@ def test_temperature_multiplied(): fails_with(grade_filter_logits(filt(temp="tim
 def test_top_p_before_top_k(): fails_with(grade_filter_logits(filt(order="before top-k")), "before top-k")
 def test_top_p_crossing_dropped_and_ties_split_named_in_order():
     fails_with(grade_filter_logits(filt(crossing="dropped", ties="split")), "(1) top-p drops", "(2) top-p splits")
+
+
+# ---------------------------------------------------------------- chapter 11e: the induction score
+
+def ind(key="induction", queries="second", pool="all", reduce="mean"):
+    "induction_score as learners write it, with loops, and one configurable mistake"
+    def f(weights, data):
+        B, H, T, _ = weights.shape
+        per_seq, rows = [], []
+        for b in range(B):
+            n, p = int(data.length[b]), int(data.start[b])
+            qs = range(T) if queries == "every" else range(p + n, p + 2 * n - 1)
+            if queries == "late": qs = range(p + n + 1, p + 2 * n)
+            got = []
+            for t in qs:
+                k = {"induction": t - n + 1, "duplicate": t - n, "previous": t - 1}[key]
+                if k < 0: continue
+                got.append(weights[b, :, t, k])
+            rows += got
+            per_seq.append(torch.stack(got).mean(0))
+        if reduce == "sum": return torch.stack(rows).sum(0)
+        if pool == "per sequence": return torch.stack(per_seq).mean(0)
+        return torch.stack(rows).mean(0)
+    return f
+
+def test_induction_score_book_and_alternative():
+    assert grade_induction_score(induction_score)
+    v = grade_induction_score(ind()); assert v, v
+
+def test_induction_score_duplicate_key(): fails_with(grade_induction_score(ind(key="duplicate")), "duplicate-token head")
+def test_induction_score_previous_key(): fails_with(grade_induction_score(ind(key="previous")), "previous-token score")
+def test_induction_score_late_queries(): fails_with(grade_induction_score(ind(queries="late")), "one position too late")
+def test_induction_score_every_query(): fails_with(grade_induction_score(ind(queries="every")), "every position")
+def test_induction_score_per_sequence(): fails_with(grade_induction_score(ind(pool="per sequence")), "each sequence first")
+def test_induction_score_sum(): fails_with(grade_induction_score(ind(reduce="sum")), "adds the weights")
+def test_induction_score_shape():
+    fails_with(grade_induction_score(lambda w, d: ind()(w, d)[None]), "(H,)")
+def test_induction_score_two_mistakes_named_in_order():
+    fails_with(grade_induction_score(ind(key="previous", queries="every")), "(1)", "previous-token score", "(2)",
+               "every position")

@@ -11,17 +11,22 @@ import torch
 
 from conftest import ROOT
 from transformer_nb.induction import (
+    INDUCTION_MODEL,
     INDUCTION_TRAINING,
     Checkpoint,
     HeadScores,
     ablate,
     attention_only,
+    composition,
     eval_batch,
     head_matrices,
     head_scores,
+    induction_score,
     k_composition,
     phase_change,
     repeat_batch,
+    run_summary,
+    seed_table,
 )
 
 RESULTS = ROOT / "benchmarks" / "results" / "seeds_induction.json"
@@ -101,6 +106,7 @@ def test_the_stored_results_were_made_with_the_chapters_recipe():
     "A recipe changed in the chapter without running the script again fails here"
     stored = json.loads(RESULTS.read_text())
     assert stored["settings"]["training"] == json.loads(json.dumps(INDUCTION_TRAINING))
+    assert stored["settings"]["model"] == json.loads(json.dumps(INDUCTION_MODEL))
 
 
 def test_training_one_model_again_reproduces_its_stored_row():
@@ -112,3 +118,52 @@ def test_training_one_model_again_reproduces_its_stored_row():
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "DIFFERENT" not in out.stdout and "seed 0 layers 2" in out.stdout
+
+
+def test_induction_score_is_head_scores_for_one_layer():
+    m = attention_only(2, d_model=16, num_heads=2, max_len=32)
+    data = eval_batch(m, batch_size=8)
+    _, attn = m(data.ids, need_weights=True)
+    s = head_scores(m, data)
+    for layer in range(2): torch.testing.assert_close(induction_score(attn[layer], data), s.induction[layer])
+
+
+def test_the_no_norm_model_has_no_norm_and_its_matrices_need_no_gain():
+    m = attention_only(2, d_model=16, num_heads=2, max_len=32)
+    assert m.config["norm"] == "none" and not any("norm" in k for k in m.state_dict())
+    qk, ov = head_matrices(m, 0, 1)
+    a = m.stack.layers[0].self_attn
+    Wq, Wk = a.W_q.weight[8:].detach(), a.W_k.weight[8:].detach()
+    torch.testing.assert_close(qk, Wq.T @ Wk)
+    assert ov.shape == (16, 16)
+
+
+def test_run_summary_reads_a_stored_run():
+    "The measures the chapter reports, recomputed by hand from one stored row"
+    stored = json.loads(RESULTS.read_text())
+    row = next(r for r in stored["runs"] if r["layers"] == 2 and r["norm"] == "none")
+    s = run_summary(row)
+    ind = torch.tensor(row["checkpoints"][-1]["induction"][-1])
+    assert s["ind_head"] == int(ind.argmax()) and s["induction"] == pytest.approx(ind.max().item())
+    abl = row["ablation"][1][s["ind_head"]]
+    assert s["ablated_ratio"] == pytest.approx(abl["loss_second"] / abl["loss_first"])
+    costs = [d["loss_second"] for d in row["ablation"][0]]
+    assert costs[s["key_head"]] == max(costs)
+    h = s["ind_head"]
+    assert s["comp_ratio"] == pytest.approx(max(c[h] / b[h] for c, b in zip(row["k_composition"], row["k_baseline"])))
+    group = row["group_ablation"]["induction heads"]
+    assert s["group_ratio"] == pytest.approx(group["loss_second"] / group["loss_first"])
+    assert s["n_induction"] == len(group["heads"]) >= 1
+    t = seed_table([row, row])
+    assert t["ratio"] == pytest.approx((s["ratio"],) * 3, abs=1e-3)
+
+
+def test_q_and_v_composition_match_their_definitions():
+    m = attention_only(2, d_model=16, num_heads=2, max_len=32)
+    qk, ov1 = head_matrices(m, 1, 0)
+    _, ov = head_matrices(m, 0, 1)
+    q, _ = composition(m, "Q", draws=2)
+    v, _ = composition(m, "V", draws=2)
+    torch.testing.assert_close(q[1, 0], (ov @ qk).norm() / (ov.norm() * qk.norm()))
+    torch.testing.assert_close(v[1, 0], (ov @ ov1).norm() / (ov.norm() * ov1.norm()))
+    with pytest.raises(ValueError, match='kind must be "K", "Q" or "V", got \'O\''): composition(m, "O")

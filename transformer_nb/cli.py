@@ -492,11 +492,14 @@ def _add_induction_parser(sub):
     t = sub.add_parser("induction", help="train the attention-only model of chapter "
                        "11e on repeated random segments and print each head's scores")
     t.add_argument("--steps", type=_count, default=None,
-                   help="optimiser steps (default: the recipe's, 2500)")
+                   help="optimiser steps (default: the recipe's, 1500)")
     t.add_argument("--layers", type=int, choices=(1, 2), default=2,
                    help="1 (the control) or 2 layers (default: 2)")
     t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
                    "(default: 0)")
+    t.add_argument("--norm", choices=("none", "layer"), default="none",
+                   help="none (the recipe) or layer: LayerNorms as in GPT "
+                   "(default: none)")
     t.add_argument(
         "--threads", type=_count, default=1, help="torch threads (default: 1)"
     )
@@ -519,6 +522,7 @@ def cmd_induction(args:argparse.Namespace)->int:
     from transformer_nb.induction import (
         INDUCTION_TRAINING,
         attention_only,
+        phase_change,
         train_induction,
     )
     torch.set_num_threads(args.threads)
@@ -526,13 +530,16 @@ def cmd_induction(args:argparse.Namespace)->int:
     if args.steps is not None:
         kw.update(steps=args.steps, every=min(kw["every"], args.steps),
                   cooldown=min(kw["cooldown"], args.steps))
-    model = attention_only(args.layers, args.seed)
+    model = attention_only(args.layers, args.seed, norm=args.norm)
     t0 = time.process_time()
     checkpoints, _ = train_induction(model, seed=args.seed, **kw)
     s = checkpoints[-1].scores
     print(f"{kw['steps']} steps, {time.process_time() - t0:.1f} s CPU: loss "
           f"{s.loss_first:.3f} nats on the first copy, {s.loss_second:.3f} on the "
           f"second")
+    at = phase_change(checkpoints)
+    print("phase change (second copy < half the first): "
+          + ("none" if at is None else f"at {at:,} tokens"))
     for layer in range(args.layers):
         for head in range(model.num_heads):
             print(f"layer {layer} head {head}: induction "

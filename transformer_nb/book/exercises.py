@@ -924,6 +924,13 @@ EFFORT = {
         "ranked above it is below p (the token that crosses p stays), then every "
         "token as probable as the least kept. Left-out tokens get -inf.",
     ),
+    "grade_induction_score": (
+        15,
+        1,
+        "b, t = data.second.nonzero(as_tuple=True) gives the queries; the key of each "
+        "is t - data.length[b] + 1, the token after the earlier occurrence; "
+        "weights[b, :, t, k] is then (Q, H): average over dimension 0.",
+    ),
     "grade_mean_loss_share": (
         20,
         2,

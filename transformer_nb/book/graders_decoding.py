@@ -33,6 +33,7 @@ from transformer_nb.book.grading import (
 from ..data import Vocab
 from ..decoding import beam_search, greedy_search
 from ..gpt import GPT, filter_logits
+from ..induction import Repeats, induction_score, repeat_batch
 from ..layers import LayerCache
 from ..masking import causal_mask
 from ..numbers import learn_bpe
@@ -40,7 +41,8 @@ from ..transformer import Transformer
 
 
 # %% auto #0
-__all__ = ['grade_greedy_search', 'grade_beam_search', 'grade_learn_bpe', 'grade_gpt', 'grade_filter_logits']
+__all__ = ['grade_greedy_search', 'grade_beam_search', 'grade_learn_bpe', 'grade_gpt', 'grade_filter_logits',
+           'grade_induction_score']
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11a
 def _decoding_case()->tuple:
@@ -768,3 +770,89 @@ def grade_filter_logits(fn)->Verdict:
             f"{kept(got)}, expected {kept(want)})."]))
     return ("temperature first, top-k keeping ties, top-p keeping the token that "
             "crosses p and every tie of the least kept.")
+
+# %% ../../nbs/91d_graders_decoding.ipynb #x11eg1
+def _induction_variant(weights:Tensor, data:Repeats, key=None, queries=None, pool=None,
+                       reduce=None)->Tensor:
+    ("The induction score with classic deviations: another key, other queries, a "
+     "mean per sequence first, a sum")
+    n = data.length
+    T = weights.shape[-1]
+    if queries == "every":          # every position (that has such a key)
+        b, t = torch.ones(weights.shape[0], T, dtype=torch.bool).nonzero(as_tuple=True)
+    else:
+        b, t = data.second.nonzero(as_tuple=True)
+        if queries == "targets": t = t + 1      # the target's position as the query
+    k = {"duplicate": t - n[b], "previous": t - 1}.get(key, t - n[b] + 1)
+    b, t, k = b[k >= 0], t[k >= 0], k[k >= 0]
+    w = weights[b, :, t, k]                                         # (Q, H)
+    if reduce == "sum": return w.sum(0)
+    if pool == "per_sequence":
+        return torch.stack([w[b == i].mean(0) for i in b.unique()]).mean(0)
+    return w.mean(0)
+
+_INDUCTION_MISTAKES = [
+    ("key", {
+        "duplicate": "your score reads the weight on the earlier occurrence of the "
+                     "query's own token (key t - n): that is a duplicate-token head. "
+                     "An induction head attends to the token after it, key t - n + 1, "
+                     "whose value is the prediction.",
+        "previous": "your score reads the weight on the previous token (key t - 1): "
+                    "that is the previous-token score. The induction head's key is "
+                    "t - n + 1, one after the earlier occurrence.",
+    }),
+    ("queries", {
+        "targets": "your queries are one position too late: `data.second` marks "
+                   "targets, and target t + 1 is predicted at query t, so the queries "
+                   "are the positions `data.second.nonzero(as_tuple=True)` gives, not "
+                   "one after them.",
+        "every": "your mean runs over every position, the first copy and the random "
+                 "tokens included; the score is the mean over the second copies' "
+                 "queries only, the positions marked by `data.second`.",
+    }),
+    ("pool", {
+        "per_sequence": "you averaged each sequence first and then the sequences, so a "
+                        "short segment counts as much as a long one; the score is one "
+                        "mean over every (sequence, query) pair.",
+    }),
+    ("reduce", {
+        "sum": "your score adds the weights instead of averaging them: it grows with "
+               "the number of queries. Take the mean over the (sequence, query) pairs.",
+    }),
+]
+
+# %% ../../nbs/91d_graders_decoding.ipynb #x11eg2
+@checker(book=induction_score)
+def grade_induction_score(fn)->Verdict:
+    """Check an induction score against `induction_score` on random attention maps where
+    each classic deviation gives another number
+
+    Parameters
+    ----------
+    fn
+        your induction_score(weights, data) -> (H,) scores
+
+    Returns
+    -------
+    Verdict
+        ✓, or a hint naming the mistake found
+    """
+    g = torch.Generator().manual_seed(0)
+    data = repeat_batch(6, vocab_size=16, context=24, min_len=3, generator=g)
+    T, H = 24, 3
+    allowed = torch.ones(T, T, dtype=torch.bool).tril()
+    scores = (3 * torch.randn(6, H, T, T, generator=g)).masked_fill(~allowed, -math.inf)
+    weights = scores.softmax(-1)                                    # (B, H, T, T)
+    case = "induction_score(weights, data) with weights (6, 3, 24, 24)"
+    got = expect_tensor(run("your function", fn, weights.clone(), data), case, (H,),
+                        "(H,): one score per head")
+    want = induction_score(weights, data)
+    if tensors_close(got, want, 1e-5):
+        return ("the mean weight from each second-copy query to the token after its "
+                "earlier occurrence, over every (sequence, query) pair.")
+    found = explain([got], [lambda **kw: _induction_variant(weights, data, **kw)],
+                    _INDUCTION_MISTAKES)
+    raise Hint(f"{case}: " + several_hints(found or [
+        f"your scores {got.tolist()} differ from the chapter's "
+        f"{[round(x, 4) for x in want.tolist()]}: read the weight at query t, key "
+        "t - n + 1, for the queries marked by data.second, and average."]))
