@@ -16,9 +16,13 @@ from transformer_nb.gpt import GPT
 from transformer_nb.inside import (
     ActivationCache,
     UnknownPlace,
+    ablation_costs_ld,
     check_places,
+    lens_over,
+    lm_lens,
     logit_attribution,
     logit_lens,
+    number_pairs,
     patch_head,
     patch_position,
     patching_study,
@@ -126,6 +130,44 @@ def test_patching_every_head_equals_patching_the_attention(tr, inputs):
     torch.testing.assert_close(ca["decoder.1.cross_attn.heads"], clean["decoder.1.cross_attn.heads"])
 
 
+def test_patch_head_takes_groups_of_heads_and_one_position_per_row(tr, inputs):
+    mask, (src, tgt) = causal_mask(5), inputs
+    _, clean = run_with_cache(tr, src, tgt, tgt_mask=mask)
+    _, other = run_with_cache(tr, src.flip(1), tgt, tgt_mask=mask)
+    z = lambda patch: run_with_cache(tr, src.flip(1), tgt, tgt_mask=mask, patches=patch)[1]["decoder.1.cross_attn.z"]
+    torch.testing.assert_close(z(patch_head(clean, "decoder.1.cross_attn", [0, 1, 2, 3])),
+                               clean["decoder.1.cross_attn.z"])
+    two = z(patch_head(clean, "decoder.1.cross_attn", [1, 3]))
+    torch.testing.assert_close(two[:, :, [1, 3]], clean["decoder.1.cross_attn.z"][:, :, [1, 3]])
+    torch.testing.assert_close(two[:, :, [0, 2]], other["decoder.1.cross_attn.z"][:, :, [0, 2]])
+    # one position per row: row 0 at position 4, row 1 at position 1, every other place as in the other run
+    one = z(patch_head(clean, "decoder.1.cross_attn", 2, pos=torch.tensor([4, 1])))
+    want = other["decoder.1.cross_attn.z"].clone()
+    want[0, 4, 2], want[1, 1, 2] = clean["decoder.1.cross_attn.z"][0, 4, 2], clean["decoder.1.cross_attn.z"][1, 1, 2]
+    torch.testing.assert_close(one, want)
+    for head in ([], [0, 4], "1", True):
+        with pytest.raises(ValueError, match="head must be in 0..3 for decoder.1.cross_attn"):
+            patch_head(clean, "decoder.1.cross_attn", head)
+    with pytest.raises(ValueError, match=r"pos must be in 0..4, got \[5, 1\]"):
+        patch_head(clean, "decoder.1.cross_attn", 0, pos=torch.tensor([5, 1]))
+
+
+@pytest.mark.parametrize("gpt", gpts(), ids=["sinusoidal-gelu", "learned-relu"])
+def test_lm_lens_reads_the_models_own_last_layer(gpt):
+    ids = torch.randint(0, 17, (100,), generator=torch.Generator().manual_seed(4))
+    lens = lm_lens(gpt, ids, context=8)
+    L = len(gpt.stack.layers)
+    assert lens.accuracy.shape == (L + 1,) and lens.position.shape == (L + 1, 8)
+    x, y = ids[:96].view(12, 8), ids[1:97].view(12, 8)
+    with torch.no_grad():
+        p = gpt(x).softmax(-1)
+    assert float(lens.accuracy[-1]) == pytest.approx(float((p.argmax(-1) == y).float().mean()))
+    torch.testing.assert_close(lens.position[-1], p.gather(-1, y[..., None])[..., 0].mean(0))
+    assert float(lens.first.sum()) == pytest.approx(1.0, abs=1e-6) or float(lens.accuracy[-1]) == 0
+    with pytest.raises(ValueError, match="ids must hold over context=8 ids, got 8"):
+        lm_lens(gpt, ids[:8], context=8)
+
+
 def test_patching_study_restores_all_at_the_changed_token(tr, inputs):
     (src, tgt), mask = inputs, causal_mask(5)
     src2 = src.clone(); src2[:, 2] = 4
@@ -162,6 +204,15 @@ def test_bad_input_is_one_clear_error(tr, inputs):
         run_with_cache(tr, src, tgt, patches={"decoder.0.self_attn.heads": lambda x: x})
     with pytest.raises(UnknownPlace):
         check_places(tr, "logit")
+    gpt = gpts()[0]  # tools of the encoder-decoder given a GPT, and the other way round
+    for call in (lambda: lens_over(gpt, None, []), lambda: ablation_costs_ld(gpt, (src,), lambda l: l.mean()),
+                 lambda: number_pairs(gpt, None)):
+        with pytest.raises(TypeError, match="model must be a Transformer, got GPT"):
+            call()
+    with pytest.raises(TypeError, match="model must be a GPT, got Transformer"):
+        lm_lens(tr, torch.arange(100))
+    with pytest.raises(ValueError, match=r"word must be one of \['hundreds', 'tens', 'units'\], got 'tenths'"):
+        number_pairs(tr, None, "tenths")
     assert isinstance(cache, ActivationCache)
 
 

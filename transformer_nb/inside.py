@@ -24,10 +24,10 @@ else:  # matplotlib is imported when a plot is drawn; until then the name only a
     Figure = object
 
 # %% auto #0
-__all__ = ['KIND', 'place_names', 'UnknownPlace', 'check_places', 'ActivationCache', 'run_with_cache', 'recomposition_error',
-           'residual_stream', 'logit_lens', 'logit_attribution', 'patch_head', 'patch_position', 'Patching',
-           'patching_study', 'NumberPairs', 'number_pairs', 'logit_difference', 'show_signed', 'ablation_costs_ld',
-           'spearman', 'Lens', 'lens_over', 'inside_report']
+__all__ = ['KIND', 'CHANGE', 'place_names', 'UnknownPlace', 'check_places', 'ActivationCache', 'run_with_cache',
+           'recomposition_error', 'residual_stream', 'logit_lens', 'logit_attribution', 'patch_head', 'patch_position',
+           'Patching', 'patching_study', 'NumberPairs', 'number_pairs', 'logit_difference', 'show_signed',
+           'ablation_costs_ld', 'spearman', 'Lens', 'lens_over', 'lm_lens']
 
 # %% ../nbs/11d_inside.ipynb #i006
 def _stacks(model)->list:
@@ -44,6 +44,11 @@ def _stacks(model)->list:
             raise ValueError("model must be pre-LN (norm_first=True): the tools read "
                              "the residual stream as y + sublayer(norm(y))")
     return stacks
+
+def _check_model(model, cls)->None:
+    "A TypeError unless model is a cls"
+    if not isinstance(model, cls):
+        raise TypeError(f"model must be a {cls.__name__}, got {type(model).__name__}")
 
 def _attentions(layer)->list[str]:
     "The names of a layer's attentions, in the order they run"
@@ -125,9 +130,8 @@ def _sites(model)->dict:
             sites[f"{p}.resid_pre"] = (layer, "pre", first, put_first)
             atts = _attentions(layer)
             # the residual stream before each later sublayer is the input of its norm
-            norms = [
-                n for n in ("norm2", "norm3") if getattr(layer, n, None) is not None
-            ]
+            norms = [n for n in ("norm2", "norm3")
+                     if getattr(layer, n, None) is not None]
             for att, resid, norm in zip(atts, ("resid_mid", "resid_cross"), norms):
                 mha = getattr(layer, att)
                 H, d_k = mha.num_heads, mha.d_k
@@ -430,8 +434,9 @@ def _check_same_shapes(clean:Sequence, corrupted:Sequence):
         raise ValueError("clean and corrupted inputs must have the same shapes, got "
                          f"{a} and {b}")
 
-def patch_head(clean:ActivationCache, attention:str, head:int)->dict:
-    """The patch that puts one head's output of a clean run into another run
+def patch_head(clean:ActivationCache, attention:str, head, pos=None)->dict:
+    """The patch that puts one head's output of a clean run (or several heads') into
+    another run, at every position or at one position per row
 
     Parameters
     ----------
@@ -439,8 +444,10 @@ def patch_head(clean:ActivationCache, attention:str, head:int)->dict:
         the clean run's, with `attention`.z recorded
     attention : str
         an attention's place, e.g. "decoder.1.cross_attn"
-    head : int
-        the head, 0 .. H - 1
+    head
+        the head, 0 .. H - 1, or a list of heads patched together
+    pos
+        None: every position; else an int or (B,) ints, the one position of each row
 
     Returns
     -------
@@ -448,11 +455,20 @@ def patch_head(clean:ActivationCache, attention:str, head:int)->dict:
         {attention.z: function}, for `run_with_cache(patches=...)`
     """
     z = clean[f"{attention}.z"]                                   # (B, T, H, d_k)
-    H = z.shape[2]
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < H:
+    B, T, H, _ = z.shape
+    one = lambda h: isinstance(h, int) and not isinstance(h, bool) and 0 <= h < H
+    hs = [head] if one(head) else head
+    if not isinstance(hs, (list, tuple)) or not hs or not all(map(one, hs)):
         raise ValueError(f"head must be in 0..{H - 1} for {attention}, got {head!r}")
+    at = (slice(None), slice(None))                               # every position
+    if pos is not None:
+        p = _rows(pos, B, "pos")
+        if not ((0 <= p) & (p < T)).all():
+            raise ValueError(f"pos must be in 0..{T - 1}, got {p.tolist()}")
+        at = (torch.arange(B)[:, None], p[:, None])               # (B, 1) each
+    hs = torch.tensor(list(hs))
     def put(x):
-        x = x.clone(); x[:, :, head] = z[:, :, head]; return x
+        x = x.clone(); x[(*at, hs)] = z[(*at, hs)]; return x
     return {f"{attention}.z": put}
 
 def patch_position(clean:ActivationCache, place:str, pos:int)->dict:
@@ -591,10 +607,15 @@ class NumberPairs(NamedTuple):
     bad: Tensor
     numbers: list
 
+# the corrupted number of each kind: the next word of that kind, nine wrapping to one
+CHANGE = {"units": lambda n: n - n % 10 + n % 10 % 9 + 1,
+          "tens": lambda n: n + 10 if n % 100 < 90 else n - 70,
+          "hundreds": lambda n: n + 100 if n < 900 else n - 800}
+
 @torch.no_grad()
-def number_pairs(model:Transformer, task:NumberTask)->NumberPairs:
-    """Each held-out number "h hundred and t-ty u" beside the one with the next units
-    word, kept where the model writes both right at the first piece that differs
+def number_pairs(model:Transformer, task:NumberTask, word:str="units")->NumberPairs:
+    """Each held-out number "h hundred and t-ty u" beside the one with the next `word`,
+    kept where the model writes both right at the first piece that differs
 
     Parameters
     ----------
@@ -602,34 +623,27 @@ def number_pairs(model:Transformer, task:NumberTask)->NumberPairs:
         a model trained on `task` (chapter 11b)
     task : NumberTask
         its task
+    word : str
+        the word changed: "units", "tens" or "hundreds" (`CHANGE`)
 
     Returns
     -------
     NumberPairs
         the inputs, positions and pieces of the pairs the model gets right
     """
-    if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    _check_model(model, Transformer)
+    if word not in CHANGE:
+        raise ValueError(f"word must be one of {sorted(CHANGE)}, got {word!r}")
     v = task.vocab
     pieces = lambda n: bpe_encode(number_words(n, task.lang), task.merges)
     rows = []
     for n in task.valid_numbers:
         if n < 100 or n % 100 < 21 or n % 10 == 0: continue
-        m = n - n % 10 + n % 10 % 9 + 1                      # the next units word
+        m = CHANGE[word](n)
         a, b = pieces(n), pieces(m)
         t = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
-        rows.append(
-            (
-                n,
-                m,
-                v.encode(english_words(n)),
-                v.encode(english_words(m)),
-                v.encode(a, bos=True),
-                t,
-                v.encode([a[t]])[0],
-                v.encode([b[t]])[0],
-            )
-        )
+        ids = [v.encode(english_words(k)) for k in (n, m)] + [v.encode(a, bos=True)]
+        rows.append((n, m, *ids, t, v.encode([a[t]])[0], v.encode([b[t]])[0]))
     T = max(len(r[4]) for r in rows)
     tgt = torch.tensor([r[4] + [v.pad] * (T - len(r[4])) for r in rows])   # (B, T)
     src, src2 = torch.tensor([r[2] for r in rows]), torch.tensor([r[3] for r in rows])
@@ -750,6 +764,7 @@ def ablation_costs_ld(
     dict
         {"encoder", "decoder", "cross": (L, H)}: metric(all heads) - metric(without it)
     """
+    _check_model(model, Transformer)
     score = lambda: float(metric(run_with_cache(model, *clean, places=[], **kwargs)[0]))
     full, out = score(), {}
     for (prefix, _), kind in KIND.items():
@@ -785,9 +800,7 @@ def spearman(x:Tensor, y:Tensor)->float:
         return r
     a, b = ranks(x), ranks(y)
     if len(a) != len(b):
-        raise ValueError(
-            f"x and y must have the same length, got {len(a)} and {len(b)}"
-        )
+        raise ValueError(f"x and y must have one length, got {len(a)} and {len(b)}")
     a, b = a - a.mean(), b - b.mean()
     den = (a.square().sum() * b.square().sum()).sqrt()
     return float("nan") if den == 0 else float((a * b).sum() / den)
@@ -806,10 +819,25 @@ class Lens(NamedTuple):
         gets right (and keeps right) at each reading
     prob : Tensor
         (L + 1,) mean probability of the correct token
+    position : Tensor
+        (L + 1, T) mean probability of the correct token at each position
     """
     accuracy: Tensor
     first: Tensor
     prob: Tensor
+    position: Tensor
+
+def _lens(lens:Tensor, target:Tensor, real:Tensor)->Lens:
+    "Lens of logit_lens's (L + 1, B, T, V) against target (B, T), counting where real"
+    right = lens.argmax(-1) == target                        # (L + 1, B, T)
+    p = lens.softmax(-1).gather(-1, target.expand(len(lens), -1, -1)[..., None])[..., 0]
+    # right from reading l on: the reversed cumulative product
+    stays = right.flip(0).cumprod(0).flip(0).bool()          # (L + 1, B, T)
+    first = stays & ~torch.cat([torch.zeros_like(stays[:1]), stays[:-1]])
+    ok = real & right[-1]                                    # the model's own is right
+    at = (p * real).sum(1) / real.sum(0).clamp(min=1)         # (L + 1, T)
+    return Lens(right[:, real].float().mean(1), first[:, ok].float().mean(1),
+                p[:, real].mean(1), at)
 
 @torch.no_grad()
 def lens_over(model:Transformer, vocab:Vocab, pairs:Sequence)->Lens:
@@ -830,77 +858,40 @@ def lens_over(model:Transformer, vocab:Vocab, pairs:Sequence)->Lens:
         per reading: accuracy, where tokens are first right, probability of the right
         token
     """
+    _check_model(model, Transformer)
     b = make_batch(pairs, vocab)
-    _, cache = run_with_cache(
-        model, b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask
-    )
-    lens = logit_lens(model, cache)                          # (L + 1, B, T, V)
-    real = b.tgt_out != vocab.pad                            # (B, T)
-    right = lens.argmax(-1) == b.tgt_out                     # (L + 1, B, T)
-    p = lens.softmax(-1).gather(-1, b.tgt_out.expand(len(lens), -1, -1)[..., None])[
-        ..., 0
-    ]
-    # right from reading l on: the reversed cumulative product
-    stays = right.flip(0).cumprod(0).flip(0).bool()          # (L + 1, B, T)
-    first = stays & ~torch.cat([torch.zeros_like(stays[:1]), stays[:-1]])
-    ok = real & right[-1]                                    # the model's own is right
-    return Lens(right[:, real].float().mean(1), first[:, ok].float().mean(1),
-                p[:, real].mean(1))
+    _, cache = run_with_cache(model, b.src, b.tgt_in, b.src_mask, b.tgt_mask,
+                              b.src_mask)
+    return _lens(logit_lens(model, cache), b.tgt_out, b.tgt_out != vocab.pad)
 
-# %% ../nbs/11d_inside.ipynb #i048
-def _r(t)->list|float:
-    "Numbers rounded to 4 decimals, as nested lists (JSON)"
-    return torch.as_tensor(t, dtype=torch.float64).mul(1e4).round().div(1e4).tolist()
-
-def inside_report(run)->dict:
-    """Patching, ablation, attribution and the logit lens of one numbers model: the
-    row of benchmarks/results/inside.json
+@torch.no_grad()
+def lm_lens(model:GPT, ids:Tensor, context:int=64, windows:int=256)->Lens:
+    """The logit lens of a GPT over a held-out text, cut into windows
 
     Parameters
     ----------
-    run
-        a `Trained` numbers model (chapter 11b's `train_numbers`)
+    model : GPT
+        a trained model
+    ids : Tensor
+        (N,) held-out token ids
+    context : int
+        T, tokens per window
+    windows : int
+        at most this many windows, from the start of the text
 
     Returns
     -------
-    dict
-        what the chapter reports per seed, as plain numbers
+    Lens
+        per reading: accuracy, where tokens are first right, probability of the right
+        token, and that probability by position in the window
     """
-    from transformer_nb.reading import ablation_costs
-    model, task = run.model.eval(), run.task
-    pairs = number_pairs(model, task)
-    metric = lambda l: logit_difference(l, pairs.pos, pairs.good, pairs.bad)
-    kw = dict(tgt_mask=causal_mask(pairs.clean[1].shape[1]))
-    p = patching_study(model, pairs.clean, pairs.corrupted, metric, **kw)
-    cost = ablation_costs_ld(model, pairs.clean, metric, **kw)
-    accuracy_cost = ablation_costs(model, task.vocab, task.valid)
-    flat = lambda d: torch.cat([d[k].flatten() for k in KIND.values()])
-    heads = flat(p.heads)
-    best = int(heads.argmax())
-    names = [f"{k} {l}.{h}" for k in KIND.values() for l in range(len(p.heads[k]))
-             for h in range(p.heads[k].shape[1])]
-    logits, cache = run_with_cache(model, *pairs.clean, **kw)
-    att = logit_attribution(model, cache, pairs.pos, pairs.good, pairs.bad)
-    ld = logits[torch.arange(len(pairs.pos)), pairs.pos]
-    ld = (
-        ld.gather(1, pairs.good[:, None])[:, 0] - ld.gather(1, pairs.bad[:, None])[:, 0]
-    )
-    lens = lens_over(model, task.vocab, task.valid)
-    nan_none = lambda x: None if x != x else round(x, 4)
-    return dict(
-        lang=task.lang, seed=run.history.state["settings"]["seed"],
-        steps=len(run.history.loss), pairs=len(pairs.numbers),
-        clean=round(p.clean, 4), corrupted=round(p.corrupted, 4),
-        heads={k: _r(v) for k, v in p.heads.items()},
-        sublayers={k: round(v, 4) for k, v in p.sublayers.items()},
-        resid={k: _r(v) for k, v in p.resid.items()},
-        best_head=names[best], best_share=round(float(heads[best]), 4),
-        ablation={k: _r(v) for k, v in cost.items()},
-        accuracy_ablation={k: _r(v) for k, v in accuracy_cost.items()},
-        spearman=nan_none(spearman(heads, flat(cost))),
-        spearman_cross=nan_none(spearman(p.heads["cross"], cost["cross"])),
-        spearman_accuracy=nan_none(spearman(heads, flat(accuracy_cost))),
-        attribution={k: round(float(v.mean()), 4) for k, v in att.items()},
-        attribution_error=float((sum(att.values()) - ld).abs().max()),
-        recomposition=recomposition_error(model, cache),
-        lens=dict(accuracy=_r(lens.accuracy), first=_r(lens.first), prob=_r(lens.prob)))
+    _check_model(model, GPT)
+    n = min(windows, (len(ids) - 1) // context)
+    if n < 1:
+        raise ValueError(f"ids must hold over context={context} ids, got {len(ids)}")
+    x, y = (ids[k:k + n * context].view(n, context) for k in (0, 1))  # (n, T) each
+    L = len(model.stack.layers)
+    keep = ["decoder.embed"] + [f"decoder.{i}.resid_post" for i in range(L)]
+    _, cache = run_with_cache(model, x, places=keep)
+    return _lens(logit_lens(model, cache), y, torch.ones_like(y, dtype=torch.bool))
+
