@@ -476,7 +476,10 @@ class Decoder(_Stack):
         final_norm:bool|None=None,
         cross_attention:bool=True,
         norm:str="layer",
-        **modern,
+        n_kv_heads:int|None=None,
+        rope:bool=False,
+        qk_norm:bool=False,
+        bias:bool=True,
     ):
         """
         Parameters
@@ -502,14 +505,20 @@ class Decoder(_Stack):
         norm : str
             every norm of the stack, the final one included: "layer", "rms" or
             "none"
-        **modern
-            chapter 11f's switches of each `DecoderLayer`: n_kv_heads, rope, qk_norm,
-            bias
+        n_kv_heads : int | None
+            key/value heads of each self-attention (chapter 11f); None: num_heads
+        rope : bool
+            rotary positions in each self-attention (chapter 11f)
+        qk_norm : bool
+            RMSNorm on each self-attention's queries and keys (chapter 11f)
+        bias : bool
+            biases in the attentions' projections and the FFNs (Llama has none)
         """
         check_int(num_layers, "num_layers")
         super().__init__([
             DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation,
-                         cross_attention, norm, **modern) for _ in range(num_layers)],
+                         cross_attention, norm, n_kv_heads, rope, qk_norm, bias)
+            for _ in range(num_layers)],
             norm_first, final_norm, norm)
 
     def forward(self,
