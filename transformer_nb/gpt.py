@@ -325,8 +325,6 @@ def ngram_bits(train:Tensor, valid:Tensor, vocab_size:int)->dict:
     return {"unigram": bits(uni[valid]), "bigram": bits(bi[valid[:-1], valid[1:]])}
 
 # %% ../nbs/11c_gpt.ipynb #g025
-_MODERN = dict(n_kv_heads=None, qk_norm=False, bias=True)
-
 class GPT(CheckedModule):
     ("A decoder-only language model: embeddings, N causal self-attention layers, tied "
      "output")
@@ -390,9 +388,11 @@ class GPT(CheckedModule):
         self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads,
                            d_ff=d_ff, num_layers=num_layers, max_len=max_len,
                            activation=activation, positions=positions, norm=norm)
-        modern = dict(n_kv_heads=n_kv_heads, qk_norm=qk_norm, bias=bias)
         # chapter 11f's switches, stored where they differ from the defaults
-        self.config |= {k: v for k, v in modern.items() if v != _MODERN[k]}
+        if n_kv_heads is not None: self.config["n_kv_heads"] = n_kv_heads
+        if qk_norm: self.config["qk_norm"] = True
+        if not bias: self.config["bias"] = False
+        modern = dict(n_kv_heads=n_kv_heads, qk_norm=qk_norm, bias=bias)
         self.n_kv_heads = num_heads if n_kv_heads is None else n_kv_heads
         self.embed = Embeddings(vocab_size, d_model, max_len, dropout, positions)
         # chapter 6's decoder layers without cross-attention: pre-LN, final LayerNorm

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .gpt import _MODERN, GPT
+from .gpt import GPT
 from .plotting import Figure, pyplot
 
 # %% auto #0
@@ -48,6 +48,8 @@ def show_rope_frequencies(d_k:int=64, positions:int=128, base:float=10000.0)->Fi
     return fig
 
 # %% ../nbs/11f_modern.ipynb #m029
+# GPT's switches of chapter 11f and their defaults
+_MODERN = dict(n_kv_heads=None, qk_norm=False, bias=True)
 _GPT2 = dict(positions="learned", norm="layer", bias=True, qk_norm=False)
 _LLAMA = dict(positions="rope", norm="rms", activation="swiglu", bias=False,
               qk_norm=False)
