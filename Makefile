@@ -22,8 +22,8 @@ site: export
 test:
 	@tools/test.sh
 
-# The benchmark's own dependency (transformers, for GPT-2), pinned in tools/bench-constraints.txt: installed here
-# only, never by `make venv` or `make test`.
+# The benchmark's own dependency (transformers, for GPT-2), pinned in tools/bench-constraints.txt; `make venv` installs
+# it too (a dev requirement since chapter 11f's converters), so this line only helps an older .venv.
 bench: export
 	@$(BIN)/python -c "import transformers" 2>/dev/null || \
 	  $(BIN)/pip install -q -c tools/bench-constraints.txt "transformers==5.23.0"

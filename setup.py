@@ -1,6 +1,8 @@
 "Package metadata read from settings.ini, as in every nbdev 2 project (without pkg_resources, which new setuptools lacks)."
+import shlex
 from configparser import ConfigParser
-import setuptools, shlex
+
+import setuptools
 
 assert setuptools.__version__ >= '36.2'
 
@@ -42,7 +44,8 @@ setuptools.setup(
     extras_require={'dev': dev_requirements, 'plot': shlex.split(cfg.get('plot_requirements', '')),
                     'exercises': shlex.split(cfg.get('exercises_requirements', '')),
                     'numbers': shlex.split(cfg.get('numbers_requirements', '')),
-                    'bench': shlex.split(cfg.get('bench_requirements', ''))},
+                    'bench': shlex.split(cfg.get('bench_requirements', '')),
+                    'modern': shlex.split(cfg.get('modern_requirements', ''))},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),

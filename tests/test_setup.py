@@ -64,7 +64,7 @@ def test_the_readers_of_the_readme_are_not_vacuous():
     assert shell_commands("```sh\ncd x && pip install -e '.[a]'   # b\n```\n") == [
         [["cd", "x"], ["pip", "install", "-e", ".[a]"]]]
     assert len(pip_installs(README)) >= 6
-    assert extras_of_setup() == {"dev", "plot", "exercises", "numbers", "bench"}
+    assert extras_of_setup() == {"dev", "plot", "exercises", "numbers", "bench", "modern"}
 
 
 def test_readme_installs_torchs_cpu_build_first_at_the_pinned_version():

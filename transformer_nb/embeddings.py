@@ -24,7 +24,7 @@ from transformer_nb.core import (
 
 # %% auto #0
 __all__ = ['TokenEmbedding', 'check_token_ids', 'sinusoidal_encoding', 'SinusoidalPositions', 'LearnedPositions',
-           'check_positions', 'Embeddings']
+           'check_positions', 'rotary', 'NoPositions', 'Embeddings']
 
 # %% ../nbs/01_embeddings.ipynb #c006
 class TokenEmbedding(CheckedModule):
@@ -251,6 +251,67 @@ def check_positions(x:Tensor, d_model:int, max_len:int, offset:int=0)->None:
             f"of the position table; build the model with a larger max_len"
         )
 
+# %% ../nbs/01_embeddings.ipynb #c026r
+def rotary(x:Tensor, offset:int=0, base:float=10000.0)->Tensor:
+    """Rotary positions (RoPE, Su et al. 2021; chapter 11f): turn each pair of features
+    (i, i + d_k/2) of the vector at position m by the angle m·θ_i, θ_i = base^(-2i/d_k)
+
+    Parameters
+    ----------
+    x : Tensor
+        (..., T, d_k) queries or keys of one head or several; d_k even
+    offset : int
+        the position of x's first row, for decoding step by step
+    base : float
+        the base of the frequencies θ_i; 10000 as in RoFormer and Llama
+
+    Returns
+    -------
+    Tensor
+        x rotated, same shape; the dot product of a query at m and a key at n then
+        depends on m - n only
+    """
+    T, d_k = x.shape[-2], x.shape[-1]
+    # θ_i in float32, as Llama computes them: (d_k/2,)
+    theta = 1.0 / base ** (torch.arange(0, d_k, 2, device=x.device).float() / d_k)
+    m = torch.arange(offset, offset + T, device=x.device).float()
+    angles = (m[:, None] * theta).repeat(1, 2)                      # (T, d_k)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)                                     # (..., T, d_k/2)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin             # (..., T, d_k)
+
+class NoPositions(nn.Module):
+    ('positions="rope": the embedding adds no position vector; attention rotates '
+     "queries and keys instead (`rotary`)")
+    def __init__(self, d_model:int, max_len:int):
+        """
+        Parameters
+        ----------
+        d_model : int
+            width of the vectors it passes through
+        max_len : int
+            longest sequence supported
+        """
+        super().__init__()
+        self.d_model, self.max_len = d_model, check_int(max_len, "max_len")
+
+    def forward(self, x:Tensor, offset:int=0)->Tensor:
+        """
+        Parameters
+        ----------
+        x : Tensor
+            (B, T, d_model)
+        offset : int
+            the position of x's first row (only checked)
+
+        Returns
+        -------
+        Tensor
+            x itself
+        """
+        check_positions(x, self.d_model, self.max_len, offset)
+        return x
+
 # %% ../nbs/01_embeddings.ipynb #c030
 class Embeddings(CheckedModule):
     ("Token embedding scaled by √d_model, plus positions, then dropout: the input of "
@@ -275,7 +336,8 @@ class Embeddings(CheckedModule):
         dropout : float
             dropout on the sum (P_drop of section 5.4)
         positions : str
-            "sinusoidal" (the paper) or "learned"
+            "sinusoidal" (the paper), "learned", or "rope": none added here, the
+            attention rotates queries and keys (chapter 11f)
         padding_idx : int | None
             a token id whose embedding stays zero
         """
@@ -285,9 +347,11 @@ class Embeddings(CheckedModule):
         if positions == "sinusoidal":
             self.positions = SinusoidalPositions(d_model, max_len)
         elif positions == "learned": self.positions = LearnedPositions(d_model, max_len)
+        elif positions == "rope": self.positions = NoPositions(d_model, max_len)
         else:
             raise ValueError(
-                f'positions must be "sinusoidal" or "learned", got {positions!r}'
+                f'positions must be "sinusoidal" or "learned" (or "rope"), got '
+                f'{positions!r}'
             )
         self.dropout = Dropout(dropout)
 

@@ -5,6 +5,7 @@
 # %% ../nbs/04_ffn.ipynb #c002
 from __future__ import annotations
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 # nn.Dropout, with a cheaper random mask on a CPU
@@ -19,14 +20,18 @@ from transformer_nb.core import (
 )
 
 # %% auto #0
-__all__ = ['PositionwiseFeedForward', 'check_activation']
+__all__ = ['PositionwiseFeedForward', 'SwiGLU', 'GELUTanh', 'check_activation']
 
 # %% ../nbs/04_ffn.ipynb #c006
 class PositionwiseFeedForward(CheckedModule):
     ("linear2(dropout(activation(linear1(x)))), applied to each position on its own "
      "(section 3.3)")
     def __init__(self,
-        d_model:int, d_ff:int=2048, dropout:float=0.1, activation:str="relu",
+        d_model:int,
+        d_ff:int=2048,
+        dropout:float=0.1,
+        activation:str="relu",
+        bias:bool=True,
     ):
         """
         Parameters
@@ -38,16 +43,20 @@ class PositionwiseFeedForward(CheckedModule):
         dropout : float
             dropout on the hidden units, as in `nn.TransformerEncoderLayer`
         activation : str
-            "relu" (the paper) or "gelu" (BERT, GPT)
+            "relu" (the paper), "gelu" (BERT, GPT); chapter 11f: "gelu_tanh" (GPT-2)
+            or "swiglu" (Llama: linear1 writes 2·d_ff units, SiLU(gate) · up)
+        bias : bool
+            biases in both linear layers (Llama has none)
         """
         super().__init__()
         self.d_model, self.d_ff = check_int(d_model, "d_model"), check_int(d_ff, "d_ff")
         check_dropout(dropout)
         self.activation = check_activation(activation)
-        self.linear1 = nn.Linear(d_model, d_ff)     # W1, b1: widen
+        width = 2 * d_ff if activation == "swiglu" else d_ff  # SwiGLU: gate and up
+        self.linear1 = nn.Linear(d_model, width, bias=bias)   # W1, b1: widen
         self.act = _ACTIVATIONS[activation]()
         self.dropout = Dropout(dropout)
-        self.linear2 = nn.Linear(d_ff, d_model)     # W2, b2: back to d_model
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)    # W2, b2: back to d_model
 
     def forward(self, x:Tensor)->Tensor:
         """
@@ -70,7 +79,30 @@ class PositionwiseFeedForward(CheckedModule):
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
 
 # %% ../nbs/04_ffn.ipynb #c007
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+class SwiGLU(nn.Module):
+    ("The gated unit of Shazeer (2020), as in Llama: SiLU(gate) · up, the two halves "
+     "of the last dimension")
+    def forward(self, x:Tensor)->Tensor:
+        """
+        Parameters
+        ----------
+        x : Tensor
+            (..., 2·d_ff): gate and up side by side
+
+        Returns
+        -------
+        Tensor
+            (..., d_ff)
+        """
+        gate, up = x.chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+class GELUTanh(nn.GELU):
+    "GELU's tanh approximation, as GPT-2 computes it (its \"gelu_new\"; chapter 11f)"
+    def __init__(self): super().__init__(approximate="tanh")
+
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": GELUTanh,
+                "swiglu": SwiGLU}
 
 def check_activation(activation)->str:
     """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts:
@@ -87,5 +119,6 @@ def check_activation(activation)->str:
         activation, unchanged
     """
     if not isinstance(activation, str) or activation not in _ACTIVATIONS:
-        raise ValueError(f'activation should be "relu" or "gelu", got {activation!r}')
+        raise ValueError('activation should be "relu" or "gelu" (chapter 11f adds '
+                         f'"gelu_tanh" and "swiglu"), got {activation!r}')
     return activation

@@ -339,6 +339,9 @@ class GPT(CheckedModule):
         activation:str="gelu",
         positions:str="sinusoidal",
         norm:str="layer",
+        n_kv_heads:int|None=None,
+        qk_norm:bool=False,
+        bias:bool=True,
     ):
         """
         Parameters
@@ -360,9 +363,18 @@ class GPT(CheckedModule):
         activation : str
             "gelu" (GPT) or "relu" (the paper)
         positions : str
-            "sinusoidal" (the paper) or "learned" (GPT)
+            "sinusoidal" (the paper), "learned" (GPT) or "rope": rotary, inside
+            attention (Llama; chapter 11f)
         norm : str
-            "layer": pre-LN and a final LayerNorm; "none": no norm (chapter 11e)
+            "layer": pre-LN and a final LayerNorm; "rms": RMSNorm (Llama; chapter
+            11f); "none": no norm (chapter 11e)
+        n_kv_heads : int | None
+            G key/value heads per layer, dividing num_heads (grouped-query attention,
+            chapter 11f); None: num_heads
+        qk_norm : bool
+            RMSNorm on each head's queries and keys (chapter 11f)
+        bias : bool
+            biases in the attentions' projections and the FFNs (Llama has none)
         """
         super().__init__()
         for name, v in dict(vocab_size=vocab_size, d_model=d_model,
@@ -376,11 +388,18 @@ class GPT(CheckedModule):
         self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads,
                            d_ff=d_ff, num_layers=num_layers, max_len=max_len,
                            activation=activation, positions=positions, norm=norm)
+        # chapter 11f's switches, stored where they differ from the defaults
+        if n_kv_heads is not None: self.config["n_kv_heads"] = n_kv_heads
+        if qk_norm: self.config["qk_norm"] = True
+        if not bias: self.config["bias"] = False
+        modern = dict(n_kv_heads=n_kv_heads, qk_norm=qk_norm, bias=bias)
+        self.n_kv_heads = num_heads if n_kv_heads is None else n_kv_heads
         self.embed = Embeddings(vocab_size, d_model, max_len, dropout, positions)
         # chapter 6's decoder layers without cross-attention: pre-LN, final LayerNorm
         self.stack = Decoder(d_model, num_heads, d_ff, num_layers, dropout,
                              norm_first=True, activation=activation,
-                             cross_attention=False, norm=norm)
+                             cross_attention=False, norm=norm,
+                             rope=positions == "rope", **modern)
         self.output = nn.Linear(d_model, vocab_size, bias=False)  # (B, T, V) logits
         for p in self.parameters():
             if p.dim() > 1: nn.init.xavier_uniform_(p)
@@ -652,8 +671,8 @@ def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
     ("A step of cached generation: the prompt at once, then one new position a call, "
      "with chapter 11's cache (a room per layer that DecoderLayer fills)")
     p = next(model.parameters())
-    H = model.num_heads
-    cache = [_Room(p.new_empty(B, 2, H, capacity, model.d_model // H))
+    H, G = model.num_heads, getattr(model, "n_kv_heads", model.num_heads)
+    cache = [_Room(p.new_empty(B, 2, G, capacity, model.d_model // H))
              for _ in model.stack.layers]
     def step(ys):
         new = ys if len(cache[0]) == 0 else ys[:, len(cache[0]):]   # (B, new)

@@ -204,6 +204,10 @@ class DecoderLayer(_Sublayers):
         activation:str="relu",
         cross_attention:bool=True,
         norm:str="layer",
+        n_kv_heads:int|None=None,
+        rope:bool=False,
+        qk_norm:bool=False,
+        bias:bool=True,
     ):
         """
         Parameters
@@ -221,25 +225,36 @@ class DecoderLayer(_Sublayers):
         norm_first : bool
             True: pre-LN (ours); False: post-LN (the paper)
         activation : str
-            "relu" (the paper) or "gelu"
+            "relu" (the paper), "gelu" or "swiglu" (chapter 11f)
         cross_attention : bool
             False: no cross-attention (and no norm2), the layer of a decoder-only model
         norm : str
-            "layer": LayerNorm; "none": no norm at all (chapter 11e), see `make_norm`
+            "layer": LayerNorm; "rms": RMSNorm (chapter 11f); "none": no norm at all
+            (chapter 11e), see `make_norm`
+        n_kv_heads : int | None
+            self-attention's key/value heads (grouped-query attention, chapter 11f);
+            None: num_heads
+        rope : bool
+            rotary positions in self-attention (chapter 11f)
+        qk_norm : bool
+            RMSNorm on self-attention's queries and keys (chapter 11f)
+        bias : bool
+            biases in the attentions' projections and the FFN (Llama has none)
         """
         super().__init__()
         if not isinstance(cross_attention, bool):
             raise TypeError(f"cross_attention must be a bool, got {cross_attention!r}")
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
         self.norm_first = check_norm_first(norm_first)
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, bias,
+                                            n_kv_heads, rope, qk_norm)
         self.cross_attn = (
-            MultiHeadAttention(d_model, num_heads, dropout=dropout)
+            MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
             if cross_attention else None
         )
         check_int(d_ff, "d_ff", min_value=0)
         self.ffn = PositionwiseFeedForward(
-            d_model, d_ff, dropout=dropout, activation=activation
+            d_model, d_ff, dropout=dropout, activation=activation, bias=bias
         ) if d_ff else None
         # the norms of self-attention, cross-attention and FFN, named as torch's
         self.norm1 = make_norm(norm, d_model)
@@ -461,6 +476,10 @@ class Decoder(_Stack):
         final_norm:bool|None=None,
         cross_attention:bool=True,
         norm:str="layer",
+        n_kv_heads:int|None=None,
+        rope:bool=False,
+        qk_norm:bool=False,
+        bias:bool=True,
     ):
         """
         Parameters
@@ -484,12 +503,22 @@ class Decoder(_Stack):
         cross_attention : bool
             False: layers without memory (decoder-only model)
         norm : str
-            every norm of the stack, the final one included: "layer" or "none"
+            every norm of the stack, the final one included: "layer", "rms" or
+            "none"
+        n_kv_heads : int | None
+            key/value heads of each self-attention (chapter 11f); None: num_heads
+        rope : bool
+            rotary positions in each self-attention (chapter 11f)
+        qk_norm : bool
+            RMSNorm on each self-attention's queries and keys (chapter 11f)
+        bias : bool
+            biases in the attentions' projections and the FFNs (Llama has none)
         """
         check_int(num_layers, "num_layers")
         super().__init__([
             DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation,
-                         cross_attention, norm) for _ in range(num_layers)],
+                         cross_attention, norm, n_kv_heads, rope, qk_norm, bias)
+            for _ in range(num_layers)],
             norm_first, final_norm, norm)
 
     def forward(self,

@@ -23,6 +23,7 @@ from transformer_nb.core import (
     log_shapes,
     outside,
 )
+from .embeddings import rotary
 
 # %% auto #0
 __all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'fused_projection', 'to_torch_masks',
@@ -36,6 +37,21 @@ def _check_divisible(d_model:int, num_heads:int):
             f"embed_dim must be divisible by num_heads, got d_model={d_model}, "
             f"num_heads={num_heads}"
         )
+
+def _check_kv_heads(n_kv_heads, num_heads:int)->int:
+    "G: None means H; else an int dividing H"
+    if n_kv_heads is None: return num_heads
+    check_int(n_kv_heads, "n_kv_heads")
+    if num_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads must divide num_heads, got n_kv_heads="
+                         f"{n_kv_heads}, num_heads={num_heads}")
+    return n_kv_heads
+
+def _check_flag(flag, name:str)->bool:
+    "A switch: a bool"
+    if not isinstance(flag, bool):
+        raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
+    return flag
 
 # %% ../nbs/03_multihead.ipynb #c007
 def split_heads(x:Tensor, num_heads:int)->Tensor:
@@ -84,7 +100,15 @@ def merge_heads(x:Tensor)->Tensor:
 class MultiHeadAttention(CheckedModule):
     ("Multi-head attention of section 3.2.2: project, split into heads, attend in "
      "parallel, merge, project")
-    def __init__(self, d_model:int, num_heads:int, dropout:float=0.0, bias:bool=True):
+    def __init__(self,
+        d_model:int,
+        num_heads:int,
+        dropout:float=0.0,
+        bias:bool=True,
+        n_kv_heads:int|None=None,
+        rope:bool=False,
+        qk_norm:bool=False,
+    ):
         """
         Parameters
         ----------
@@ -97,6 +121,13 @@ class MultiHeadAttention(CheckedModule):
         bias : bool
             biases in the four projections (the paper has none; nn.MultiheadAttention
             has them)
+        n_kv_heads : int | None
+            G, heads of keys and values, dividing H (chapter 11f): None or H, the
+            paper; 1 < G < H grouped-query, 1 multi-query attention
+        rope : bool
+            rotary positions on queries and keys (chapter 11f)
+        qk_norm : bool
+            an RMSNorm over each head's queries and keys (chapter 11f)
         """
         super().__init__()
         check_int(d_model, "d_model"); check_int(num_heads, "num_heads")
@@ -109,11 +140,16 @@ class MultiHeadAttention(CheckedModule):
             d_model // num_heads,
         )
         self.dropout = check_dropout(dropout)
-        # the H matrices W_i^Q side by side
+        G = self.n_kv_heads = _check_kv_heads(n_kv_heads, num_heads)
+        self.rope, self.qk_norm = _check_flag(rope, "rope"), _check_flag(qk_norm,
+                                                                      "qk_norm")
+        # the H matrices W_i^Q side by side (G of W_i^K and W_i^V)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, G * self.d_k, bias=bias)
+        self.W_v = nn.Linear(d_model, G * self.d_k, bias=bias)
         self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        if qk_norm: self.q_norm, self.k_norm = nn.RMSNorm(self.d_k, 1e-6), nn.RMSNorm(
+            self.d_k, 1e-6)
 
     def forward(self,
         query:Tensor,
@@ -150,23 +186,24 @@ class MultiHeadAttention(CheckedModule):
             None
         """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
-        H = self.num_heads
+        H, G = self.num_heads, self.n_kv_heads
         # the fast path projects Q, K, V with one product where they read one tensor
         fuse = self.fuse_projections and not need_weights
         # 1) project all heads at once, then give each head its slice: (B, H, T, d_k)
         if fuse and query is key and key is value:                    # self-attention
             qkv = fused_projection(query, (self.W_q, self.W_k, self.W_v))
-            q, k, v = split_heads(qkv, 3 * H).chunk(3, dim=1)
+            q, k, v = split_heads(qkv, H + 2 * G).split((H, G, G), dim=1)
         else:
             q = split_heads(self.W_q(query), H)
             if cache is not None and key is not query and cache.cross is not None:
                 k, v = cache.cross                 # the memory's, from the first step
             elif fuse and key is value:
                 k, v = split_heads(fused_projection(key, (self.W_k, self.W_v)),
-                                   2 * H).chunk(2, dim=1)
-            else: k, v = split_heads(self.W_k(key), H), split_heads(self.W_v(value), H)
-        # (rotary positions and QK-norm would act on q and k here, before the cache;
-        # grouped-query attention would give k and v fewer heads, repeated before 3)
+                                   2 * G).chunk(2, dim=1)
+            else: k, v = split_heads(self.W_k(key), G), split_heads(self.W_v(value), G)
+        # chapter 11f: QK-norm and rotary positions act on q and the new k, before
+        # the cache; the cache keeps G heads, repeated for the H queries before 3)
+        if self.rope or self.qk_norm: q, k = self._rotate(q, k, key is query, cache)
         # 2) with a cache: self-attention attends to every position so far (B, H, t,
         # d_k); cross-attention keeps the memory's keys and values for the next steps
         if cache is not None and key is query: k, v = cache.append(k, v)
@@ -174,6 +211,7 @@ class MultiHeadAttention(CheckedModule):
         # beam search: one memory's keys and values for every row, a view
         B = q.shape[0]
         if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
+        if G != H: k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
         # 3) attend in every head in parallel: the readable path returns the weights
         p = self.dropout if self.training else 0.0
         if need_weights: out, weights = scaled_dot_product_attention(q, k, v, mask, p)
@@ -184,6 +222,14 @@ class MultiHeadAttention(CheckedModule):
 
     # the fast path projects Q, K, V with one product; False: three (for measuring)
     fuse_projections = True
+
+    def _rotate(self, q, k, is_self, cache):
+        "QK-norm, then rotary positions (from the cache's length), on q and a new k"
+        new = is_self or cache is None or cache.cross is None   # not a kept memory
+        past = len(cache) if cache is not None and is_self else 0
+        if self.qk_norm: q, k = self.q_norm(q), self.k_norm(k) if new else k
+        if self.rope: q, k = rotary(q, past), rotary(k, past) if new else k
+        return q, k
 
     def _check_inputs(self, query, key, value, mask=None, need_weights=True,
                       cache=None):
@@ -455,6 +501,10 @@ def _check_heads(ours, theirs):
     if not isinstance(theirs, nn.MultiheadAttention):
         raise TypeError(
             f"theirs must be an nn.MultiheadAttention, got {type(theirs).__name__}")
+    if ours.n_kv_heads != ours.num_heads or ours.rope or ours.qk_norm:
+        raise ValueError("nn.MultiheadAttention has no grouped-query attention, rotary "
+                         "positions or QK-norm: ours uses n_kv_heads="
+                         f"{ours.n_kv_heads}, rope={ours.rope}, qk_norm={ours.qk_norm}")
     if ours.num_heads != theirs.num_heads:
         raise ValueError(f"num_heads differs: ours {ours.num_heads}, "
                          f"theirs {theirs.num_heads}")

@@ -23,7 +23,7 @@ from transformer_nb.core import (
 )
 
 # %% auto #0
-__all__ = ['NORMS', 'LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first',
+__all__ = ['NORMS', 'LayerNorm', 'check_eps', 'SublayerConnection', 'residual', 'check_same_shape', 'check_norm_first', 'RMSNorm',
            'make_norm']
 
 # %% ../nbs/05_norms.ipynb #c007
@@ -225,7 +225,42 @@ def check_norm_first(norm_first)->bool:
     return norm_first
 
 # %% ../nbs/05_norms.ipynb #c051
-NORMS = ("layer", "none")
+NORMS = ("layer", "rms", "none")
+
+class RMSNorm(CheckedModule):
+    ("x / sqrt(mean(x²) + eps) * weight over the last dimension (Zhang and Sennrich "
+     "2019; chapter 11f): LayerNorm without the mean and the bias, as nn.RMSNorm")
+    def __init__(self, d_model:int, eps:float=1e-6):
+        """
+        Parameters
+        ----------
+        d_model : int
+            size of the last dimension, the one normalised
+        eps : float
+            added to the mean square inside the square root (Llama's 1e-6)
+        """
+        super().__init__()
+        self.d_model, self.eps = check_int(d_model, "d_model"), check_eps(eps)
+        self.weight = nn.Parameter(torch.ones(d_model))   # gamma: scale
+
+    def forward(self, x:Tensor)->Tensor:
+        """
+        Parameters
+        ----------
+        x : Tensor
+            (B, T, d_model), or any (..., d_model)
+
+        Returns
+        -------
+        Tensor
+            same shape as x
+        """
+        ms = x.pow(2).mean(dim=-1, keepdim=True)                    # (B, T, 1)
+        return x * torch.rsqrt(ms + self.eps) * self.weight         # (B, T, d_model)
+
+    def _check_inputs(self, x):
+        "x: floating, (..., d_model)"
+        check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
 
 def make_norm(norm:str, d_model:int)->nn.Module:
     """The norm of a residual connection, by name
@@ -233,15 +268,17 @@ def make_norm(norm:str, d_model:int)->nn.Module:
     Parameters
     ----------
     norm : str
-        "layer": LayerNorm (this chapter, the default); "none": the identity
+        "layer": LayerNorm (this chapter, the default); "rms": RMSNorm (chapter
+        11f); "none": the identity
     d_model : int
         width of the vectors it normalises
 
     Returns
     -------
     nn.Module
-        LayerNorm(d_model) or nn.Identity()
+        LayerNorm(d_model), RMSNorm(d_model) or nn.Identity()
     """
     if norm == "layer": return LayerNorm(d_model)
+    if norm == "rms": return RMSNorm(d_model)
     if norm == "none": return nn.Identity()
     raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")

@@ -1,0 +1,211 @@
+"Tests of chapter 11f's switches: RMSNorm, SwiGLU, QK-norm, rotary positions, grouped-query attention."
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_nb.embeddings import Embeddings, rotary
+from transformer_nb.ffn import PositionwiseFeedForward
+from transformer_nb.gpt import GPT, generate
+from transformer_nb.layers import LayerCache
+from transformer_nb.masking import causal_mask
+from transformer_nb.multihead import MultiHeadAttention, split_heads
+from transformer_nb.norms import RMSNorm, make_norm
+
+D, H = 32, 8
+
+
+def _x(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_rmsnorm_equals_torch():
+    norm, ref = RMSNorm(D), nn.RMSNorm(D, eps=1e-6)
+    with torch.no_grad(): norm.weight.copy_(_x(D, seed=1)); ref.weight.copy_(norm.weight)
+    x = _x(3, 5, D) * 4
+    assert (norm(x) - ref(x)).abs().max() <= 1e-6
+    assert isinstance(make_norm("rms", D), RMSNorm)
+    with pytest.raises(ValueError, match="norm must be one of"): make_norm("batch", D)
+
+
+def test_swiglu_ffn():
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(D, 48, dropout=0.0, activation="swiglu", bias=False)
+    assert ffn.linear1.weight.shape == (96, D) and ffn.linear1.bias is None and ffn.linear2.bias is None
+    x = _x(2, 5, D)
+    gate, up = ffn.linear1.weight.chunk(2)
+    expected = (F.silu(x @ gate.T) * (x @ up.T)) @ ffn.linear2.weight.T
+    torch.testing.assert_close(ffn(x), expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match='"swiglu"'): PositionwiseFeedForward(D, 48, activation="geglu")
+
+
+def test_ffn_default_unchanged():
+    "bias=True and relu: the same parameters drawn in the same order as before the switch"
+    torch.manual_seed(3); a = PositionwiseFeedForward(D, 48)
+    torch.manual_seed(3); l1, l2 = nn.Linear(D, 48), nn.Linear(48, D)
+    for p, q in zip(a.parameters(), [l1.weight, l1.bias, l2.weight, l2.bias]): assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_gqa_equals_sdpa_enable_gqa(G, need_weights):
+    torch.manual_seed(G)
+    mha = MultiHeadAttention(D, H, n_kv_heads=G).eval()
+    assert mha.W_k.weight.shape == (G * D // H, D)
+    x = _x(2, 7, D)
+    mask = causal_mask(7)
+    out, w = mha(x, x, x, mask, need_weights=need_weights)
+    q = split_heads(mha.W_q(x), H)
+    k, v = split_heads(mha.W_k(x), G), split_heads(mha.W_v(x), G)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    ref = mha.W_o(ref.transpose(1, 2).reshape(2, 7, D))
+    assert (out - ref).abs().max() <= 1e-6
+    if need_weights: assert w.shape == (2, H, 7, 7)
+
+
+def test_kv_heads_equal_heads_is_todays_attention_bit_for_bit():
+    torch.manual_seed(5); old = MultiHeadAttention(D, H).eval()
+    torch.manual_seed(5); new = MultiHeadAttention(D, H, n_kv_heads=H).eval()
+    for (a, p), (b, q) in zip(old.state_dict().items(), new.state_dict().items()):
+        assert a == b and torch.equal(p, q)
+    x, y = _x(2, 6, D), _x(2, 4, D, seed=1)
+    for nw in (True, False):
+        assert torch.equal(old(x, x, x, causal_mask(6), nw)[0], new(x, x, x, causal_mask(6), nw)[0])
+        assert torch.equal(old(x, y, y, None, nw)[0], new(x, y, y, None, nw)[0])
+
+
+def test_rope_relative_position():
+    "q at m and k at n: the score depends on m - n only"
+    q, k = _x(1, 1, 1, 16), _x(1, 1, 1, 16, seed=1)
+    for m, n in [(3, 1), (10, 5), (40, 2)]:
+        s = (rotary(q, m) * rotary(k, n)).sum()
+        for shift in (1, 7, 100):
+            assert abs(s - (rotary(q, m + shift) * rotary(k, n + shift)).sum()) <= 1e-5
+    # a rotation: norms kept, position 0 unchanged
+    x = _x(2, 3, 5, 16)
+    torch.testing.assert_close(rotary(x, 4).norm(dim=-1), x.norm(dim=-1))
+    assert torch.equal(rotary(x[..., :1, :]), x[..., :1, :])
+
+
+def test_rope_matches_complex_rotation():
+    "Pairs (i, i + d/2) as complex numbers, multiplied by exp(i m θ_i)"
+    d, T = 16, 6
+    x = _x(1, 2, T, d).double()
+    theta = 10000.0 ** (-torch.arange(0, d, 2).double() / d)
+    z = torch.complex(x[..., : d // 2], x[..., d // 2:]) * torch.polar(
+        torch.ones(T, d // 2).double(), torch.arange(3, 3 + T).double()[:, None] * theta)
+    torch.testing.assert_close(rotary(x.float(), 3).double(), torch.cat([z.real, z.imag], -1),
+                               atol=1e-5, rtol=0)
+
+
+def _modern_gpt(seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = dict(vocab_size=20, d_model=32, num_heads=4, d_ff=48, num_layers=2, max_len=40,
+               positions="rope", norm="rms", activation="swiglu", n_kv_heads=2, qk_norm=True, bias=False)
+    return GPT(**cfg | kw).eval()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(qk_norm=False, n_kv_heads=1), dict(norm="layer", bias=True)])
+def test_cached_equals_uncached(kw):
+    model = _modern_gpt(**kw)
+    with torch.no_grad():
+        for p in model.parameters(): p.add_(0.3 * torch.randn_like(p))
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    a = generate(model, prompt, 25, greedy=True, use_cache=True)
+    b = generate(model, prompt, 25, greedy=True, use_cache=False)
+    assert torch.equal(a, b)
+    # logits position by position through a LayerCache equal the whole sequence's
+    ids = a[:, :12]
+    cache = [LayerCache() for _ in model.stack.layers]
+    with torch.no_grad():
+        whole = model(ids)
+        steps = torch.cat([model(ids[:, :5], cache=cache)] + [model(ids[:, t:t + 1], cache=cache)
+                                                              for t in range(5, 12)], 1)
+    assert (whole - steps).abs().max() <= 1e-5
+    G = kw.get("n_kv_heads", 2)
+    assert cache[0].k.shape == (2, G, 12, 8)     # the cache holds G heads
+
+
+def test_readable_and_fast_path_agree():
+    model = _modern_gpt(1)
+    ids = torch.randint(0, 20, (2, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits, weights = model(ids, need_weights=True)
+        fast = model(ids)
+    assert (logits - fast).abs().max() <= 1e-5
+    assert weights[0].shape == (2, 4, 10, 10)
+
+
+def test_default_gpt_untouched():
+    torch.manual_seed(0); a = GPT(20, d_model=32, num_heads=4, d_ff=48)
+    assert "n_kv_heads" not in a.config and not any("norm" in k and "q_" in k for k in a.state_dict())
+    assert a.stack.layers[0].self_attn.W_k.weight.shape == (32, 32)
+    rope = _modern_gpt()
+    assert rope.config["n_kv_heads"] == 2 and rope.config["positions"] == "rope"
+    assert not any(k.startswith("embed.positions") for k in rope.state_dict())
+    assert not any(k.endswith(".bias") for k in rope.state_dict())
+    # the configuration builds the same model again
+    assert GPT(**rope.config).state_dict().keys() == rope.state_dict().keys()
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="n_kv_heads must divide num_heads, got n_kv_heads=3"):
+        MultiHeadAttention(D, H, n_kv_heads=3)
+    with pytest.raises(TypeError, match="rope must be a bool"): MultiHeadAttention(D, H, rope=1)
+    with pytest.raises(TypeError, match="qk_norm must be a bool"): MultiHeadAttention(D, H, qk_norm="yes")
+    with pytest.raises(ValueError, match='or "rope"'): Embeddings(10, D, positions="alibi")
+    with pytest.raises(ValueError, match="exceeds max_len 40"):
+        _modern_gpt()(torch.zeros(1, 41, dtype=torch.long))
+    mha = MultiHeadAttention(D, H, n_kv_heads=2)
+    from transformer_nb.multihead import mha_to_torch
+    with pytest.raises(ValueError, match="grouped-query"): mha_to_torch(mha, nn.MultiheadAttention(D, H))
+
+
+# ---- the converters to and from transformers (random configurations: nothing downloaded)
+GPT2 = dict(vocab_size=40, max_len=48, positions="learned")
+LLAMA = dict(vocab_size=40, max_len=48, positions="rope", norm="rms", activation="swiglu", bias=False)
+
+
+@pytest.mark.parametrize("config", [
+    dict(d_model=32, num_heads=4, d_ff=64, num_layers=2, **GPT2),
+    dict(d_model=48, num_heads=4, d_ff=96, num_layers=1, activation="gelu_tanh", **GPT2),
+    dict(d_model=32, num_heads=4, d_ff=80, num_layers=2, **LLAMA),
+    dict(d_model=48, num_heads=6, n_kv_heads=2, d_ff=96, num_layers=2, **LLAMA),
+])
+def test_round_trip(config):
+    from transformer_nb.modern import from_transformers, to_transformers
+    torch.manual_seed(0)
+    ours = GPT(**config).eval()
+    with torch.no_grad():
+        for p in ours.parameters(): p.add_(0.1 * torch.randn_like(p))
+    theirs = to_transformers(ours)
+    assert type(theirs).__name__ == ("GPT2LMHeadModel" if config["positions"] == "learned" else "LlamaForCausalLM")
+    back = from_transformers(theirs)
+    ids = torch.randint(0, 40, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (ours(ids) - theirs(ids).logits).abs().max() <= 1e-4
+        assert (ours(ids) - back(ids)).abs().max() <= 1e-4
+    for k, v in ours.state_dict().items(): torch.testing.assert_close(back.state_dict()[k], v, atol=1e-6, rtol=1e-6)
+    prompt = ids[:, :3]
+    mine = generate(ours, prompt, 20, greedy=True)
+    hf = theirs.generate(prompt, max_new_tokens=20, do_sample=False, attention_mask=torch.ones_like(prompt))
+    assert torch.equal(mine, hf) and torch.equal(mine, generate(back, prompt, 20, greedy=True))
+
+
+def test_converter_errors():
+    from transformer_nb.modern import from_transformers, to_transformers
+    small = GPT(d_model=32, num_heads=4, d_ff=80, num_layers=2, **LLAMA)
+    wide = to_transformers(GPT(d_model=48, num_heads=4, d_ff=80, num_layers=2, **LLAMA))
+    with pytest.raises(ValueError, match=r"'model.embed_tokens.weight' gives shape \(40, 48\) .*\(40, 32\)"):
+        from_transformers(wide, into=small)
+    gqa = to_transformers(GPT(d_model=32, num_heads=4, n_kv_heads=1, d_ff=80, num_layers=2, **LLAMA))
+    with pytest.raises(ValueError, match=r"k_proj.weight' gives shape \(8, 32\)"):
+        from_transformers(gqa, into=small)
+    gpt2 = to_transformers(GPT(d_model=32, num_heads=4, d_ff=64, **GPT2))
+    with pytest.raises(ValueError, match="but theirs is a GPT2LMHeadModel"): from_transformers(gpt2, into=small)
+    with pytest.raises(TypeError, match="GPT2LMHeadModel or LlamaForCausalLM, got Linear"):
+        from_transformers(nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="no counterpart in transformers"):
+        to_transformers(GPT(40, d_model=32, num_heads=4, positions="rope"))
+    gpt2.config.activation_function = "relu"
+    with pytest.raises(ValueError, match="activation_function='relu'"): from_transformers(gpt2)
