@@ -24,6 +24,7 @@ fails a test.
 import argparse
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -147,12 +148,33 @@ def by_group(t, key):
             for g, ps in sorted(groups.items())}
 
 
+def run_probe(n=50, length=12):
+    "{k: n strings of `length` digits, each with one digit written over k places in a row}, the same for every model"
+    rng, probe = random.Random("run probe"), {}
+    for k in range(1, length + 1):
+        probe[k] = []
+        for _ in range(n):
+            s, i = rng.choices("0123456789", k=length), rng.randint(0, length - k)
+            s[i:i + k] = rng.choice("0123456789") * k
+            probe[k].append("".join(s))
+    return probe
+
+
 @torch.no_grad()
 def measure_digits(t):
-    "Held-out accuracy of a copy or reversal model, and its exact match by length and by repeated neighbours"
-    acc = teacher_forced_accuracy(t.model, t.task.vocab, t.task.valid)
-    return dict(held_out=len(t.task.valid), sequences=r4(acc.sequences), tokens=r4(acc.tokens),
-                by_length=by_group(t, len), by_repeats=by_group(t, lambda s: min(repeats(s), 3)))
+    """Held-out accuracy of a copy or reversal model, its exact match by length and by repeated neighbours, on
+    12-digit strings by the length of a run of one digit in them (`run_probe`), and on every string of one repeated
+    digit (1 to 12 of each digit)"""
+    m, vocab, valid = t.model, t.task.vocab, t.task.valid
+    f = (lambda s: s[::-1]) if t.task.name == "reverse" else (lambda s: s)
+    right = lambda ss: round(teacher_forced_accuracy(m, vocab, [(s, f(s)) for s in ss]).sequences * len(ss))
+    one = [d * n for d in "0123456789" for n in range(1, 13)]
+    wrong = [s for s in one if right([s]) == 0]
+    acc = teacher_forced_accuracy(m, vocab, valid)
+    return dict(held_out=len(valid), sequences=r4(acc.sequences), tokens=r4(acc.tokens),
+                by_length=by_group(t, len), by_repeats=by_group(t, lambda s: min(repeats(s), 3)),
+                by_run={str(k): [right(ss), len(ss)] for k, ss in run_probe().items()},
+                one_digit=[len(one) - len(wrong), len(one)], one_digit_wrong=wrong)
 
 
 @torch.no_grad()
@@ -166,8 +188,9 @@ def measure_reverse(t):
                 sharpness={k: r4(v) for k, v in head_sharpness(m, vocab, valid).items()})
 
 
-def run_one(kind, seed, split=0, steps=None):
-    "Train one model of the recipe (or of `steps` steps) and measure it: a row of the results"
+def run_one(kind, seed, split=0, steps=None, runs=None):
+    """Train one model of the recipe (or of `steps` steps, or with another share of strings given a run) and
+    measure it: a row of the results"""
     t0 = time.perf_counter()
     if kind == "pronouns":
         model, task, history = train_pronoun_model(seed=seed, split=split)
@@ -175,10 +198,13 @@ def run_one(kind, seed, split=0, steps=None):
         row = dict(seed=seed, split=split, final_loss=r4(history.loss[-1]),
                    **measure_pronoun_model(model, task))
     else:
-        t = train_task(kind, seed=seed, steps=steps, progress=False)
+        t = train_task(kind, seed=seed, steps=steps, progress=False, runs=runs)
         seconds = time.perf_counter() - t0
-        row = dict(seed=seed, **({"steps": steps} if steps else {}), final_loss=r4(t.history.loss[-1]),
-                   **{"dates": measure_dates, "reverse": measure_reverse, "copy": measure_digits}[kind](t))
+        measure = {"dates": measure_dates, "reverse": measure_reverse, "copy": measure_digits}[kind]
+        if runs is not None: measure = measure_digits
+        row = dict(seed=seed, **({"steps": steps} if steps else {}),
+                   **({"runs": runs} if runs is not None else {}), final_loss=r4(t.history.loss[-1]),
+                   **measure(t))
     return dict(row, seconds=round(seconds, 1))
 
 
@@ -188,7 +214,7 @@ def recipe(kind):
     return dict(TASK_SETTINGS[kind], n_train=20_000, n_valid=1000, model="task_config")
 
 
-def key(row): return (row["seed"], row.get("split", 0))
+def key(row): return (row["seed"], row.get("split", 0), row.get("runs"))
 
 
 def differences(old, new, path=""):
@@ -207,6 +233,9 @@ def main():
                    help="held-out splits of the pronoun task (default 0 1)")
     p.add_argument("--steps", type=int, default=None,
                    help="dates, reverse and copy: train this many steps, rows kept apart as 'quick' (default: the recipe's)")
+    p.add_argument("--runs", type=float, default=None,
+                   help="reverse and copy: this share of training strings given a run of one digit, rows kept "
+                        "apart as 'other_runs' (default: the recipe's)")
     p.add_argument("--check", action="store_true",
                    help="train again and compare with the stored rows instead of writing")
     p.add_argument("--out", type=Path, default=None, help="directory of the results (default benchmarks/results)")
@@ -223,12 +252,12 @@ def main():
     for kind in kinds:
         path = folder / FILES[kind]
         stored = json.loads(path.read_text()) if path.exists() else {}
-        part = "quick" if a.steps else "runs"
+        part = "quick" if a.steps else "other_runs" if a.runs is not None else "runs"
         rows = stored.get(kind, {}).get(part, [])
         splits = a.splits if kind == "pronouns" else [0]
         for seed in a.seeds:
             for split in splits:
-                row = run_one(kind, seed, split, a.steps)
+                row = run_one(kind, seed, split, a.steps, a.runs)
                 print(f"{kind} seed {seed}" + (f" split {split}" if kind == "pronouns" else "")
                       + f": {row['seconds']:.1f} s", flush=True)
                 if a.check:
@@ -239,14 +268,14 @@ def main():
                     failed |= bool(diff)
                     if not diff: print("  the same as the stored row")
                 else:
+                    # written after every row: a long run stopped keeps the rows it made
                     rows = sorted([r for r in rows if key(r) != key(row)] + [row], key=key)
-        if not a.check:
-            stored[kind] = dict(stored.get(kind, {}), recipe=recipe(kind), **{part: rows})
-            stored["environment"] = dict(torch=torch.__version__, threads=1,
-                                         kernels=os.environ.get("ATEN_CPU_CAPABILITY", "default"))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(stored, indent=1) + "\n")
-            print(f"wrote {path}")
+                    stored[kind] = dict(stored.get(kind, {}), recipe=recipe(kind), **{part: rows})
+                    stored["environment"] = dict(torch=torch.__version__, threads=1,
+                                                 kernels=os.environ.get("ATEN_CPU_CAPABILITY", "default"))
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(json.dumps(stored, indent=1) + "\n")
+                    print(f"wrote {path}")
     if failed: sys.exit(1)
 
 

@@ -216,7 +216,7 @@ def test_search_continues_while_a_live_hypothesis_can_win(table):
 @pytest.fixture(scope="module")
 def trained_tasks():
     "A briefly trained reversal model (good, not perfect: where search errors would show)"
-    return [train_task("reverse", steps=150, progress=False, n_train=3000, n_valid=120, average=1)]
+    return [train_task("reverse", steps=150, progress=False, n_train=3000, n_valid=120, average=1, runs=0)]
 
 
 def test_beam_never_scores_below_greedy_on_trained_tasks(trained_tasks):

@@ -27,11 +27,11 @@ def seeds():
 
 
 def test_the_results_cover_the_seeds_the_chapters_read():
-    "Five seeds and two held-out splits of the pronouns; five date models and ten reversal models"
+    "Five seeds and two held-out splits of the pronouns; five date models, ten reversal and ten copy models"
     runs = load("seeds_pronouns.json")["pronouns"]["runs"]
     assert {(r["seed"], r["split"]) for r in runs} >= {(s, t) for s in range(5) for t in (0, 1)}
     training = load("seeds_training.json")
-    for kind, n in (("dates", 5), ("reverse", 10)):
+    for kind, n in (("dates", 5), ("reverse", 10), ("copy", 10)):
         assert {r["seed"] for r in training[kind]["runs"]} >= set(range(n)), kind
 
 
@@ -39,7 +39,7 @@ def test_the_stored_recipes_are_the_chapters(seeds):
     "A recipe changed in a chapter without running the script again fails here"
     assert load("seeds_pronouns.json")["pronouns"]["recipe"] == json.loads(json.dumps(seeds.recipe("pronouns")))
     training = load("seeds_training.json")
-    for kind in ("dates", "reverse"):
+    for kind in ("dates", "reverse", "copy"):
         assert training[kind]["recipe"] == json.loads(json.dumps(seeds.recipe(kind))), kind
 
 
@@ -76,3 +76,12 @@ def test_training_one_model_again_reproduces_its_stored_row():
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "the same as the stored row" in out.stdout
+
+
+def test_the_run_probe_is_fixed_and_has_its_runs(seeds):
+    "The same 600 strings for every model; the k-th group has one digit k times in a row"
+    probe = seeds.run_probe()
+    assert probe == seeds.run_probe() and sorted(probe) == list(range(1, 13))
+    for k, strings in probe.items():
+        assert len(strings) == 50 and all(len(s) == 12 for s in strings)
+        assert all(any(d * k in s for d in "0123456789") for s in strings)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import random
 import time
 import warnings
 from contextlib import AbstractContextManager, nullcontext
@@ -700,12 +701,25 @@ def task_config(vocab_size:int, **overrides)->TransformerConfig:
         dict(src_vocab=vocab_size, tgt_vocab=vocab_size, **{**small, **overrides})
     )
 
+def _with_runs(task:Task, share:float, seed:int)->Task:
+    ("`share` of the training strings (of 2+ digits) with one digit written over a "
+     "stretch of random length and place; held-out strings seen in training dropped")
+    rng, out = random.Random(f"runs {seed}"), []
+    for s, _ in task.train:
+        if len(s) > 1 and rng.random() < share:
+            k = rng.randint(2, len(s)); i = rng.randint(0, len(s) - k)
+            s = s[:i] + rng.choice("0123456789") * k + s[i + k:]
+        out.append((s, s[::-1] if task.name == "reverse" else s))
+    seen = {s for s, _ in out}
+    return task._replace(train=out, valid=[p for p in task.valid if p[0] not in seen])
+
 # optimiser steps of batch_size pairs; warm-up, factor and cooldown of the schedule;
-# checkpoints averaged (5 by default)
+# checkpoints averaged (5 by default); the share of training strings given a run
 TASK_SETTINGS = {
-    "copy": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300),
+    "copy": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300,
+                 runs=0.25),
     "reverse": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300,
-                    average=1),
+                    average=1, runs=0.25),
     "dates": dict(steps=500, batch_size=64, warmup=100, factor=0.5),
 }
 
@@ -758,6 +772,7 @@ def train_task(
     resume=None,
     average_every:int=50,
     on_step:Callable|None=None,
+    runs:float|None=None,
     **overrides,
 )->Trained:
     """Make a task, build its model (`task_config`) and train it with TASK_SETTINGS
@@ -790,6 +805,9 @@ def train_task(
         steps between the averaged checkpoints
     on_step : Callable | None
         called as on_step(step, model) after every step
+    runs : float | None
+        share of training strings given a run of one digit (`_with_runs`); None:
+        TASK_SETTINGS[name]'s, or 0
     overrides
         fields of task_config to change, e.g. d_model=16
 
@@ -804,6 +822,8 @@ def train_task(
         if steps is not None: check_int(steps, "steps")
         task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
         s = TASK_SETTINGS[name]
+        runs = s.get("runs", 0) if runs is None else runs
+        if runs: task = _with_runs(task, runs, seed)
         steps = steps or s["steps"]
         if average is None: average = s.get("average", 5)
         config = task_config(len(task.vocab), **overrides)
@@ -811,7 +831,7 @@ def train_task(
         # longer one, and resumes into it exactly
         settings = dict(task=name, seed=seed, n_train=n_train,
                         batch_size=s["batch_size"], warmup=warmup or s["warmup"],
-                        factor=s["factor"], cooldown=s.get("cooldown", 0))
+                        factor=s["factor"], cooldown=s.get("cooldown", 0), runs=runs)
         if resume is not None:
             ckpt = load_checkpoint(resume)
             _check_resume(ckpt, resume, config, settings)
