@@ -37,7 +37,7 @@ def log_shapes(where:str, **tensors:Tensor|None)->None:
     tensors : Tensor | None
         the tensors to describe; None values are skipped
     """
-    if not logger.isEnabledFor(logging.DEBUG) or torch.compiler.is_compiling(): return
+    if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG): return
     parts = [f"{k} {tuple(v.shape)}" for k, v in tensors.items() if v is not None]
     logger.debug("%s: %s", where, ", ".join(parts))
 

@@ -40,11 +40,6 @@ class _Room(LayerCache):
         super().__init__()
         # positions filled; an int, so that a compiled step reads no view's strides
         self.kv, self.length = kv, 0
-        self._rooms()
-
-    def _rooms(self):
-        "Views of the keys' and the values' room, made once (not at every step)"
-        self.k_room, self.v_room = self.kv.unbind(1)            # (B, H, room, d_k)
 
     def __len__(self)->int: return self.length
 
@@ -53,19 +48,16 @@ class _Room(LayerCache):
         t, T = self.length, k.shape[2]
         while t + T > self.kv.shape[3]:                     # full: double the room
             self.kv = torch.cat([self.kv, torch.empty_like(self.kv)], dim=3)
-            self._rooms()
-        self.k_room.narrow(2, t, T).copy_(k); self.v_room.narrow(2, t, T).copy_(v)
+        self.kv[:, 0, :, t:t + T], self.kv[:, 1, :, t:t + T] = k, v
         self.length = t + T
-        self.k = self.k_room.narrow(2, 0, t + T)              # (B, H, t + T, d_k)
-        self.v = self.v_room.narrow(2, 0, t + T)
-        return self.k, self.v
+        self.k, self.v = self.kv[:, 0, :, :t + T], self.kv[:, 1, :, :t + T]
+        return self.k, self.v                               # (B, H, t + T, d_k)
 
     def reorder(self, index:Tensor)->None:
         "Keep the rows `index` of the batch, in that order"
         t = self.length
         self.kv = self.kv.index_select(0, index)
-        self._rooms()
-        self.k, self.v = self.k_room.narrow(2, 0, t), self.v_room.narrow(2, 0, t)
+        self.k, self.v = self.kv[:, 0, :, :t], self.kv[:, 1, :, :t]
         # one source shared by every row (beam search): nothing to move
         if self.cross is not None and self.cross[0].shape[0] != 1:
             self.cross = tuple(c.index_select(0, index) for c in self.cross)

@@ -323,6 +323,8 @@ class LayerCache:
     def __init__(self):
         self.k = self.v = None  # self-attention's, (B, H, t, d_k): all positions so far
         self.cross = None  # cross-attention's (k, v) of the memory, (B, H, S, d_k)
+        # self-attention's stacked projection weights, kept by `fused_projection`
+        self.stacked = None
 
     def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
         """Store the new positions' keys and values after the earlier ones
