@@ -23,8 +23,8 @@ from transformer_nb.gpt import (
     sampler,
     sampling_test,
     save_lm,
-    torch_state,
 )
+from transformer_nb.layers import torch_state
 from transformer_nb.masking import padding_mask
 from transformer_nb.multihead import load_weights
 from transformer_nb.transformer import Transformer

@@ -15,7 +15,7 @@ from .data import Vocab
 from .transformer import Transformer, TransformerConfig
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'save_model', 'read_checkpoint', 'load_checkpoint', 'load_model']
+__all__ = ['CHECKPOINT_FORMAT', 'save_model', 'read_checkpoint', 'load_checkpoint', 'load_model', 'CheckpointAverage']
 
 # %% ../nbs/09a_checkpoints.ipynb #c005
 CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
@@ -175,3 +175,76 @@ def load_model(path, map_location="cpu")->tuple[Transformer, Vocab, dict]:
         ) from None
     return model.eval(), ckpt["vocab"], ckpt["meta"]
 
+
+# %% ../nbs/09a_checkpoints.ipynb #c025
+class CheckpointAverage:
+    "The mean of the parameters of the last few checkpoints of a model"
+    def __init__(self, keep:int|None=None):
+        """
+        Parameters
+        ----------
+        keep : int | None
+            how many of the latest checkpoints count; None: all
+        """
+        self.keep, self.checkpoints = keep, []
+    @property
+    def count(self)->int:
+        "How many checkpoints are kept"
+        return len(self.checkpoints)
+    @staticmethod
+    def _weights(model:nn.Module)->dict:
+        "A copy of the model's floating-point weights"
+        return {k: v.detach().clone() for k, v in model.state_dict().items()
+                if v.is_floating_point()}
+    @torch.no_grad()
+    def add(self, model:nn.Module)->None:
+        """Keep the current weights as a checkpoint; beyond `keep`, drop the oldest
+
+        Parameters
+        ----------
+        model : nn.Module
+            the model whose weights to keep
+        """
+        self.checkpoints.append(self._weights(model))
+        if self.keep is not None: del self.checkpoints[:-self.keep]
+    @torch.no_grad()
+    def apply(self, model:nn.Module, current:bool=False)->nn.Module:
+        """Load the mean of the checkpoints into the model (a float64 sum, oldest
+        first)
+
+        Parameters
+        ----------
+        model : nn.Module
+            the model whose checkpoints were added
+        current : bool
+            its weights now count as one more, the newest
+
+        Returns
+        -------
+        nn.Module
+            the same model, now holding the mean
+        """
+        kept = self.checkpoints + ([self._weights(model)] if current else [])
+        if self.keep is not None: kept = kept[-self.keep:]
+        if not kept: raise ValueError("no checkpoint to average: call add() first")
+        for k, v in model.state_dict().items():
+            if k in kept[0]: v.copy_(sum(c[k].double() for c in kept) / len(kept))
+        return model
+    def state_dict(self)->dict:
+        """What a resumed run needs to average the same checkpoints
+
+        Returns
+        -------
+        dict
+            `keep` and the kept checkpoints
+        """
+        return dict(keep=self.keep, checkpoints=self.checkpoints)
+    def load_state_dict(self, state:dict)->None:
+        """Continue from `state_dict()`
+
+        Parameters
+        ----------
+        state : dict
+            what `state_dict()` returned
+        """
+        self.keep, self.checkpoints = state["keep"], list(state["checkpoints"])

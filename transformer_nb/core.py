@@ -287,9 +287,11 @@ class CheckedModule(nn.Module):
         "Raise a TypeError or ValueError naming a wrong argument of forward; none here"
 
     def __call__(self, *args, **kwargs):
-        if _Door.inside: return super().__call__(*args, **kwargs)
+        if _Door.inside: return _call(self, *args, **kwargs)
         self._check_inputs(*args, **kwargs)
-        with inside(): return super().__call__(*args, **kwargs)
+        with inside(): return _call(self, *args, **kwargs)
+
+_call = nn.Module.__call__  # a module's call with its hooks, looked up once
 
 # %% ../nbs/00_core.ipynb #k001
 def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:

@@ -127,7 +127,8 @@ def decode_step(model:Transformer, cache:KVCache, token:Tensor)->Tensor:
         (B, V) logits for the next token
     """
     # beam search: one source for every row, a view
-    memory = cache.memory.expand(token.shape[0], -1, -1)              # (B, S, d_model)
+    memory = cache.memory                                             # (B, S, d_model)
+    if memory.shape[0] != token.shape[0]: memory = memory.expand(token.shape[0], -1, -1)
     return model.decode(
         token[:, None], memory, None, cache.memory_mask, cache=cache.layers)[:, -1]
 
@@ -253,10 +254,9 @@ def greedy_search(
                     ys[:, :t + 1], memory, causal_mask(t + 1, src.device), src_mask
                 )[:, -1]
             nxt = logits.argmax(-1) if pick is None else pick(logits)   # (B,)
-            nxt = nxt.masked_fill(done, pad)
-            ys[:, t + 1] = nxt
             all_logits.append(logits)
-            if eos is None: continue
+            if eos is None: ys[:, t + 1] = nxt; continue        # never stops early
+            nxt = nxt.masked_fill(done, pad); ys[:, t + 1] = nxt
             done |= nxt == eos
             if done.all(): break
     model.train(was_training)

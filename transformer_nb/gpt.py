@@ -23,15 +23,14 @@ from transformer_nb.core import (
 )
 from .decoding import _Room
 from .embeddings import Embeddings, check_token_ids
-from .layers import LAYER_NAMES, Decoder, LayerCache
+from .layers import Decoder, LayerCache
 from .masking import causal_mask
-from .multihead import to_torch_state
 
 # %% auto #0
 __all__ = ['CHAR_LM', 'LM_TRAINING', 'filter_logits', 'sample_next', 'chi2_quantile', 'SamplingTest', 'sampling_test', 'CharText',
-           'pydoc_text', 'ngram_bits', 'GPT', 'torch_state', 'lm_batch', 'train_lm', 'bits_per_char', 'char_lm',
-           'sampler', 'generate', 'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores',
-           'frequent_chars', 'lm_report']
+           'pydoc_text', 'ngram_bits', 'GPT', 'lm_batch', 'train_lm', 'bits_per_char', 'char_lm', 'sampler', 'generate',
+           'save_lm', 'load_lm', 'previous_token_scores', 'Induction', 'induction_scores', 'frequent_chars',
+           'lm_report']
 
 # %% ../nbs/11c_gpt.ipynb #g005
 def _check_sampling(temperature, top_k, top_p):
@@ -441,27 +440,6 @@ class GPT(CheckedModule):
         if cache is not None and len(cache) != len(self.stack.layers):
             raise ValueError(f"cache must hold one LayerCache per layer, "
                              f"{len(self.stack.layers)}, got {len(cache)}")
-
-# %% ../nbs/11c_gpt.ipynb #g027b
-def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
-    """A decoder-only stack's state (or gradients) under nn.TransformerEncoder's names
-
-    Parameters
-    ----------
-    stack : Decoder
-        a GPT's stack: decoder layers without cross-attention
-    tensors : dict | None
-        tensors by the stack's parameter names; its state_dict
-
-    Returns
-    -------
-    dict
-        the same tensors under a causal nn.TransformerEncoder's keys
-    """
-    tensors = stack.state_dict() if tensors is None else tensors
-    return to_torch_state(
-        {k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()}, LAYER_NAMES
-    )
 
 # %% ../nbs/11c_gpt.ipynb #g030
 CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)

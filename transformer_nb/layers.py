@@ -34,7 +34,7 @@ from .norms import LayerNorm, check_norm_first, make_norm
 
 # %% auto #0
 __all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'Encoder', 'Decoder',
-           'layer_to_torch', 'layer_from_torch']
+           'layer_to_torch', 'layer_from_torch', 'torch_state']
 
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
@@ -341,6 +341,8 @@ class LayerCache:
     def __init__(self):
         self.k = self.v = None  # self-attention's, (B, H, t, d_k): all positions so far
         self.cross = None  # cross-attention's (k, v) of the memory, (B, H, S, d_k)
+        # self-attention's stacked projection weights, kept by `fused_projection`
+        self.stacked = None
 
     def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
         """Store the new positions' keys and values after the earlier ones
@@ -645,4 +647,25 @@ def layer_from_torch(theirs:nn.Module, ours:nn.Module)->nn.Module:
     _check_settings(ours, theirs)
     return load_weights(
         ours, from_torch_state(theirs.state_dict(), LAYER_NAMES), "ours"
+    )
+
+# %% ../nbs/06_layers.ipynb #c026s
+def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
+    """A decoder-only stack's state (or gradients) under nn.TransformerEncoder's names
+
+    Parameters
+    ----------
+    stack : Decoder
+        a GPT's stack: decoder layers without cross-attention
+    tensors : dict | None
+        tensors by the stack's parameter names; its state_dict
+
+    Returns
+    -------
+    dict
+        the same tensors under a causal nn.TransformerEncoder's keys
+    """
+    tensors = stack.state_dict() if tensors is None else tensors
+    return to_torch_state(
+        {k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()}, LAYER_NAMES
     )

@@ -191,7 +191,7 @@ class MultiHeadAttention(CheckedModule):
         fuse = self.fuse_projections and not need_weights
         # 1) project all heads at once, then give each head its slice: (B, H, T, d_k)
         if fuse and query is key and key is value:                    # self-attention
-            qkv = fused_projection(query, (self.W_q, self.W_k, self.W_v))
+            qkv = fused_projection(query, (self.W_q, self.W_k, self.W_v), cache)
             q, k, v = split_heads(qkv, H + 2 * G).split((H, G, G), dim=1)
         else:
             q = split_heads(self.W_q(query), H)
@@ -259,7 +259,7 @@ class MultiHeadAttention(CheckedModule):
         check_mask(mask, (B, self.num_heads, T, S), device=query.device)
 
 # %% ../nbs/03_multihead.ipynb #m101
-def fused_projection(x:Tensor, linears:tuple)->Tensor:
+def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     """Apply several `nn.Linear` to the same input with one matrix multiply
 
     Parameters
@@ -268,16 +268,24 @@ def fused_projection(x:Tensor, linears:tuple)->Tensor:
         (..., d_in)
     linears : tuple
         nn.Linear layers that all read x, with or without biases alike
+    keep
+        an object whose attribute `stacked` keeps the stacked weight and bias from
+        call to call, such as a decoding cache: the weights do not change while it
+        lives. None: stack them at every call (training updates them in place)
 
     Returns
     -------
     Tensor
         (..., sum of their out_features): their outputs side by side
     """
-    # (sum d_out, d_in)
-    weight = torch.cat([l.weight for l in linears])
-    bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
-    return F.linear(x, weight, bias)
+    stacked = getattr(keep, "stacked", None)
+    if stacked is None:
+        # (sum d_out, d_in)
+        weight = torch.cat([l.weight for l in linears])
+        bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
+        stacked = weight, bias
+        if keep is not None: keep.stacked = stacked
+    return F.linear(x, *stacked)
 
 # %% ../nbs/03_multihead.ipynb #c035
 def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|None]:

@@ -33,8 +33,8 @@ from transformer_nb.book.measure import (
 )
 from ..core import saved_for_backward, torch_dropout_masks
 from ..decoding import greedy_search
-from ..gpt import GPT, _extend, generate, torch_state
-from ..layers import DecoderLayer, EncoderLayer
+from ..gpt import GPT, _extend, generate
+from ..layers import DecoderLayer, EncoderLayer, torch_state
 from ..multihead import MultiHeadAttention, load_weights
 from ..norms import LayerNorm
 
