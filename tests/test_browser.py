@@ -479,7 +479,7 @@ def test_figures_are_legible_on_a_phone(phone):
     assert not bad, "\n".join(bad)
 
 
-EXPLORERS = {"explorer.html": 2, "pronouns.html": 1, "numbers.html": 1, "training.html": 1,
+EXPLORERS = {"explorer.html": 2, "induction.html": 1, "pronouns.html": 1, "numbers.html": 1, "training.html": 1,
              "decoding.html": 1, "gpt.html": 1}
 
 

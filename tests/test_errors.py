@@ -64,7 +64,7 @@ CASES = {
     "float heads": (lambda: MultiHeadAttention(16, 4.0), TypeError, ["num_heads must be an int", "float"]),
     # misc
     "causal T": (lambda: causal_mask(0), ValueError, ["T must be >= 1"]),
-    "positions kind": (lambda: Embeddings(10, 16, positions="rope"), ValueError, ['"sinusoidal" or "learned"', "rope"]),
+    "positions kind": (lambda: Embeddings(10, 16, positions="bogus"), ValueError, ['"sinusoidal" or "learned"', "bogus"]),
 }
 
 

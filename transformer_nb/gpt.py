@@ -392,7 +392,6 @@ class GPT(CheckedModule):
         if qk_norm: self.config["qk_norm"] = True
         if not bias: self.config["bias"] = False
         modern = dict(n_kv_heads=n_kv_heads, qk_norm=qk_norm, bias=bias)
-        self.n_kv_heads = num_heads if n_kv_heads is None else n_kv_heads
         self.embed = Embeddings(vocab_size, d_model, max_len, dropout, positions)
         # chapter 6's decoder layers without cross-attention: pre-LN, final LayerNorm
         self.stack = Decoder(d_model, num_heads, d_ff, num_layers, dropout,
@@ -649,7 +648,7 @@ def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
     ("A step of cached generation: the prompt at once, then one new position a call, "
      "with chapter 11's cache (a room per layer that DecoderLayer fills)")
     p = next(model.parameters())
-    H, G = model.num_heads, getattr(model, "n_kv_heads", model.num_heads)
+    H, G = model.num_heads, model.stack.layers[0].self_attn.n_kv_heads
     cache = [_Room(p.new_empty(B, 2, G, capacity, model.d_model // H))
              for _ in model.stack.layers]
     def step(ys):

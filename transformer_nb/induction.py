@@ -92,7 +92,8 @@ def repeat_batch(
 
 # %% ../nbs/11e_induction.ipynb #i010
 INDUCTION_MODEL = {"vocab_size": 64, "d_model": 128, "num_heads": 4, "d_ff": 0,
-                   "num_layers": 2, "max_len": 64, "positions": "sinusoidal", "norm": "none"}
+                   "num_layers": 2, "max_len": 64, "positions": "sinusoidal",
+                   "norm": "none"}
 
 def attention_only(num_layers:int=2, seed:int=0, **kw)->GPT:
     """The chapter's model: chapter 11c's GPT with `d_ff=0`, attention layers only
@@ -527,7 +528,8 @@ def run_summary(row:dict)->dict:
         comp = torch.tensor(row["k_composition"]) / torch.tensor(row["k_baseline"])
         others = [j for j in range(len(ind)) if ind[j] < 0.3]
         out.update(key_head=k, key_ratio=ratio(row["ablation"][0][k]),
-                   layer0_ratio=ratio(groups["layer 0"]) if "layer 0" in groups else None,
+                   layer0_ratio=(ratio(groups["layer 0"]) if "layer 0" in groups
+                                 else None),
                    previous=last["previous"][0][k], comp_ratio=comp[:, h].max().item(),
                    comp_other=comp[:, others].max().item() if others else None)
     return out

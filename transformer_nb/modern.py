@@ -105,7 +105,7 @@ def to_transformers(model:GPT)->Any:
             intermediate_size=c["d_ff"],
             num_hidden_layers=c["num_layers"],
             num_attention_heads=c["num_heads"],
-            num_key_value_heads=model.n_kv_heads,
+            num_key_value_heads=model.stack.layers[0].self_attn.n_kv_heads,
             head_dim=c["d_model"] // c["num_heads"],
             max_position_embeddings=c["max_len"],
             rms_norm_eps=1e-6,
