@@ -14,14 +14,15 @@ held-out text (`gpt_lens`), per seed.
 
 The committed file also holds, under "check", the small run (seed 0, 30 steps) that tests/test_inside.py trains
 again and compares. `--model` trains seed 0 alone and saves it (`save_model`, chapter 9a) as results/numbers_de_seed0.pt:
-the model chapter 11d looks inside, read from the file instead of trained again (chapter 11b trains the same model and
-checks, bit for bit, that the file holds it).
+the model chapter 11d looks inside, read from the file instead of trained again; results/numbers_de_seed0.json records
+the weights' SHA-256, which chapter 11b (it trains the same model) and chapter 11d (it reads the file) both check.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/inside.py --model            # -> results/numbers_de_seed0.pt One thread, the AVX2 kernels of tools/kernels.sh: the numbers are reproduced exactly.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -184,15 +185,28 @@ def gpt_lens(seed: int, steps: int | None) -> dict:
                 position=_r(torch.stack([by(a, b) for a, b in GROUPS], 1)), seconds=round(seconds, 1))
 
 
+def weights_sha256(model) -> str:
+    "SHA-256 of a model's weights: each name and its tensor's bytes, in the state dict's order"
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 def save_model_seed0(path: Path = MODEL) -> None:
-    "Train the numbers recipe (German) with seed 0, as chapter 11b does, and save it for chapter 11d"
+    """Train the numbers recipe (German) with seed 0, as chapter 11b does, and save it for chapter 11d; beside it
+    a small JSON record (the file's name and the weights' SHA-256) that chapter 11b checks its own training against"""
     from transformer_nb.checkpoints import save_model
     from transformer_nb.numbers import train_numbers
     run = train_numbers("de", seed=0)
     h = run.history
-    save_model(path, run.model, run.config, run.task.vocab, task=run.task.name, seed=0,
-               steps=len(h.loss), final_loss=round(float(h.loss[-1]), 4))
-    print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB)", file=sys.stderr)
+    meta = dict(task=run.task.name, seed=0, steps=len(h.loss), final_loss=round(float(h.loss[-1]), 4))
+    save_model(path, run.model, run.config, run.task.vocab, **meta)
+    record = dict(file=path.name, weights_sha256=weights_sha256(run.model),
+                  tensors=len(run.model.state_dict()), **meta)
+    path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB) and {path.with_suffix('.json').name}", file=sys.stderr)
 
 
 def main(argv=None) -> int:
