@@ -23,7 +23,7 @@ SLOW_FIRST = (  # seconds measured in one `make test` on 2026-11-26, longest fir
     "tests/test_cli.py",  # 37 s, torchrun included
     "tests/test_compile.py",  # 34 s with two inductor compiles
     "nbs/11b_numbers.ipynb",  # 22 s: trains two models
-    "nbs/11d_inside.ipynb",  # trains one numbers model (108 s under nbval at load 9; 41 s CPU)
+    "nbs/11d_inside.ipynb",  # reads its numbers model from a file (was trained: 108 s under nbval at load 9)
     "tests/test_exercises.py",  # 16 s: Run All of every exercise notebook
     "nbs/13_benchmark.ipynb",  # 13 s: a quick benchmark run
     "tests/test_explorer.py",  # 12 s

@@ -13,11 +13,16 @@ held-out text (`gpt_lens`), per seed.
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/inside.py --seeds 0 --steps 30 --print   # small
 
 The committed file also holds, under "check", the small run (seed 0, 30 steps) that tests/test_inside.py trains
-again and compares. One thread, the AVX2 kernels of tools/kernels.sh: the numbers are reproduced exactly.
+again and compares. `--model` trains seed 0 alone and saves it (`save_model`, chapter 9a) as results/numbers_de_seed0.pt:
+the model chapter 11d looks inside, read from the file instead of trained again; results/numbers_de_seed0.json records
+the weights' SHA-256, which chapter 11b (it trains the same model) and chapter 11d (it reads the file) both check.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/inside.py --model            # -> results/numbers_de_seed0.pt One thread, the AVX2 kernels of tools/kernels.sh: the numbers are reproduced exactly.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -28,6 +33,7 @@ from pathlib import Path
 import torch
 
 OUT = Path(__file__).parent / "results" / "inside.json"
+MODEL = OUT.parent / "numbers_de_seed0.pt"  # chapter 11d's model: the recipe's seed 0
 CHECK = dict(lang="de", seed=0, steps=30)  # the small run the test repeats
 GROUPS = [(0, 10), (10, 20), (20, 40), (40, 64)]  # positions of a GPT window, for the lens figure
 
@@ -179,6 +185,30 @@ def gpt_lens(seed: int, steps: int | None) -> dict:
                 position=_r(torch.stack([by(a, b) for a, b in GROUPS], 1)), seconds=round(seconds, 1))
 
 
+def weights_sha256(model) -> str:
+    "SHA-256 of a model's weights: each name and its tensor's bytes, in the state dict's order"
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def save_model_seed0(path: Path = MODEL) -> None:
+    """Train the numbers recipe (German) with seed 0, as chapter 11b does, and save it for chapter 11d; beside it
+    a small JSON record (the file's name and the weights' SHA-256) that chapter 11b checks its own training against"""
+    from transformer_nb.checkpoints import save_model
+    from transformer_nb.numbers import train_numbers
+    run = train_numbers("de", seed=0)
+    h = run.history
+    meta = dict(task=run.task.name, seed=0, steps=len(h.loss), final_loss=round(float(h.loss[-1]), 4))
+    save_model(path, run.model, run.config, run.task.vocab, **meta)
+    record = dict(file=path.name, weights_sha256=weights_sha256(run.model),
+                  tensors=len(run.model.state_dict()), **meta)
+    path.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB) and {path.with_suffix('.json').name}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lang", default="de")
@@ -187,8 +217,12 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=None, help="default: NUMBER_SETTINGS")
     p.add_argument("--print", action="store_true", help="print the runs as JSON, write nothing")
     p.add_argument("--out", default=str(OUT))
+    p.add_argument("--model", action="store_true", help=f"train seed 0 and save it as {MODEL.name}, nothing else")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    if args.model:
+        save_model_seed0()
+        return 0
     from transformer_nb.numbers import NUMBER_MODEL, NUMBER_SETTINGS
     runs = []
     for seed in args.seeds:

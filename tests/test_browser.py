@@ -480,7 +480,7 @@ def test_figures_are_legible_on_a_phone(phone):
 
 
 EXPLORERS = {"explorer.html": 2, "induction.html": 1, "pronouns.html": 1, "numbers.html": 1, "training.html": 1,
-             "decoding.html": 1, "gpt.html": 1}
+             "decoding.html": 1, "gpt.html": 1, "inside.html": 1}
 
 
 def check_explorers(pg) -> None:

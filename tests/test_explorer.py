@@ -503,3 +503,120 @@ def test_a_view_can_open_on_colours_per_row(browser, tmp_path):
         pg.context.close()
     finally:
         httpd.shutdown()
+
+
+# ------------------------------------------------------------- heads coloured by a score
+
+from transformer_nb.explorer import colour_heads  # noqa: E402
+
+RED, BLUE, WHITE = "rgb(103, 0, 31)", "rgb(5, 48, 97)", "rgb(247, 246, 246)"  # RdBu_r: +1, -1, 0
+
+
+def scored_page(tmp_path, maps):
+    "A page with one view whose decoder self and cross heads carry made-up scores"
+    three = {k: v for k, v in maps.items() if k != "long"}
+    scores = {"cross": torch.tensor([[0.5, -2.0, 0.0, 1.0], [4.0, -0.25, 2.0, 0.1]]),
+              "decoder self": torch.tensor([[0.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 3.0]])}
+    view = colour_heads(attention_explorer(three, SRC, TGT, kind="cross", layer=1, head=0,
+                                           title="scored"), scores, "attribution", "logits")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+            "content='width=device-width, initial-scale=1'></head><body style='margin:0 auto;"
+            "max-width:760px;padding:0 12px'><h1>Scores</h1>{}</body></html>")
+    (tmp_path / "scored.html").write_text(page.format(view.html), encoding="utf-8")
+
+
+
+def test_scores_are_embedded_rounded_and_checked():
+    maps = softmax_maps()
+    view = attention_explorer(maps, SRC, TGT)
+    s = torch.tensor([[0.123456, -1.0, 2.0, 0.0], [1.0, 1.0, 1.0, -3.333333]])
+    data = colour_heads(view, {"cross": s}, "dla", "logits", decimals=3).data
+    assert data["scores"] == {"label": "dla", "unit": "logits", "decimals": 3,
+                              "kinds": {"cross": [[0.123, -1.0, 2.0, 0.0], [1.0, 1.0, 1.0, -3.333]]}}
+    assert data["kinds"] == view.data["kinds"] and "scores" not in view.data
+    for call, exc, words in [
+        (lambda: colour_heads(maps, {"cross": s}), TypeError, "view must be an AttentionExplorer"),
+        (lambda: colour_heads(view, {}), TypeError, "scores must be a non-empty dict"),
+        (lambda: colour_heads(view, {"x": s}), ValueError, "'x' is not a map of this view"),
+        (lambda: colour_heads(view, {"cross": s.tolist()}), TypeError, "must be a torch.Tensor, got list"),
+        (lambda: colour_heads(view, {"cross": s[:1]}), ValueError, "must have shape (L, H) = (2, 4)"),
+        (lambda: colour_heads(view, {"cross": s * float("nan")}), ValueError, "holds NaN"),
+        (lambda: colour_heads(view, {"cross": s}, decimals=-1), ValueError, "decimals must be"),
+    ]:
+        with pytest.raises(exc) as e:
+            call()
+        assert words in str(e.value), str(e.value)
+
+
+def test_browser_heads_coloured_by_a_score(browser, tmp_path, maps):
+    """A strip of every head of the kind shown, each with a swatch on one diverging scale (the largest magnitude of
+    all kinds at the ends) and its signed score; a click or the keyboard (one Tab stop, arrows, Enter) shows the head;
+    a kind without scores says so; at 390 px and in the dark theme of the page it fits and stays a light card"""
+    scored_page(tmp_path, maps)
+    httpd, url = serve(tmp_path)
+    try:
+        pg = open_page(browser, f"{url}/scored.html", 1280)
+        view = pg.locator(".tnb-explorer")
+        btn = lambda l, h: view.locator(f".tnb-hbtn[data-l='{l}'][data-h='{h}']")
+        swatch = lambda l, h: btn(l, h).locator(".tnb-swatch").evaluate("e => e.style.background")
+        assert view.locator(".tnb-hbtn").count() == 8  # cross: 2 layers of 4 heads
+        assert btn(1, 0).locator(".tnb-num").inner_text() == "+4.00"
+        assert btn(0, 1).locator(".tnb-num").inner_text() == "\u22122.00"
+        assert swatch(1, 0) == RED and swatch(0, 2) == WHITE  # 4.0 is the top of the scale
+        assert "attribution" in btn(0, 1).get_attribute("aria-label")
+        assert btn(1, 0).get_attribute("aria-pressed") == "true"  # the head shown
+        # a click shows that head: the selects follow, the panel is the head's map
+        btn(0, 3).click()
+        sel = view.locator("select")
+        assert (sel.nth(1).input_value(), sel.nth(2).input_value()) == ("0", "3")
+        assert btn(0, 3).get_attribute("aria-pressed") == "true"
+        assert btn(1, 0).get_attribute("aria-pressed") == "false"
+        view.locator(".tnb-row[data-i='2']").hover()
+        assert shown(view) == rounded(maps["cross"][0, 3, 2])
+        # the keyboard: one Tab stop, the arrows move it, Enter shows the head
+        assert view.locator(".tnb-hbtn[tabindex='0']").count() == 1
+        sel.last.focus()
+        pg.keyboard.press("Tab")
+        active = "() => [document.activeElement.dataset.l, document.activeElement.dataset.h]"
+        assert pg.evaluate(active) == ["0", "3"]
+        pg.keyboard.press("ArrowDown")
+        pg.keyboard.press("Home")
+        assert pg.evaluate(active) == ["1", "0"]
+        pg.keyboard.press("Enter")
+        assert (sel.nth(1).input_value(), sel.nth(2).input_value()) == ("1", "0")
+        assert pg.evaluate(active) == ["1", "0"]  # the focus stays on the strip
+        pg.keyboard.press("Tab")  # on to the grids
+        assert view.locator(".tnb-panels").evaluate("e => e.contains(document.activeElement)")
+        # every head at once: each panel's title carries its head's score
+        sel.nth(2).select_option("all")
+        assert view.locator(".tnb-hbtn[aria-pressed='true']").count() == 4
+        titles = view.locator(".tnb-ptitle .tnb-pscore .tnb-num").all_inner_texts()
+        assert titles == ["+4.00", "\u22120.25", "+2.00", "+0.10"]
+        # another kind: its own scores on the same scale; a kind without any says so
+        sel.nth(0).select_option(label="decoder self")
+        assert btn(1, 3).locator(".tnb-num").inner_text() == "+3.00"
+        assert swatch(1, 3) != RED and swatch(1, 0) != BLUE  # 3 and -1 of 4
+        sel.nth(0).select_option(label="encoder self")
+        assert view.locator(".tnb-hbtn").count() == 0
+        assert "none for encoder self" in view.locator(".tnb-heads").inner_text()
+        assert not pg.errors and not pg.outside, (pg.errors, pg.outside)
+        pg.context.close()
+        # a phone, dark theme: nothing wider than the screen, the view a light card with dark text
+        pg = open_page(browser, f"{url}/scored.html", 390, has_touch=True, is_mobile=True,
+                       color_scheme="dark")
+        view = pg.locator(".tnb-explorer")
+        assert pg.evaluate("document.documentElement.scrollWidth") <= 390
+        box = view.locator(".tnb-hgrid").bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390, box
+        view.locator(".tnb-hbtn[data-l='0'][data-h='1']").tap()
+        assert view.locator("select").nth(2).input_value() == "1"
+        looks = view.locator(".tnb-hbtn").first.evaluate(
+            "e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).color]")
+        assert looks == ["rgb(255, 255, 255)", "rgb(31, 35, 40)"], looks
+        font = view.locator(".tnb-hbtn .tnb-num").first.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+        assert font >= 11
+        screenshot(pg, "explorer-scores-390-dark.png")
+        assert not pg.errors and not pg.outside, (pg.errors, pg.outside)
+        pg.context.close()
+    finally:
+        httpd.shutdown()

@@ -11,7 +11,13 @@
    default), or each row on its own ("per row"); the legend says which, with the top.
    Keyboard: the grids of a view are one Tab stop (roving tabindex); the arrow keys move
    between tokens and cells (past a panel's edge into the next head's), Home and End to
-   the first and last key, Page Up and Page Down to the previous and next head. */
+   the first and last key, Page Up and Page Down to the previous and next head.
+   Heads coloured by a score (optional, `colour_heads`): "scores": {"label", "unit",
+   "decimals", "kinds": {name: s[layer][head]}} draws a strip of every head of the kind
+   shown, each with its score on one diverging scale (blue below zero, red above, white
+   at zero; the same scale for every kind), and the score beside each panel's title. The
+   strip is one Tab stop: the arrow keys move between its heads, Enter or Space (or a
+   click) shows that head. */
 window.__tnbExplorer1 = (function () {
   "use strict";
   var VIRIDIS = ["440154", "482878", "3e4989", "31688e", "26828e", "1f9e89", "35b779",
@@ -40,6 +46,20 @@ window.__tnbExplorer1 = (function () {
     t = Math.max(0, Math.min(1, t || 0)) * (STOPS.length - 1);
     var i = Math.min(Math.floor(t), STOPS.length - 2), f = t - i;
     var a = STOPS[i], b = STOPS[i + 1];
+    return "rgb(" + [0, 1, 2].map(function (k) {
+      return Math.round(a[k] + f * (b[k] - a[k]));
+    }).join(",") + ")";
+  }
+
+  // heads coloured by a score: RdBu_r, the diverging map of the book's signed heatmaps
+  var RDBU = ["053061", "2065ab", "4393c3", "90c4dd", "d1e5f0", "f7f6f6", "fddbc7",
+              "f3a481", "d6604d", "b1182b", "67001f"].map(function (h) {
+    return [0, 2, 4].map(function (k) { return parseInt(h.substr(k, 2), 16); });
+  });
+  function signed(t) {  // t in [-1, 1]: blue below zero, white at zero, red above
+    t = (Math.max(-1, Math.min(1, t || 0)) + 1) / 2 * (RDBU.length - 1);
+    var i = Math.min(Math.floor(t), RDBU.length - 2), f = t - i;
+    var a = RDBU[i], b = RDBU[i + 1];
     return "rgb(" + [0, 1, 2].map(function (k) {
       return Math.round(a[k] + f * (b[k] - a[k]));
     }).join(",") + ")";
@@ -92,7 +112,10 @@ window.__tnbExplorer1 = (function () {
     var app = el("div", "tnb-app"), controls = el("div", "tnb-controls");
     var caption = el("div", "tnb-caption"), panels = el("div", "tnb-panels");
     var readout = el("div", "tnb-readout", null, {"aria-live": "polite"});
-    [controls, caption, panels, readout].forEach(function (e) { app.appendChild(e); });
+    var strip = el("div", "tnb-heads");  // heads coloured by a score, if data.scores
+    [controls, strip, caption, panels, readout].forEach(function (e) {
+      app.appendChild(e);
+    });
     root.appendChild(app);
 
     function kind() { return data.kinds[state.kind]; }
@@ -147,6 +170,7 @@ window.__tnbExplorer1 = (function () {
       var panel = el("div", "tnb-panel", null, {"data-h": h});
       panel.appendChild(el("div", "tnb-ptitle", "head " + h + (state.scale === "head"
         ? " \u00b7 top " + fmt(peak(h)) : "")));
+      scoreTitle(panel.firstChild, h);
       var scroll = el("div", "tnb-scroll");
       var grid = el("div", "tnb-grid", null, {role: "group",
                     "aria-label": k.name + ", layer " + state.layer + ", head " + h +
@@ -196,6 +220,7 @@ window.__tnbExplorer1 = (function () {
       legend.appendChild(el("span", "tnb-top", upto));
       caption.appendChild(legend);
       app.setAttribute("data-scale", state.scale);
+      drawScores();
       var f = state.focus;
       if (f && (f.i >= k.rows.length || f.j >= k.cols.length)) state.focus = null;
       rove();
@@ -326,6 +351,113 @@ window.__tnbExplorer1 = (function () {
       wrap.appendChild(tab);
       readout.appendChild(wrap);
     }
+
+    // ---- heads coloured by a score (data.scores, from colour_heads)
+    var sc = data.scores, scur = {l: null, h: null};  // the strip's one Tab stop
+    function scores() { return sc ? sc.kinds[kind().name] || null : null; }
+    var stop = 0;  // the scale: the largest magnitude of every kind's scores
+    if (sc) Object.keys(sc.kinds).forEach(function (n) {
+      sc.kinds[n].forEach(function (r) {
+        r.forEach(function (v) { stop = Math.max(stop, Math.abs(v)); });
+      });
+    });
+    function sfmt(v) {  // a signed score: +1.23, \u22120.45
+      var t = Math.abs(v).toFixed(sc.decimals);
+      return (+t === 0 ? "" : v < 0 ? "\u2212" : "+") + t;
+    }
+    function shue(v) { return signed(stop > 0 ? v / stop : 0); }
+    function scoreTitle(title, h) {  // a panel's title: its head's score
+      var s = scores();
+      if (!s) return;
+      var v = s[state.layer][h], b = el("span", "tnb-pscore", null,
+        {title: sc.label + ": " + sfmt(v) + " " + sc.unit});
+      var sw = el("span", "tnb-swatch");
+      sw.style.background = shue(v);
+      b.appendChild(sw);
+      b.appendChild(el("span", "tnb-num", sfmt(v)));
+      title.appendChild(b);
+    }
+    function sbutton(l, h) {
+      return strip.querySelector(".tnb-hbtn[data-l='" + l + "'][data-h='" + h + "']");
+    }
+    function drawScores() {
+      strip.textContent = "";
+      if (!sc) return;
+      var s = scores(), k = kind();
+      var cap = el("div", "tnb-hcap");
+      strip.appendChild(cap);
+      if (!s) {
+        cap.appendChild(el("span", null, "heads coloured by " + sc.label + ": none for " +
+                           k.name));
+        return;
+      }
+      cap.appendChild(el("span", null, "heads coloured by " + sc.label + " (" + sc.unit +
+                         "):"));
+      var legend = el("span", "tnb-legend"), ramp = el("span", "tnb-ramp");
+      ramp.style.background = "linear-gradient(to right," +
+        [-1, -0.5, 0, 0.5, 1].map(signed).join(",") + ")";
+      legend.appendChild(el("span", "tnb-num", sfmt(-stop)));
+      legend.appendChild(ramp);
+      legend.appendChild(el("span", "tnb-num", sfmt(stop)));
+      cap.appendChild(legend);
+      var L = s.length, H = s[0].length;
+      if (scur.l === null || scur.l >= L || scur.h >= H) {
+        scur = {l: state.layer, h: state.head === "all" ? 0 : +state.head};
+      }
+      var grid = el("div", "tnb-hgrid", null, {role: "group", "aria-label": "heads of " +
+        k.name + " by " + sc.label + ": arrow keys move, Enter shows the head"});
+      grid.style.gridTemplateColumns = "max-content repeat(" + H + ", max-content)";
+      grid.appendChild(el("span"));
+      for (var n = 0; n < H; n++) grid.appendChild(el("span", "tnb-hhead", "head " + n));
+      for (var l = 0; l < L; l++) {
+        grid.appendChild(el("span", "tnb-hlayer", "layer " + l));
+        for (var h = 0; h < H; h++) {
+          var v = s[l][h], on = l === state.layer &&
+            (state.head === "all" || +state.head === h);
+          var b = el("button", "tnb-hbtn" + (on ? " tnb-on" : ""), null, {type: "button",
+            "data-l": l, "data-h": h, "aria-pressed": on ? "true" : "false",
+            tabindex: l === scur.l && h === scur.h ? "0" : "-1",
+            "aria-label": "layer " + l + ", head " + h + ": " + sc.label + " " +
+                          sfmt(v) + " " + sc.unit});
+          var sw = el("span", "tnb-swatch");
+          sw.style.background = shue(v);
+          b.appendChild(sw);
+          b.appendChild(el("span", "tnb-num", sfmt(v)));
+          grid.appendChild(b);
+        }
+      }
+      strip.appendChild(grid);
+    }
+    strip.addEventListener("click", function (e) {  // a head of the strip: show it
+      var b = e.target && e.target.closest ? e.target.closest(".tnb-hbtn") : null;
+      if (!b) return;
+      var l = +b.getAttribute("data-l"), h = +b.getAttribute("data-h");
+      scur = {l: l, h: h};
+      state.layer = l;
+      state.head = h;
+      state.focus = null;
+      drawControls();
+      draw();
+      var again = sbutton(l, h);
+      if (again) again.focus();
+    });
+    strip.addEventListener("keydown", function (e) {  // arrows move the Tab stop
+      var s = scores();
+      if (!s || !e.target.closest || !e.target.closest(".tnb-hbtn")) return;
+      var l = scur.l, h = scur.h, L = s.length, H = s[0].length;
+      if (e.key === "ArrowRight") h = Math.min(h + 1, H - 1);
+      else if (e.key === "ArrowLeft") h = Math.max(h - 1, 0);
+      else if (e.key === "ArrowDown") l = Math.min(l + 1, L - 1);
+      else if (e.key === "ArrowUp") l = Math.max(l - 1, 0);
+      else if (e.key === "Home") h = 0;
+      else if (e.key === "End") h = H - 1;
+      else return;
+      e.preventDefault();
+      var from = sbutton(scur.l, scur.h), to = sbutton(l, h);
+      scur = {l: l, h: h};
+      if (from) from.setAttribute("tabindex", "-1");
+      if (to) { to.setAttribute("tabindex", "0"); to.focus(); }
+    });
 
     function target(e) {
       var t = e.target;

@@ -19,7 +19,7 @@ from torch import Tensor
 from .plotting import pyplot, show_attention
 
 # %% auto #0
-__all__ = ['AttentionExplorer', 'attention_explorer']
+__all__ = ['AttentionExplorer', 'attention_explorer', 'ScoredExplorer', 'colour_heads']
 
 # %% ../nbs/00c_explorer.ipynb #x001
 def _explorer_asset(name:str)->str:
@@ -221,3 +221,100 @@ def attention_explorer(
         raise ValueError(f'scale must be "head" or "row", got {scale!r}')
     start = (kind, layer % L, head if head == "all" else head % H)
     return AttentionExplorer(checked, start, title, decimals, fallback, scale)
+
+# %% ../nbs/00c_explorer.ipynb #x014
+class ScoredExplorer(AttentionExplorer):
+    "An attention explorer whose heads also carry a score each (`colour_heads`)"
+    def __init__(self,
+        view:AttentionExplorer,
+        scores:dict,
+        label:str,
+        unit:str,
+        decimals:int,
+    ):
+        """
+        Parameters
+        ----------
+        view : AttentionExplorer
+            the view whose heads are scored; its maps and choices are kept
+        scores : dict
+            {kind: (L, H) tensor}, checked by `colour_heads`
+        label : str
+            what the scores are, e.g. "direct logit attribution"
+        unit : str
+            their unit, e.g. "logits"
+        decimals : int
+            scores are rounded to this many decimals
+        """
+        self.__dict__.update(vars(view))
+        self.scores, self.label, self.unit = scores, label, unit
+        self.score_decimals = decimals
+
+    @property
+    def data(self)->dict:
+        "The view's data, and under 'scores' each scored kind's (L, H) rounded scores"
+        out = super().data
+        d = self.score_decimals
+        kinds = {n: [[round(float(v), d) for v in row] for row in s.detach().cpu()]
+                 for n, s in self.scores.items()}
+        out["scores"] = dict(label=self.label, unit=self.unit, decimals=d, kinds=kinds)
+        return out
+
+    def __repr__(self):
+        kinds = ", ".join(self.scores)
+        return f"{super().__repr__()} coloured by {self.label} ({kinds})"
+
+# %% ../nbs/00c_explorer.ipynb #x015
+def colour_heads(
+    view:AttentionExplorer,
+    scores:dict,
+    label:str="score",
+    unit:str="",
+    decimals:int=2,
+)->ScoredExplorer:
+    """The view with a score beside every head: a strip of the heads of the kind shown,
+    each on one diverging scale, that chooses the head shown
+
+    Parameters
+    ----------
+    view : AttentionExplorer
+        from `attention_explorer`
+    scores : dict
+        {kind: (L, H) tensor} for some or all of the view's maps, e.g. each head's
+        direct logit attribution (chapter 11d)
+    label : str
+        what the scores are, for the strip and the screen reader
+    unit : str
+        their unit
+    decimals : int
+        scores are rounded to this many decimals
+
+    Returns
+    -------
+    ScoredExplorer
+        the same view, its heads scored
+    """
+    if not isinstance(view, AttentionExplorer):
+        raise TypeError("view must be an AttentionExplorer (from attention_explorer), "
+                        f"got {type(view).__name__}")
+    if not isinstance(scores, dict) or not scores:
+        raise TypeError("scores must be a non-empty dict of {kind: (L, H) tensor}, got "
+                        f"{type(scores).__name__}")
+    if not (isinstance(decimals, int) and 0 <= decimals <= 6):
+        raise ValueError(f"decimals must be an int from 0 to 6, got {decimals!r}")
+    checked = {}
+    for name, s in scores.items():
+        if name not in view.maps:
+            raise ValueError(f"scores: {name!r} is not a map of this view; its maps "
+                             f"are {list(view.maps)}")
+        if not isinstance(s, Tensor):
+            raise TypeError(f"scores[{name!r}] must be a torch.Tensor, got "
+                            f"{type(s).__name__}")
+        need = tuple(view.maps[name][0].shape[:2])
+        if tuple(s.shape) != need:
+            raise ValueError(f"scores[{name!r}] must have shape (L, H) = {need}, one "
+                             f"per head of maps[{name!r}], got {tuple(s.shape)}")
+        if not torch.isfinite(s).all():
+            raise ValueError(f"scores[{name!r}] holds NaN or infinite values")
+        checked[name] = s.detach().to("cpu", torch.float64)
+    return ScoredExplorer(view, checked, str(label), str(unit), decimals)
