@@ -626,3 +626,27 @@ def test_search_ranks_chapters_first_with_plain_text_snippets(page, server, quer
     raw = [t for t in texts if re.search(r"\\[a-zA-Z]+|\\\(|\$", t)]
     assert not raw, f"TeX in search snippets: {raw[:3]}"
     assert any("√(d_k)" in t for t in texts), texts[:3]
+
+
+@pytest.mark.parametrize("width, height", [(1280, 900), (390, 844)], ids=["desktop", "phone"])
+def test_a_folded_answer_opens(server, browser, width, height):
+    """Each chapter ends with questions whose answers are folded (<details><summary>Answer</summary>): on the
+    attention chapter, an answer is hidden until its summary is clicked, then shown, inside the column."""
+    ctx, pg = loaded(server, browser, "attention.html", width, height)
+    try:
+        folds = pg.locator("details:has(> summary)").filter(has_text="Answer")
+        assert folds.count() >= 3, "the chapter's questions have no folded answers"
+        fold = folds.first
+        summary = fold.locator("summary").first
+        answer = fold.locator("p").first
+        summary.scroll_into_view_if_needed()
+        assert fold.get_attribute("open") is None and not answer.is_visible(), "the answer is not folded"
+        summary.click()
+        pg.wait_for_function("d => d.open", arg=fold.element_handle(), timeout=5_000)
+        assert answer.is_visible(), "clicking the summary did not show the answer"
+        box = answer.bounding_box()
+        assert box and box["height"] > 0 and box["x"] >= 0 and box["x"] + box["width"] <= width + 1, box
+        assert answer.inner_text().strip(), "an empty answer"
+        assert not pg.errors, pg.errors
+    finally:
+        ctx.close()

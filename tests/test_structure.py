@@ -113,3 +113,26 @@ def test_code_lines_fit_88_columns(nb):
     long = [line for cell in json.loads(nb.read_text())["cells"] if cell["cell_type"] == "code"
             for line in "".join(cell["source"]).split("\n") if len(line) > 88]
     assert not long, f"{len(long)} lines over 88 columns, e.g. {long[0]!r}"
+
+
+# Chapters that build, train or read a model end with a recap and questions (issue 44). 11c and 11e join this list
+# when their recaps land.
+RECAP_CHAPTERS = ["01_embeddings", "02_attention", "03_multihead", "04_ffn", "05_norms", "06_layers",
+                  "07_transformer", "08_masking", "09_data", "09a_checkpoints", "09b_reading", "10_training",
+                  "10a_distributed", "11_decoding", "11a_pronouns", "11b_numbers", "11d_inside", "11f_modern"]
+
+
+@pytest.mark.parametrize("stem", RECAP_CHAPTERS)
+def test_chapter_ends_with_a_recap_and_questions(stem):
+    """The last two sections: "## Recap" (three to five things the reader can now do) and "## Check your
+    understanding" (three to five questions, each answer folded in <details><summary>Answer</summary>)."""
+    cells = json.loads((ROOT / "nbs" / f"{stem}.ipynb").read_text())["cells"]
+    md = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    heads = [(i, line) for i, s in enumerate(md) for line in s.splitlines() if line.startswith("## ")]
+    assert [h for _, h in heads[-2:]] == ["## Recap", "## Check your understanding"], heads[-2:]
+    recap = md[heads[-2][0]]
+    assert 3 <= len(re.findall(r"^- ", recap, re.M)) <= 5, f"{stem}: the recap has 3 to 5 lines"
+    after = "\n".join(md[heads[-1][0]:])
+    answers = re.findall(r"<details><summary>Answer</summary>\n\n(.+?)\n\n</details>", after, re.S)
+    assert 3 <= len(answers) <= 5, f"{stem}: {len(answers)} folded answers, not 3 to 5"
+    assert all(a.strip() for a in answers)
