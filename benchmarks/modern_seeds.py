@@ -11,7 +11,7 @@ recipe unchanged (LM_TRAINING: 450 steps of 24 windows of 64 characters, AdamW a
 held-out text, as chapter 11c measures it), the last training loss, the parameter count and the CPU time of the
 training. SwiGLU takes d_ff = 344 instead of 512 (about 8/3 d_model, as Llama does), so that its feed-forward network
 has about as many weights as the GELU one. It writes benchmarks/results/seeds_modern.json, one row at a time, so that
-an interrupted run keeps the rows it finished; chapter 11f reads it.
+an interrupted run keeps the rows it finished (and another run's rows written meanwhile stay); chapter 11f reads it.
 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 configurations and seeds again and compares every number with the stored rows (the CPU times excepted), exiting with
@@ -106,6 +106,9 @@ def main(argv=None):
                 if not diff: print("  the same as the stored row")
                 failed |= bool(diff)
                 continue
+            # read the file again before writing: rows another run wrote meanwhile stay
+            stored = json.loads(a.out.read_text()) if a.out.exists() else {}
+            rows = {(r["config"], r["seed"], r["steps"]): r for r in stored.get(key, [])}
             rows[k] = row
             order = list(CONFIGS)
             stored[key] = sorted(rows.values(), key=lambda r: (order.index(r["config"]), r["steps"], r["seed"]))

@@ -220,7 +220,8 @@ class MultiHeadAttention(CheckedModule):
             k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
         # 3) attend in every head in parallel: the readable path returns the weights
         if need_weights: out, weights = scaled_dot_product_attention(q, k, v, mask, p)
-        else: out, weights = fused_attention(q, k, v, mask, p, shared), None  # (B,H,T,d_k)
+        else:                                                     # (B, H, T, d_k)
+            out, weights = fused_attention(q, k, v, mask, p, shared), None
         # 4) concatenate the heads and mix them with W^O
         # (B, T, d_model), (B, H, T, S)
         return self.W_o(merge_heads(out)), weights
