@@ -174,6 +174,7 @@ def is_causal(mask:Tensor|None, T:int, S:int)->bool:
 # %% ../nbs/02_attention.ipynb #a102
 def fused_attention(
     q:Tensor, k:Tensor, v:Tensor, mask:Tensor|None=None, dropout_p:float=0.0,
+    enable_gqa:bool=False,
 )->Tensor:
     """softmax(QKᵀ/√d_k)V as chapter 2 defines it, through torch's fused kernels
 
@@ -189,6 +190,9 @@ def fused_attention(
         boolean, True = may attend; broadcasts to (B, H, T, S)
     dropout_p : float
         dropout on the weights; pass 0.0 when not training
+    enable_gqa : bool
+        k and v hold G heads, dividing H, each read by H/G query heads (chapter 11f);
+        only with dropout_p 0
 
     Returns
     -------
@@ -199,6 +203,8 @@ def fused_attention(
     # a compiler draws its own dropout mask,
     compiling = torch.compiler.is_compiling()
     # else torch would fall back to bernoulli_ (unless torch's masks are asked for):
+    if enable_gqa and dropout_p > 0:
+        raise ValueError(f"enable_gqa needs dropout_p 0, got {dropout_p}")
     if (dropout_p > 0 and q.device.type == "cpu" and not compiling
             and not torch_dropout_masks.active):
         # ours, whose dropout is cheaper
@@ -213,4 +219,5 @@ def fused_attention(
         attn_mask=None if causal else mask,
         dropout_p=dropout_p,
         is_causal=causal,
+        **({"enable_gqa": True} if enable_gqa else {}),
     )

@@ -5,6 +5,7 @@
 # %% ../nbs/01_embeddings.ipynb #c002
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -272,13 +273,23 @@ def rotary(x:Tensor, offset:int=0, base:float=10000.0)->Tensor:
         depends on m - n only
     """
     T, d_k = x.shape[-2], x.shape[-1]
-    # θ_i in float32, as Llama computes them: (d_k/2,)
-    theta = 1.0 / base ** (torch.arange(0, d_k, 2, device=x.device).float() / d_k)
-    m = torch.arange(offset, offset + T, device=x.device).float()
-    angles = (m[:, None] * theta).repeat(1, 2)                      # (T, d_k)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    # every layer rotates q and k at the same positions: the tables are kept (not
+    # under inference mode, whose tensors autograd refuses later, nor compiling)
+    keep = not (torch.is_inference_mode_enabled() or torch.compiler.is_compiling())
+    tables = _kept_rotary_tables if keep else _rotary_tables
+    cos, sin = tables(T, d_k, offset, base, x.device, x.dtype)      # (T, d_k)
     x1, x2 = x.chunk(2, dim=-1)                                     # (..., T, d_k/2)
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin             # (..., T, d_k)
+
+def _rotary_tables(T, d_k, offset, base, device, dtype):
+    "cos(m·θ_i) and sin(m·θ_i) for positions offset ... offset + T - 1: (T, d_k) each"
+    # θ_i in float32, as Llama computes them: (d_k/2,)
+    theta = 1.0 / base ** (torch.arange(0, d_k, 2, device=device).float() / d_k)
+    m = torch.arange(offset, offset + T, device=device).float()
+    angles = (m[:, None] * theta).repeat(1, 2)                      # (T, d_k)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+_kept_rotary_tables = functools.lru_cache(maxsize=512)(_rotary_tables)
 
 class NoPositions(nn.Module):
     ('positions="rope": the embedding adds no position vector; attention rotates '

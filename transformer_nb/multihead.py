@@ -211,11 +211,17 @@ class MultiHeadAttention(CheckedModule):
         # beam search: one memory's keys and values for every row, a view
         B = q.shape[0]
         if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
-        if G != H: k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
-        # 3) attend in every head in parallel: the readable path returns the weights
         p = self.dropout if self.training else 0.0
+        # G < H: without gradients (decoding) the fused kernel reads each key/value
+        # head for its H/G query heads, the same numbers without copies; else they
+        # are repeated, and training sums the copies' gradients
+        shared = G != H and not need_weights and p == 0 and not torch.is_grad_enabled()
+        if G != H and not shared:
+            k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
+        # 3) attend in every head in parallel: the readable path returns the weights
         if need_weights: out, weights = scaled_dot_product_attention(q, k, v, mask, p)
-        else: out, weights = fused_attention(q, k, v, mask, p), None  # (B, H, T, d_k)
+        else:                                                     # (B, H, T, d_k)
+            out, weights = fused_attention(q, k, v, mask, p, shared), None
         # 4) concatenate the heads and mix them with W^O
         # (B, T, d_model), (B, H, T, S)
         return self.W_o(merge_heads(out)), weights

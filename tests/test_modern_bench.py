@@ -1,0 +1,44 @@
+"""benchmarks/modern_bench.py, the speed comparison of chapter 11f (`make bench`): it runs, times only pairs that
+compute the same logits, and refuses bad arguments. It measures nothing here: speed is printed, never asserted."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+SCRIPT = ROOT / "benchmarks" / "modern_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    "The script as a module (its functions, without running it)"
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import modern_bench
+        yield modern_bench
+    finally: sys.path.remove(str(SCRIPT.parent))
+
+
+def test_each_pair_is_the_same_model(bench):
+    "Ours and transformers' compute the same logits at every shape the benchmark times, GQA included"
+    import torch
+    for name, kw in bench.SHAPES.items():
+        ours, theirs = bench.pair(kw)
+        ids = torch.randint(0, bench.VOCAB, (1, 9))
+        with torch.no_grad():
+            assert (ours(ids) - theirs(input_ids=ids).logits).abs().max() <= 1e-4, name
+        assert type(theirs).__name__ == ("LlamaForCausalLM" if "Llama" in name else "GPT2LMHeadModel")
+
+
+def test_quick_run_prints_every_ratio():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in ("GPT-2 d128 N2", "GPT-2 d256 N4", "Llama d128 N2", "Llama d256 N4"):
+        assert f"{name}, training tokens/s" in out.stdout and f"{name}, cached generation speed" in out.stdout
+
+
+def test_bad_arguments_get_one_line_and_status_2():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--runs", "0"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--runs and --reps must be >= 1, got 0 and 7" in out.stderr
