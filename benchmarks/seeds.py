@@ -17,9 +17,15 @@ set (10 pronoun models; 10 date, 10 reversal and 10 copy models) takes about 20 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 seeds again and compares every number with the stored rows (the training times excepted), exiting with status 1
 on any difference. --steps N (dates and reverse only) trains N steps instead of the recipe's and keeps those rows
-apart ("quick"; the chapters do not read them): tests/test_seeds.py checks such a row, a reversal model of 40
+apart ("quick"; chapter 10 reads only the date models of 1000 steps, the recipe run twice as long, with its
+cooldown over the last 400): tests/test_seeds.py checks such a row, a reversal model of 40
 steps, in a few seconds, so that a change to the training or the measures that the stored results do not reflect
 fails a test.
+
+A date row also holds its held-out exact match every 100 steps (`curve`, the weights as they are then) and its
+wrong dates counted by their first wrong character of YYYY-MM-DD (`first_wrong`). `dates.old_recipe` keeps the five
+rows of the date recipe before issue 43 (factor 0.5, no cooldown, 5 checkpoints averaged), written by this script
+then and left alone since: chapter 10 compares the recipe with them.
 """
 import argparse
 import json
@@ -32,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from transformer_nb.data import make_batch, make_task
 from transformer_nb.pronouns import (
     PRONOUN_MODEL,
     PRONOUN_TRAINING,
@@ -82,6 +89,12 @@ def measure_dates(t):
     model, vocab, valid = t.model, t.task.vocab, t.task.valid
     acc = teacher_forced_accuracy(model, vocab, valid)
     out = dict(held_out=len(valid), sequences=r4(acc.sequences), tokens=r4(acc.tokens))
+    # the wrong dates by their first wrong character of YYYY-MM-DD (the field that fails)
+    b = make_batch(valid, vocab)
+    pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)  # (B, T)
+    bad = (pred != b.tgt_out) & (b.tgt_out != vocab.pad)
+    first = [int(r.nonzero()[0]) for r in bad if r.any()]
+    out["first_wrong"] = {str(i): first.count(i) for i in sorted(set(first))}
     # over N_ALIGN held-out dates: the year's alignment, as chapter 10 measures it
     out["year_weight"] = r4(alignment_weight(model, vocab, valid[:N_ALIGN], year_alignment))
     # the first example: "Sunday, 22 November 2026"; keys 0-5 Sunday, 8-9 the day, 20-23 the year;
@@ -198,13 +211,24 @@ def run_one(kind, seed, split=0, steps=None, runs=None):
         row = dict(seed=seed, split=split, final_loss=r4(history.loss[-1]),
                    **measure_pronoun_model(model, task))
     else:
-        t = train_task(kind, seed=seed, steps=steps, progress=False, runs=runs)
+        curve, valid = [], None
+        if kind == "dates":
+            # the held-out exact match of the weights every 100 steps, as they are then
+            valid = make_task("dates", seed=seed)
+            def every_100(step, model):
+                if step % 100: return
+                model.eval()
+                curve.append([step, r4(teacher_forced_accuracy(model, valid.vocab, valid.valid)
+                                       .sequences)])
+                model.train()
+        t = train_task(kind, seed=seed, steps=steps, progress=False, runs=runs,
+                       on_step=every_100 if kind == "dates" else None)
         seconds = time.perf_counter() - t0
         measure = {"dates": measure_dates, "reverse": measure_reverse, "copy": measure_digits}[kind]
         if runs is not None: measure = measure_digits
         row = dict(seed=seed, **({"steps": steps} if steps else {}),
                    **({"runs": runs} if runs is not None else {}), final_loss=r4(t.history.loss[-1]),
-                   **measure(t))
+                   **measure(t), **({"curve": curve} if curve else {}))
     return dict(row, seconds=round(seconds, 1))
 
 

@@ -647,7 +647,8 @@ TASK_SETTINGS = {
                  runs=0.25),
     "reverse": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300,
                     average=1, runs=0.25),
-    "dates": dict(steps=500, batch_size=64, warmup=100, factor=0.5),
+    "dates": dict(steps=500, batch_size=64, warmup=100, factor=1.0, cooldown=400,
+                  average=1),
 }
 
 # %% ../nbs/10_training.ipynb #c041
