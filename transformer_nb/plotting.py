@@ -146,7 +146,12 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
 def _overhang(ax, renderer, k:float)->tuple:
     ("How far the labels, ticks and title of `ax` reach past its box: left, bottom, "
      "right, top")
-    box, tight = ax.get_window_extent(renderer), ax.get_tightbbox(renderer)
+    from matplotlib.transforms import Bbox
+    box = ax.get_window_extent(renderer)
+    # the tight box leaves out a rotated label longer than its panel: add the labels
+    tight = Bbox.union([ax.get_tightbbox(renderer)] + [
+        a.label.get_window_extent(renderer) for a in (ax.xaxis, ax.yaxis)
+        if a.label.get_visible() and a.label.get_text()])
     return tuple(max(0.0, d * k) for d in (box.x0 - tight.x0, box.y0 - tight.y0,
                                             tight.x1 - box.x1, tight.y1 - box.y1))
 
@@ -215,6 +220,7 @@ def show_heatmaps(
     cell_size:float=2.2,
     max_width:float=6.4,
     colorbar:bool=True,
+    cbar_label:str|None=None,
     log:bool=False,
     annotate:str|None=None,
     label_size:float=8,
@@ -251,6 +257,8 @@ def show_heatmaps(
         width of the text column, inches: more panels wrap
     colorbar : bool
         draw one colour bar for the whole grid
+    cbar_label : str | None
+        what the colours measure, with its unit, written along the colour bar
     log : bool
         logarithmic colour scale (zeros are drawn blank)
     annotate : str | None
@@ -322,8 +330,10 @@ def show_heatmaps(
         if read: im.set_gid("tnb-cells")  # what figure_legibility measures
         if xticks is not None:
             ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=label_size)
+        elif read: ax.set_xticks(range(k))  # a map read cell by cell: every column
         if yticks is not None:
             ax.set_yticks(range(q), list(yticks), fontsize=label_size)
+        elif read: ax.set_yticks(range(q))
         if annotate: _annotate(ax, grid[n], annotate, im, label_size)
         if (i == nr - 1 or n + nc >= len(grid)) and xlabel:
             ax.set_xlabel(xlabel)
@@ -334,7 +344,7 @@ def show_heatmaps(
         if titles is not None: ax.set_title(titles[n])
         elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
     cax = fig.add_axes((0, 0, 0.1, 0.1)) if colorbar else None
-    if colorbar: fig.colorbar(im, cax=cax)
+    if colorbar: fig.colorbar(im, cax=cax).set_label(cbar_label or "")
     panels = [[ax if n < len(grid) else None for n, ax in enumerate(row, i * nc)]
               for i, row in enumerate(axes)]
     _place(fig, panels, pw, ph, cax, fig.suptitle(title) if title else None)
@@ -387,6 +397,7 @@ def show_attention(
             )
     if head_titles is None and H > 1: head_titles = [f"head {h}" for h in range(H)]
     kwargs.setdefault("vmin", 0.0)
+    kwargs.setdefault("cbar_label", "attention weight")
     return show_heatmaps(
         w[None],
         col_titles=head_titles,
