@@ -187,11 +187,12 @@ def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=1
         ys.append(ys[-1] + ph + below + gap)
     right = xs[-1] + pw + most(2, j=nc - 1)
     bottom = max(ys[i] + ph + most(1, i=i) for i in range(nr))
-    if cax is not None:  # 80 % of the grid's height, centred beside it
-        height = 0.8 * (ys[-1] + ph - ys[0])
+    if cax is not None:  # 80 % of the grid's height, centred beside it; beside the
+        # first row of several, so that rows stay apart for a phone (tools/site.js)
+        height = 0.8 * (ph if nr > 1 else ys[-1] + ph - ys[0])
         width = min(max(height / 20, 10), 18)
         cax.set_position((0.1, 0.1, width / W, height / H))
-        x_cb, y_cb = right + gap, 0.5 * (ys[0] + ys[-1] + ph + height)
+        x_cb, y_cb = right + gap, ys[0] + 0.5 * (ph + height)
         right = x_cb + width + _overhang(cax, renderer, k)[2]
     if suptitle is not None:
         right = max(right, suptitle.get_window_extent(renderer).width * k + pad)
@@ -302,8 +303,12 @@ def show_heatmaps(
     right = 90 if colorbar else 15
     avail = max_width * PX_PER_INCH - left - right
     smallest = k * least if read else 120  # a picture of a matrix: 1.2 inches at least
-    if nr == 1 and nc > 1 and nc * (smallest + 12) > avail:
-        fit = max(1, int(avail // (smallest + 12)))
+    # several maps read cell by cell: each panel carries its own tick labels, so that a
+    # phone, which shows the panels one under the other (tools/site.js), keeps them
+    alone = read and nr * nc > 1
+    own = 0.62 * px * ylen + 12 if alone else 0  # the labels of a column after the first
+    if nr == 1 and nc > 1 and nc * (smallest + 12 + own) - own > avail:
+        fit = max(1, int((avail + own) // (smallest + 12 + own)))
         cols = max(c for c in range(1, fit + 1) if nc % c == 0 or c == fit)
         grid, titles = m[0], list(col_titles) if col_titles is not None else None
         nr, nc = -(-nc // cols), cols
@@ -311,7 +316,7 @@ def show_heatmaps(
         grid, titles = m.reshape(nr * nc, q, k), None
     if read:  # square cells
         preferred = cell_size * PX_PER_INCH / max(q, k)
-        cell = max(least, min(preferred, (avail / nc - 12) / k))
+        cell = max(least, min(preferred, ((avail - (nc - 1) * own) / nc - 12) / k))
         pw, ph = k * cell, q * cell
     else:  # square panels
         pw = ph = max(smallest, min(cell_size * PX_PER_INCH, avail / nc - 12))
@@ -335,7 +340,8 @@ def show_heatmaps(
             ax.set_yticks(range(q), list(yticks), fontsize=label_size)
         elif read: ax.set_yticks(range(q))
         if annotate: _annotate(ax, grid[n], annotate, im, label_size)
-        if (i == nr - 1 or n + nc >= len(grid)) and xlabel:
+        if alone: ax.tick_params(labelleft=True, labelbottom=True)
+        if (alone or i == nr - 1 or n + nc >= len(grid)) and xlabel:
             ax.set_xlabel(xlabel)
             ax.xaxis.set_tick_params(labelbottom=True)
         if j == 0:
