@@ -190,6 +190,12 @@ def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=1
     if cax is not None:  # 80 % of the grid's height, centred beside it; beside the
         # first row of several, so that rows stay apart for a phone (tools/site.js)
         height = 0.8 * (ph if nr > 1 else ys[-1] + ph - ys[0])
+        label = cax.yaxis.label
+        long = label.get_window_extent(renderer).height * k  # its text runs upwards
+        if long > height:  # a label longer than its bar is wrapped into lines that fit
+            import textwrap
+            text = " ".join(label.get_text().split())
+            label.set_text(textwrap.fill(text, max(8, int(len(text) * height / long))))
         width = min(max(height / 20, 10), 18)
         cax.set_position((0.1, 0.1, width / W, height / H))
         x_cb, y_cb = right + gap, ys[0] + 0.5 * (ph + height)
