@@ -130,15 +130,15 @@ def figures():
             vmin=0, vmax=20, annotate="{:.0f}", cmap="Reds", max_width=3.9, title="one head removed",
             cbar_label="points of exact match lost"),
         "show_heatmaps, log, many heads": lambda: plotting.show_heatmaps(
-            rand(2, 4, 5, 5), log=True, row_titles=["layer 0", "layer 1"], title="log", cbar_label="weight"),
+            rand(2, 2, 4, 4), log=True, row_titles=["layer 0", "layer 1"], title="log", cbar_label="weight"),
         "show_attention, one head": lambda: plotting.show_attention(soft(5, 6), words(5, "q"), words(6, "k"),
                                                                      title="one head"),
-        "show_attention, 8 heads": lambda: plotting.show_attention(soft(8, 5, 5), words(5), words(5),
-                                                                    title="eight heads"),
+        "show_attention, 6 heads": lambda: plotting.show_attention(soft(6, 4, 4), words(4), words(4),
+                                                                    title="six heads"),
         "show_attention, long tokens": lambda: plotting.show_attention(
             soft(4, 6, 9), [f"piece-being-written-{i}" for i in range(6)], words(9), title="long labels",
             ylabel="row: the piece being written"),
-        "show_attention_grid": lambda: show_attention_grid(soft(2, 4, 6, 9), words(6), words(9),
+        "show_attention_grid": lambda: show_attention_grid(soft(2, 3, 4, 5), words(4), words(5),
                                                            title="a grid", cell_size=1.6),
         "show_curves": lambda: plotting.show_curves(
             torch.arange(50), {"training loss": rand(50), "held-out loss, a long label": rand(50)},
