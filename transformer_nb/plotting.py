@@ -312,7 +312,7 @@ def show_heatmaps(
     # several maps read cell by cell: each panel carries its own tick labels, so that a
     # phone, which shows the panels one under the other (tools/site.js), keeps them
     alone = read and nr * nc > 1
-    own = 0.62 * px * ylen + 12 if alone else 0  # the labels of a column after the first
+    own = 0.62 * px * ylen + 12 if alone else 0  # labels of a column after the first
     if nr == 1 and nc > 1 and nc * (smallest + 12 + own) - own > avail:
         fit = max(1, int((avail + own) // (smallest + 12 + own)))
         cols = max(c for c in range(1, fit + 1) if nc % c == 0 or c == fit)

@@ -499,8 +499,9 @@ def show_strips(
                        label=name if i == 0 else None)
             for x, k in xs.items():
                 if k > 1:
-                    ax.annotate(f"{k}", (x, y), xytext=(4, 0), textcoords="offset points",
-                                fontsize=7, color=f"C{c}", va="center", fontweight="bold")
+                    ax.annotate(f"{k}", (x, y), xytext=(4, 0), fontsize=7,
+                                textcoords="offset points", color=f"C{c}",
+                                va="center", fontweight="bold")
     for x, label in (marks or {}).items():
         ax.axvline(x, color="#777777", lw=1, ls="--")
         ax.text(x, n - 0.45, f" {label}", fontsize=9, color="#555555", va="bottom")
