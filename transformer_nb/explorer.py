@@ -101,7 +101,7 @@ class AttentionExplorer:
         return out
 
     def _fallback_figure(self):
-        "The first layer shown, every head (`show_attention`); rows named as in the view"
+        "The first layer shown, every head (`show_attention`); rows named as the view"
         kind, layer, _ = self.start
         w, rows, cols, rows_are = self.maps[kind][:4]
         if rows_are == WRITTEN:
