@@ -86,6 +86,21 @@ def test_embedded_weights_equal_the_tensors():
     assert cross["rows"] == TGT and cross["cols"] == SRC  # target queries, source keys
 
 
+def test_written_labels_a_decoders_rows_by_the_piece_being_written():
+    "With written=, the decoder's rows (its self-attention and cross's queries) are the pieces each position writes"
+    written = TGT[1:] + ["<eos>"]
+    ex = attention_explorer(softmax_maps(), SRC, TGT, kind="cross", written=written)
+    enc, dec, cross = embedded(ex.html)["kinds"]
+    assert dec["rows"] == cross["rows"] == written and dec["cols"] == TGT and cross["cols"] == SRC
+    assert dec["rowsAre"] == cross["rowsAre"] == "the piece being written"
+    assert enc["rows"] == SRC and enc["rowsAre"] == "source tokens"     # the encoder's rows stay as they are
+    fig = ex._fallback_figure()  # the static picture names its rows the same way
+    assert fig.axes[0].get_ylabel() == "row: the piece being written"
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == written
+    with pytest.raises(ValueError, match="written has 3 tokens"):
+        attention_explorer(softmax_maps(), SRC, TGT, written=written[:3])
+
+
 def test_a_three_dimensional_map_is_one_layer_and_decimals_set_the_rounding():
     w = torch.softmax(torch.randn(2, 3, 3), -1)
     data = embedded(attention_explorer({"self": w}, "a b c".split(), decimals=2).html)
@@ -256,6 +271,7 @@ def test_browser_choosing_and_pointing(browser, site, maps):
     one.locator("select").nth(2).select_option("2")
     assert colours(one) != layer1
     one.locator("select").nth(0).select_option(label="cross")
+    assert one.locator(".tnb-caption").inner_text().startswith("rows: queries (target tokens)")
     assert one.locator(".tnb-row").all_inner_texts() == TGT
     assert one.locator(".tnb-col").all_inner_texts() == SRC
     assert one.locator(".tnb-cell").count() == len(TGT) * len(SRC)

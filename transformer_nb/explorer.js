@@ -207,8 +207,11 @@ window.__tnbExplorer1 = (function () {
       panels.className = "tnb-panels" + (state.head === "all" ? " tnb-all" : "");
       heads().forEach(function (h) { panels.appendChild(drawPanel(h)); });
       caption.textContent = "";
-      caption.appendChild(el("span", null, "rows: queries (" + k.rowsAre + ") \u00b7 " +
-                                           "columns: keys (" + k.colsAre + ")"));
+      // a decoder's rows named by the piece written say so first, as its figures do
+      var rows = /written/.test(k.rowsAre) ? "row: " + k.rowsAre
+        : "rows: queries (" + k.rowsAre + ")";
+      caption.appendChild(el("span", null, rows + " \u00b7 columns: keys (" +
+                                           k.colsAre + ")"));
       var legend = el("span", "tnb-legend"), ramp = el("span", "tnb-ramp");
       ramp.style.background = "linear-gradient(to right," +
         [0, 0.25, 0.5, 0.75, 1].map(colour).join(",") + ")";

@@ -45,6 +45,8 @@ def _json_for_html(obj)->str:
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 _TOKENS_ARE = {"src_tokens": "source tokens", "tgt_tokens": "target tokens"}
+# a decoder's rows, named as its figures name them: the piece each position predicts
+WRITTEN = "the piece being written"
 
 def _token_args(name:str)->tuple[str, str]:
     "The arguments whose tokens label the queries and the keys of the map called `name`"
@@ -98,6 +100,17 @@ class AttentionExplorer:
         if self.scale != "head": out["scale"] = self.scale  # per head: the default
         return out
 
+    def _fallback_figure(self):
+        "The first layer shown, every head (`show_attention`); rows named as the view"
+        kind, layer, _ = self.start
+        w, rows, cols, rows_are = self.maps[kind][:4]
+        if rows_are == WRITTEN:
+            return show_attention(w[layer], rows, cols, title=f"{kind}, layer {layer}",
+                                  ylabel=f"row: {rows_are}")
+        # the picture stored in the chapters before rows were named: unchanged
+        return show_attention(w[layer], rows, cols, title=f"{kind}, layer {layer}",
+                              cbar_label=None)
+
     def _fallback_html(self)->str:
         "A static picture of the first layer shown (all heads), by `show_attention`"
         try:
@@ -105,8 +118,7 @@ class AttentionExplorer:
             from PIL import Image  # matplotlib's own dependency
         except ImportError: return ""
         kind, layer, _ = self.start
-        w, rows, cols = self.maps[kind][:3]
-        fig = show_attention(w[layer], rows, cols, title=f"{kind}, layer {layer}")
+        fig = self._fallback_figure()
         png, small = io.BytesIO(), io.BytesIO()
         fig.savefig(png, format="png", metadata={"Software": None})
         plt.close(fig)
@@ -150,6 +162,7 @@ def attention_explorer(
     decimals:int=3,
     fallback:bool=True,
     scale:str="head",
+    written:Sequence[str]|None=None,
 )->AttentionExplorer:
     """An interactive view of attention maps: pick kind, layer and head; point at
     tokens
@@ -176,6 +189,9 @@ def attention_explorer(
         embed a static picture for where scripts do not run
     scale : str
         colours scaled per "head" (to its largest weight) or per "row"
+    written : Sequence[str] | None
+        the piece each decoder position writes (`tgt_tokens` shifted by one); when
+        given it labels the rows of the decoder's maps, as the chapters' figures do
 
     Returns
     -------
@@ -187,7 +203,7 @@ def attention_explorer(
         got = f"{type(maps).__name__} of length {len(maps)}" if isinstance(maps, dict) \
               else type(maps).__name__
         raise TypeError(f"maps must be a non-empty dict of {{name: tensor}}, got {got}")
-    tokens = {"src_tokens": src_tokens, "tgt_tokens": tgt_tokens}
+    tokens = {"src_tokens": src_tokens, "tgt_tokens": tgt_tokens, "written": written}
     tokens = {k: None if v is None else [str(t) for t in v] for k, v in tokens.items()}
     checked = {}
     for name, w in maps.items():
@@ -201,6 +217,7 @@ def attention_explorer(
         if not torch.isfinite(w).all():
             raise ValueError(f"{where} holds NaN or infinite weights")
         args = _token_args(str(name))
+        if written is not None and args[0] == "tgt_tokens": args = ("written", args[1])
         for arg, n, what in zip(args, w.shape[2:], ("queries (T)", "keys (S)")):
             if tokens[arg] is None:
                 raise ValueError(f"{where} needs {arg} to label its {what}, got None")
@@ -208,7 +225,7 @@ def attention_explorer(
                 raise ValueError(f"{arg} has {len(tokens[arg])} tokens, but {where} of "
                                  f"shape {tuple(w.shape)} has {n} {what}")
         checked[str(name)] = (w, tokens[args[0]], tokens[args[1]],
-                              _TOKENS_ARE[args[0]], _TOKENS_ARE[args[1]])
+                              _TOKENS_ARE.get(args[0], WRITTEN), _TOKENS_ARE[args[1]])
     kind = next(iter(checked)) if kind is None else kind
     if kind not in checked:
         raise ValueError(f"kind must be one of {list(checked)}, got {kind!r}")

@@ -688,6 +688,7 @@ def show_signed(
     ylabel:str="layer",
     title:str|None=None,
     fmt:str="{:.0%}",
+    cbar_label:str="red above zero, blue below",
 )->Figure:
     """Heatmaps of signed values on one colour scale centred on zero, each value written
     in its cell: patching shares, logit attributions
@@ -710,6 +711,8 @@ def show_signed(
         a title over the figure
     fmt : str
         the format of the values written in the cells
+    cbar_label : str
+        what the colours measure, written along the colour bar
 
     Returns
     -------
@@ -738,6 +741,7 @@ def show_signed(
         cmap="RdBu_r",
         vmin=-top,
         vmax=top,
+        cbar_label=cbar_label,
         annotate=fmt,
     )
 

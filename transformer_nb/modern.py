@@ -44,7 +44,7 @@ def show_rope_frequencies(d_k:int=64, positions:int=128, base:float=10000.0)->Fi
     im = b.imshow(torch.cos(m[:, None] * theta).numpy(), aspect="auto", cmap="RdBu",
                   vmin=-1, vmax=1, interpolation="nearest")
     b.set_xlabel("pair i"); b.set_ylabel("position m"); b.set_title("cos(m θ_i)")
-    fig.colorbar(im, ax=b, shrink=0.8)
+    fig.colorbar(im, ax=b, shrink=0.8, label="cos(m θ_i)")
     return fig
 
 # %% ../nbs/11f_modern.ipynb #m029

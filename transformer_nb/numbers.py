@@ -673,6 +673,8 @@ def show_alignment(
             ax.text(0.72, yw[j], t, ha="left", va="center", fontsize=10)
         ax.set_xlim(-0.05, 1.05); ax.set_ylim(-0.6, rows[k] - 0.4); ax.axis("off")
         if titles: ax.set_title(titles[k], fontsize=10)
+    fig.supxlabel("left: the piece being written; right: the English words",
+                  fontsize=9)
     fig.tight_layout()
     return fig
 

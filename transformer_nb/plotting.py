@@ -146,7 +146,12 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
 def _overhang(ax, renderer, k:float)->tuple:
     ("How far the labels, ticks and title of `ax` reach past its box: left, bottom, "
      "right, top")
-    box, tight = ax.get_window_extent(renderer), ax.get_tightbbox(renderer)
+    from matplotlib.transforms import Bbox
+    box = ax.get_window_extent(renderer)
+    # the tight box leaves out a rotated label longer than its panel: add the labels
+    tight = Bbox.union([ax.get_tightbbox(renderer)] + [
+        a.label.get_window_extent(renderer) for a in (ax.xaxis, ax.yaxis)
+        if a.label.get_visible() and a.label.get_text()])
     return tuple(max(0.0, d * k) for d in (box.x0 - tight.x0, box.y0 - tight.y0,
                                             tight.x1 - box.x1, tight.y1 - box.y1))
 
@@ -182,11 +187,18 @@ def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=1
         ys.append(ys[-1] + ph + below + gap)
     right = xs[-1] + pw + most(2, j=nc - 1)
     bottom = max(ys[i] + ph + most(1, i=i) for i in range(nr))
-    if cax is not None:  # 80 % of the grid's height, centred beside it
-        height = 0.8 * (ys[-1] + ph - ys[0])
+    if cax is not None:  # 80 % of the grid's height, centred beside it; beside the
+        # first row of several, so that rows stay apart for a phone (tools/site.js)
+        height = 0.8 * (ph if nr > 1 else ys[-1] + ph - ys[0])
+        label = cax.yaxis.label
+        long = label.get_window_extent(renderer).height * k  # its text runs upwards
+        if long > height:  # a label longer than its bar is wrapped into lines that fit
+            import textwrap
+            text = " ".join(label.get_text().split())
+            label.set_text(textwrap.fill(text, max(8, int(len(text) * height / long))))
         width = min(max(height / 20, 10), 18)
         cax.set_position((0.1, 0.1, width / W, height / H))
-        x_cb, y_cb = right + gap, 0.5 * (ys[0] + ys[-1] + ph + height)
+        x_cb, y_cb = right + gap, ys[0] + 0.5 * (ph + height)
         right = x_cb + width + _overhang(cax, renderer, k)[2]
     if suptitle is not None:
         right = max(right, suptitle.get_window_extent(renderer).width * k + pad)
@@ -215,6 +227,7 @@ def show_heatmaps(
     cell_size:float=2.2,
     max_width:float=6.4,
     colorbar:bool=True,
+    cbar_label:str|None=None,
     log:bool=False,
     annotate:str|None=None,
     label_size:float=8,
@@ -251,6 +264,8 @@ def show_heatmaps(
         width of the text column, inches: more panels wrap
     colorbar : bool
         draw one colour bar for the whole grid
+    cbar_label : str | None
+        what the colours measure, with its unit, written along the colour bar
     log : bool
         logarithmic colour scale (zeros are drawn blank)
     annotate : str | None
@@ -294,8 +309,12 @@ def show_heatmaps(
     right = 90 if colorbar else 15
     avail = max_width * PX_PER_INCH - left - right
     smallest = k * least if read else 120  # a picture of a matrix: 1.2 inches at least
-    if nr == 1 and nc > 1 and nc * (smallest + 12) > avail:
-        fit = max(1, int(avail // (smallest + 12)))
+    # several maps read cell by cell: each panel carries its own tick labels, so that a
+    # phone, which shows the panels one under the other (tools/site.js), keeps them
+    alone = read and nr * nc > 1
+    own = 0.62 * px * ylen + 12 if alone else 0  # labels of a column after the first
+    if nr == 1 and nc > 1 and nc * (smallest + 12 + own) - own > avail:
+        fit = max(1, int((avail + own) // (smallest + 12 + own)))
         cols = max(c for c in range(1, fit + 1) if nc % c == 0 or c == fit)
         grid, titles = m[0], list(col_titles) if col_titles is not None else None
         nr, nc = -(-nc // cols), cols
@@ -303,7 +322,7 @@ def show_heatmaps(
         grid, titles = m.reshape(nr * nc, q, k), None
     if read:  # square cells
         preferred = cell_size * PX_PER_INCH / max(q, k)
-        cell = max(least, min(preferred, (avail / nc - 12) / k))
+        cell = max(least, min(preferred, ((avail - (nc - 1) * own) / nc - 12) / k))
         pw, ph = k * cell, q * cell
     else:  # square panels
         pw = ph = max(smallest, min(cell_size * PX_PER_INCH, avail / nc - 12))
@@ -322,10 +341,13 @@ def show_heatmaps(
         if read: im.set_gid("tnb-cells")  # what figure_legibility measures
         if xticks is not None:
             ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=label_size)
+        elif read: ax.set_xticks(range(k))  # a map read cell by cell: every column
         if yticks is not None:
             ax.set_yticks(range(q), list(yticks), fontsize=label_size)
+        elif read: ax.set_yticks(range(q))
         if annotate: _annotate(ax, grid[n], annotate, im, label_size)
-        if (i == nr - 1 or n + nc >= len(grid)) and xlabel:
+        if alone: ax.tick_params(labelleft=True, labelbottom=True)
+        if (alone or i == nr - 1 or n + nc >= len(grid)) and xlabel:
             ax.set_xlabel(xlabel)
             ax.xaxis.set_tick_params(labelbottom=True)
         if j == 0:
@@ -334,7 +356,7 @@ def show_heatmaps(
         if titles is not None: ax.set_title(titles[n])
         elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
     cax = fig.add_axes((0, 0, 0.1, 0.1)) if colorbar else None
-    if colorbar: fig.colorbar(im, cax=cax)
+    if colorbar: fig.colorbar(im, cax=cax).set_label(cbar_label or "")
     panels = [[ax if n < len(grid) else None for n, ax in enumerate(row, i * nc)]
               for i, row in enumerate(axes)]
     _place(fig, panels, pw, ph, cax, fig.suptitle(title) if title else None)
@@ -387,6 +409,7 @@ def show_attention(
             )
     if head_titles is None and H > 1: head_titles = [f"head {h}" for h in range(H)]
     kwargs.setdefault("vmin", 0.0)
+    kwargs.setdefault("cbar_label", "attention weight")
     return show_heatmaps(
         w[None],
         col_titles=head_titles,

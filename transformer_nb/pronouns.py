@@ -290,9 +290,10 @@ def show_referent_preference(
     """
     plt = pyplot()
     K, L, H = shares.shape
-    fig, axs = plt.subplots(K, 1, figsize=(3.6, K * (0.5 * L + 0.75)), squeeze=False)
+    fig, axs = plt.subplots(K, 1, figsize=(3.6, K * (0.5 * L + 0.75) + 0.4),
+                            squeeze=False, layout="constrained")
     for ax, s, title in zip(axs[:, 0], shares, titles):
-        ax.imshow(s, cmap="RdBu", vmin=0, vmax=1)
+        im = ax.imshow(s, cmap="RdBu", vmin=0, vmax=1)
         for l in range(L):
             for h in range(H):
                 ax.text(h, l, f"{s[l, h]:.0%}", ha="center", va="center", fontsize=11,
@@ -300,7 +301,9 @@ def show_referent_preference(
         ax.set_xticks(range(H), [f"head {h}" for h in range(H)], fontsize=9)
         ax.set_yticks(range(L), [f"layer {l}" for l in range(L)], fontsize=9)
         ax.set_title(title, fontsize=10)
-    fig.tight_layout()
+    bar = fig.colorbar(im, ax=axs[:, 0], orientation="horizontal", shrink=0.8,
+                       aspect=30)
+    bar.set_label("share of sentences: the referent preferred", fontsize=9)
     return fig
 
 # %% ../nbs/11a_pronouns.ipynb #p102
@@ -480,24 +483,39 @@ def show_strips(
     Figure
         the figure
     """
+    import textwrap
+    from collections import Counter
     plt = pyplot()
     n = len(values)
-    fig, ax = plt.subplots(figsize=(3.6, 0.32 * n + 1.6))
+    fig, ax = plt.subplots(figsize=(3.6, 0.36 * n + 1.9), layout="constrained")
     names = sorted(set(hue)) if hue else [None]
     for c, name in enumerate(names):
         for i, v in enumerate(values.values()):
-            xs = [x for j, x in enumerate(v) if hue is None or hue[j] == name]
-            ax.scatter(xs, [n - 1 - i + 0.12 * (c - (len(names) - 1) / 2)] * len(xs),
-                       s=22, alpha=0.75, color=f"C{c}", label=name if i == 0 else None)
+            # equal values share one dot, with how many beside it
+            xs = Counter(round(float(x), 3) for j, x in enumerate(v)
+                         if hue is None or hue[j] == name)
+            y = n - 1 - i + 0.16 * (c - (len(names) - 1) / 2)
+            ax.scatter(list(xs), [y] * len(xs), s=22, alpha=0.75, color=f"C{c}",
+                       label=name if i == 0 else None)
+            for x, k in xs.items():
+                if k > 1:
+                    ax.annotate(f"{k}", (x, y), xytext=(4, 0), fontsize=7,
+                                textcoords="offset points", color=f"C{c}",
+                                va="center", fontweight="bold")
     for x, label in (marks or {}).items():
         ax.axvline(x, color="#777777", lw=1, ls="--")
         ax.text(x, n - 0.45, f" {label}", fontsize=9, color="#555555", va="bottom")
-    ax.set_yticks(range(n), list(values)[::-1], fontsize=9)
-    ax.set_ylim(-0.6, n - 0.1)
-    ax.set_xlabel(xlabel, fontsize=9); ax.tick_params(axis="x", labelsize=9)
+    ax.set_yticks(range(n), [textwrap.fill(str(k), 16) for k in list(values)[::-1]],
+                  fontsize=9)
+    ax.set_ylim(-0.6, n + 0.15)
+    ax.set_xlim(right=ax.get_xlim()[1] + 0.06)  # room for the counts beside x = 1
+    stacked = any(len(set(v)) < len(v) for v in values.values())
+    ax.set_xlabel(textwrap.fill(xlabel, 30)
+                  + ("\na number: that many dots" if stacked else ""),
+                  fontsize=9)
+    ax.tick_params(axis="x", labelsize=9)
     if hue:
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2,
-                      frameon=False, handletextpad=0.1, columnspacing=0.8)
-    if title: fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False,
+                   handletextpad=0.1, columnspacing=0.8)
+    if title: ax.set_title(title, fontsize=10)
     return fig

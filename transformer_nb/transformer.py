@@ -498,6 +498,7 @@ def show_attention_grid(
                 f"{what} has {len(labels)} labels, but the maps have {n} {what}"
             )
     kwargs.setdefault("vmin", 0.0); kwargs.setdefault("cell_size", 1.6)
+    kwargs.setdefault("cbar_label", "attention weight")
     return show_heatmaps(
         maps,
         row_titles=[f"layer {l}" for l in range(L)],
