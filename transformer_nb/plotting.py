@@ -215,6 +215,7 @@ def show_heatmaps(
     cell_size:float=2.2,
     max_width:float=6.4,
     colorbar:bool=True,
+    colorbar_label:str|None=None,
     log:bool=False,
     annotate:str|None=None,
     label_size:float=8,
@@ -251,6 +252,8 @@ def show_heatmaps(
         width of the text column, inches: more panels wrap
     colorbar : bool
         draw one colour bar for the whole grid
+    colorbar_label : str | None
+        what the colours measure, written beside the colour bar
     log : bool
         logarithmic colour scale (zeros are drawn blank)
     annotate : str | None
@@ -334,7 +337,7 @@ def show_heatmaps(
         if titles is not None: ax.set_title(titles[n])
         elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
     cax = fig.add_axes((0, 0, 0.1, 0.1)) if colorbar else None
-    if colorbar: fig.colorbar(im, cax=cax)
+    if colorbar: fig.colorbar(im, cax=cax, label=colorbar_label)
     panels = [[ax if n < len(grid) else None for n, ax in enumerate(row, i * nc)]
               for i, row in enumerate(axes)]
     _place(fig, panels, pw, ph, cax, fig.suptitle(title) if title else None)
