@@ -15,7 +15,6 @@ from transformer_nb.gpt import (
     chi2_quantile,
     filter_logits,
     generate,
-    lm_report,
     load_lm,
     ngram_bits,
     pydoc_text,
@@ -260,6 +259,9 @@ def test_head_script_reproduces_its_small_configuration():
     stored = json.loads((ROOT / "benchmarks" / "results" / "gpt_heads.json").read_text())
     cfg = stored["small_config"]
     torch.set_num_threads(1)
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpt_heads import lm_report
     again = lm_report(pydoc_text(), 0, **cfg)
     for k in ("bits_per_char", "final_loss", "loss_first", "loss_second"):
         assert abs(again[k] - stored["small"][k]) < 1e-3, k
