@@ -12,8 +12,8 @@ held-out text, as chapter 11c measures it), the last training loss, the paramete
 training. SwiGLU takes d_ff = 344 instead of 512 (about 8/3 d_model, as Llama does), so that its feed-forward network
 has about as many weights as the GELU one. It writes benchmarks/results/seeds_modern.json, one row at a time, so that
 an interrupted run keeps the rows it finished (and another run's rows written meanwhile stay); chapter 11f reads it.
-The stored rows: the 2017 block and the Llama-style model, seeds 0-3, each 54-70 s of CPU on a 2-core machine shared
-with several other jobs (at nice 10 it got about a tenth of a core); the single switches are still to run.
+The stored rows: every configuration but no_bias, seeds 0-4, each 45-72 s of CPU on a 2-core machine (seeds 0-3 of
+the 2017 block and the Llama-style model shared with several other jobs).
 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 configurations and seeds again and compares every number with the stored rows (the CPU times excepted), exiting with
