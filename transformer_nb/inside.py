@@ -731,19 +731,9 @@ def show_signed(
     top = float(m.abs().max()) or 1.0
     ticks = lambda labels, n: [str(i) for i in range(n)] if labels is None else labels
     return show_heatmaps(
-        m[None],
-        col_titles=titles,
-        xlabel=xlabel,
-        ylabel=ylabel,
-        xticks=ticks(xticks, m.shape[2]),
-        yticks=ticks(yticks, m.shape[1]),
-        title=title,
-        cmap="RdBu_r",
-        vmin=-top,
-        vmax=top,
-        cbar_label=cbar_label,
-        annotate=fmt,
-    )
+        m[None], col_titles=titles, xlabel=xlabel, ylabel=ylabel, title=title,
+        xticks=ticks(xticks, m.shape[2]), yticks=ticks(yticks, m.shape[1]),
+        cmap="RdBu_r", vmin=-top, vmax=top, cbar_label=cbar_label, annotate=fmt)
 
 # %% ../nbs/11d_inside.ipynb #i046
 @torch.no_grad()
