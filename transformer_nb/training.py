@@ -701,6 +701,8 @@ def train_task(
     average_every:int=50,
     on_step:Callable|None=None,
     runs:float|None=None,
+    factor:float|None=None,
+    cooldown:int|None=None,
     **overrides,
 )->Trained:
     """Make a task, build its model (`task_config`) and train it with TASK_SETTINGS
@@ -736,6 +738,10 @@ def train_task(
     runs : float | None
         share of training strings given a run of one digit (`_with_runs`); None:
         TASK_SETTINGS[name]'s, or 0
+    factor : float | None
+        the schedule's factor; None: TASK_SETTINGS[name]'s
+    cooldown : int | None
+        steps of the final cooldown; None: TASK_SETTINGS[name]'s, or 0
     overrides
         fields of task_config to change, e.g. d_model=16
 
@@ -759,7 +765,9 @@ def train_task(
         # longer one, and resumes into it exactly
         settings = dict(task=name, seed=seed, n_train=n_train,
                         batch_size=s["batch_size"], warmup=warmup or s["warmup"],
-                        factor=s["factor"], cooldown=s.get("cooldown", 0), runs=runs)
+                        factor=s["factor"] if factor is None else factor,
+                        cooldown=s.get("cooldown", 0) if cooldown is None else cooldown,
+                        runs=runs)
         if resume is not None:
             ckpt = load_checkpoint(resume)
             _check_resume(ckpt, resume, config, settings)
@@ -777,7 +785,7 @@ def train_task(
         procs.batches(task.train, task.vocab, s["batch_size"], seed=seed),
         steps=steps,
         warmup=settings["warmup"],
-        factor=s["factor"],
+        factor=settings["factor"],
         average=average,
         average_every=average_every,
         progress=progress,
