@@ -1,6 +1,8 @@
 "Shared fixtures: paths of the repository and of the built site."
+import contextlib
 import functools
 import http.server
+import importlib
 import os
 import sys
 import threading
@@ -69,6 +71,16 @@ def all_pages() -> list[str]:
     "Every notebook's page name, as nbdev's doc links name them."
     import re
     return sorted(re.sub(r"^\d+[a-zA-Z0-9]*_", "", p.stem) + ".html" for p in (ROOT / "nbs").glob("*.ipynb"))
+
+
+@contextlib.contextmanager
+def benchmark_script(name: str):
+    "A script of benchmarks/ as a module (its settings and functions, without running it)"
+    folder = str(ROOT / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module(name)
+    finally: sys.path.remove(folder)
 
 
 def pad_mask(lengths, n):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, benchmark_script
 
 SCRIPT = ROOT / "benchmarks" / "modern_bench.py"
 
@@ -13,11 +13,7 @@ SCRIPT = ROOT / "benchmarks" / "modern_bench.py"
 @pytest.fixture(scope="module")
 def bench():
     "The script as a module (its functions, without running it)"
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import modern_bench
-        yield modern_bench
-    finally: sys.path.remove(str(SCRIPT.parent))
+    with benchmark_script("modern_bench") as m: yield m
 
 
 def test_each_pair_is_the_same_model(bench):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, benchmark_script
 
 SCRIPT = ROOT / "benchmarks" / "modern_seeds.py"
 RESULTS = json.loads((ROOT / "benchmarks" / "results" / "seeds_modern.json").read_text())
@@ -15,12 +15,8 @@ RESULTS = json.loads((ROOT / "benchmarks" / "results" / "seeds_modern.json").rea
 
 @pytest.fixture(scope="module")
 def script():
-    "The script as a module (its settings and functions, without running it)"
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import modern_seeds
-        yield modern_seeds
-    finally: sys.path.remove(str(SCRIPT.parent))
+    "The script as a module (its functions, without running it)"
+    with benchmark_script("modern_seeds") as m: yield m
 
 
 def test_the_stored_recipe_is_chapter_11cs(script):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, benchmark_script
 
 RESULTS = ROOT / "benchmarks" / "results"
 SCRIPT = ROOT / "benchmarks" / "seeds.py"
@@ -19,11 +19,7 @@ def load(name): return json.loads((RESULTS / name).read_text())
 @pytest.fixture(scope="module")
 def seeds():
     "The script as a module (its functions, without running it)"
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import seeds
-        yield seeds
-    finally: sys.path.remove(str(SCRIPT.parent))
+    with benchmark_script("seeds") as m: yield m
 
 
 def test_the_results_cover_the_seeds_the_chapters_read():
