@@ -14,6 +14,7 @@ from transformer_nb.numbers import (
     HIGH,
     LANGUAGES,
     LOW,
+    UNGUESSABLE,
     C,
     E,
     H,
@@ -88,6 +89,25 @@ def test_held_out_pairs_and_numbers_never_occur_in_training():
         # every English word is seen in training
         assert {w for en, _ in task.train for w in en} == {w for n in range(1, 1000) for w in english_words(n)}
     assert held_out_numbers(0) != held_out_numbers(1)
+
+
+def test_french_never_holds_out_a_one_it_cannot_infer():
+    """21, 71, 81 and 91 say their "...-one" in a way no other French number shows (the first split held them out:
+    93.8 % held-out exact match in the seeds that drew 21, 71 or 91); French trades such a draw's unit with another
+    tens, German keeps every draw, and both stay one pair per tens with eight different units"""
+    fr_ones = {(2, 1), (7, 1), (8, 1), (9, 1)}
+    assert UNGUESSABLE == {"fr": fr_ones}
+    traded = 0
+    for seed in range(40):
+        drawn = held_out_numbers(seed)[1]
+        fr = held_out_numbers(seed, avoid=fr_ones)[1]
+        assert not set(fr) & fr_ones
+        assert [t for t, _ in fr] == list(range(2, 10)) and {u for _, u in fr} == {u for _, u in drawn}
+        if set(drawn) & fr_ones: traded += 1
+        else: assert fr == drawn                              # nothing to trade: the same split
+    assert traded >= 10                                       # the check is not vacuous
+    assert make_number_task("fr", 2).held_pairs[:2] == [(2, 2), (3, 1)]   # seed 2 drew 21 and 32
+    assert make_number_task("de", 2).held_pairs == held_out_numbers(2)[1]
 
 
 def test_gold_alignment_and_crossing_of_97():

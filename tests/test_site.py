@@ -116,9 +116,10 @@ def test_chapter_has_plots_and_maths(docs, page):
     assert parse(docs / page).title.strip()
 
 
-def test_plots_are_shown_at_their_natural_size_and_legible(docs):
+def test_plots_are_legible_at_every_size_the_page_may_show(docs):
     """Each plot the helpers drew sits in a scroll box at its natural size (width and height from the PNG's text
-    chunk), with an alt text, and its smallest cell and text at that size are at least the helpers' minimums."""
+    chunk), with an alt text; its smallest cell and text at that size are at least the helpers' minimums, and still
+    are at its min-width, the narrowest a column may shrink it to."""
     from transformer_nb.plotting import MIN_CELL_PX, MIN_LABEL_PX
     n, bad = 0, []
     for p in html_pages(docs):
@@ -132,6 +133,12 @@ def test_plots_are_shown_at_their_natural_size_and_legible(docs):
                 bad.append(f"{p.name}: {a['alt']!r} has cells of {a['data-min-cell']} px")
             if float(a.get("data-min-label", 0)) < MIN_LABEL_PX:
                 bad.append(f"{p.name}: {a['alt']!r} has text of {a.get('data-min-label')} px")
+            least, w = int(a.get("data-min-width", 0)), int(a["width"])
+            if f"min-width: {least}px" not in a.get("style", "") or not 0 < least <= w:
+                bad.append(f"{p.name}: {a['alt']!r} without a min-width in (0, {w}] px")
+            elif any(float(a[k]) * least / w < low - 0.01 for k, low in
+                     (("data-min-label", MIN_LABEL_PX), ("data-min-cell", MIN_CELL_PX)) if k in a):
+                bad.append(f"{p.name}: {a['alt']!r} at its min-width {least} px is below the minimums")
     assert n >= 20, f"only {n} sized plots on the site"
     assert not bad, "\n".join(bad)
 

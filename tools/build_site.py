@@ -20,7 +20,8 @@ The steps are those of `nbdev_docs`, with smalldocs in Quarto's place:
    the top, and every page its whole summary as description (nbdev keeps the first line of a `>` paragraph).
 6. After smalldocs, the pages are fixed (`postprocess_pages`): tables scroll in a box of their own, and so do figures:
    a plot drawn by the package's helpers carries its natural size and legibility in a PNG text chunk
-   (`transformer_nb.plotting.figure_png`), and is shown at that size, never smaller (`figure_html`); an automatic
+   (`transformer_nb.plotting.figure_png`), and is shown at that size, or shrunk to a narrower column no further than
+   its smallest text and cells stay legible (`figure_html`); an automatic
    link to an anchor that does not exist (nbdev links private names too) becomes plain code. A figure whose panels
    stand side by side carries them (`figure_panels`, found in its pixels) for tools/site.js, which shows the figure
    panel by panel where it is wider than its column; diagrams link their full-size picture; attention explorers get
@@ -694,17 +695,26 @@ FIGURE = re.compile(r'<img src="data:image/png;base64,([^"]+)" class="img-fluid"
 
 
 def figure_html(m: re.Match) -> str:
-    """A plot with its legibility (`tnb-legibility`, see transformer_nb.plotting) at its natural size, in a box that
-    scrolls sideways when the column is narrower; the figure's title is its alt text. Other pictures stay as they are."""
+    """A plot with its legibility (`tnb-legibility`, see transformer_nb.plotting): at its natural size where the
+    column has room, else shrunk to the column, but never below the width at which its smallest text would be
+    MIN_LABEL_PX or its smallest cell MIN_CELL_PX (its `min-width`); narrower than that, it scrolls sideways in its
+    box. The figure's title is its alt text. Other pictures stay as they are."""
     import base64
     import html
     import json
+    import math
     try:
         leg = json.loads(png_text(base64.b64decode(m.group(1)))["tnb-legibility"])
     except (KeyError, ValueError):
         return m.group(0)
+    from transformer_nb.plotting import MIN_CELL_PX, MIN_LABEL_PX
     alt = html.escape(leg.get("title") or "a figure", quote=True)
     data = "".join(f' data-min-{k}="{leg[k]}"' for k in ("cell", "label") if leg.get(k) is not None)
+    # the narrowest it may be shown: where its smallest text or cell reaches the floor the helpers draw to
+    floors = {"label": MIN_LABEL_PX, "cell": MIN_CELL_PX}
+    least = max((floors[k] / leg[k] for k in floors if leg.get(k)), default=1.0)
+    floor = min(leg["width"], math.ceil(leg["width"] * least))
+    data += f' data-min-width="{floor:.0f}" style="min-width: {floor:.0f}px"'
     panels = figure_panels(base64.b64decode(m.group(1)), leg["width"])
     if panels:
         data += ' data-panels="' + ";".join(",".join(map(str, p)) for p in panels) + '"'

@@ -5,7 +5,8 @@
       the class tnb-more-right while more of it lies to the right, tnb-more-left while more lies to the left;
       styles.css fades that edge, so a reader sees that the line goes on.
    2. Figures whose panels the builder found (data-panels on img.tnb-figure: x,y,w,h,kind in CSS px, kind t for a
-      title, p for a panel) are re-flowed panel by panel when the figure is wider than its column: the panels wrap
+      title, p for a panel) are re-flowed panel by panel when even the figure's min-width (the narrowest it stays
+      legible at; down to it, the figure shrinks to its column) is wider than its column: the panels wrap
       (on a phone one under the other), each shown whole, instead of the figure scrolling past the screen's edge
       (a panel alone wider than the column scrolls in a box of its own).
    3. Diagrams shown smaller than their natural size are links to the full-size picture (the builder writes the
@@ -75,7 +76,8 @@
   };
   const layOut = () => flows.forEach(({img, box, flow}) => {
     const col = box.parentElement.clientWidth;
-    const reflow = +img.getAttribute("width") > col + 1;
+    // only a figure that cannot shrink to the column without losing its legibility (min-width)
+    const reflow = +(img.dataset.minWidth || img.getAttribute("width")) > col + 1;
     box.classList.toggle("figure-reflowed", reflow);
     flow.classList.toggle("figure-flow-on", reflow);
   });

@@ -18,6 +18,85 @@ from . import __version__
 # %% auto #0
 __all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'cmd_train_lm', 'cmd_generate', 'cmd_induction', 'main']
 
+# %% ../nbs/14_cli.ipynb #p100
+def _probability(text:str)->float:
+    "argparse type: a number in (0, 1]"
+    try: p = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < p <= 1: raise argparse.ArgumentTypeError(f"must be in (0, 1], got {p}")
+    return p
+
+def _positive(text:str)->float:
+    "argparse type: a finite number > 0"
+    try: t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 < t < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return t
+
+# gpt.LM_TRAINING["steps"], spelled out so that --help needs no torch (a test compares)
+_LM_STEPS = 450
+
+def _usage_error(command:str, message:str):
+    "A usage error found after parsing: one line and status 2, as argparse's own"
+    print(f"transformer-nb {command}: error: {message} (see transformer-nb {command} "
+          "--help)", file=sys.stderr)
+    raise SystemExit(2)
+
+def _add_lm_parsers(sub):
+    "The language model's subcommands: `train-lm` and `generate`"
+    t = sub.add_parser("train-lm", help="train the character-level language model of "
+                       "chapter 11c on Python's documentation")
+    t.add_argument("--steps", type=_count, default=_LM_STEPS,
+                   help="optimiser steps (default: %(default)s, chapter 11c's recipe)")
+    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
+                   "(default: 0)")
+    t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
+                   "current folder)")
+    t.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
+    g = sub.add_parser("generate", help="continue a prompt with a saved language model")
+    g.add_argument("--checkpoint", required=True,
+                   help="a file written by `transformer-nb train-lm`")
+    g.add_argument("prompt", nargs="?", default="-",
+                   help="the text to continue; - (the default) reads standard input")
+    g.add_argument("--max-new-tokens", type=_count, default=48,
+                   help="characters to write (default: 48)")
+    g.add_argument("--temperature", type=_positive, default=None,
+                   help="> 0; lower is closer to greedy (default: 1)")
+    g.add_argument("--top-k", type=_count, default=None,
+                   help="sample among the k most probable characters (default: all)")
+    g.add_argument("--top-p", type=_probability, default=None,
+                   help="nucleus sampling, in (0, 1] (default: 1, all)")
+    g.add_argument("--greedy", action="store_true",
+                   help="the most probable character every time: no sampling, so "
+                   "none of the four sampling flags")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed of the draws (default: a different text each time)")
+    g.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
+
+def _add_induction_parser(sub):
+    "The `induction` subcommand: train chapter 11e's toy and print every head's scores"
+    t = sub.add_parser("induction", help="train the attention-only model of chapter "
+                       "11e on repeated random segments and print each head's scores")
+    t.add_argument("--steps", type=_count, default=None,
+                   help="optimiser steps (default: the recipe's, 1500)")
+    t.add_argument("--layers", type=int, choices=(1, 2), default=2,
+                   help="1 (the control) or 2 layers (default: 2)")
+    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
+                   "(default: 0)")
+    t.add_argument("--norm", choices=("none", "layer"), default="none",
+                   help="none (the recipe) or layer: LayerNorms as in GPT "
+                   "(default: none)")
+    t.add_argument(
+        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+    )
+
 # %% ../nbs/14_cli.ipynb #c006
 # data.TASKS, spelled out so that --help needs no torch
 _TASKS = ("copy", "reverse", "dates")
@@ -325,67 +404,6 @@ def _decode_numbers(args, model, vocab)->int:
     return 0
 
 # %% ../nbs/14_cli.ipynb #g200
-def _probability(text:str)->float:
-    "argparse type: a number in (0, 1]"
-    try: p = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < p <= 1: raise argparse.ArgumentTypeError(f"must be in (0, 1], got {p}")
-    return p
-
-def _positive(text:str)->float:
-    "argparse type: a finite number > 0"
-    try: t = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0 < t < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
-    return t
-
-# gpt.LM_TRAINING["steps"], spelled out so that --help needs no torch (a test compares)
-_LM_STEPS = 450
-
-def _usage_error(command:str, message:str):
-    "A usage error found after parsing: one line and status 2, as argparse's own"
-    print(f"transformer-nb {command}: error: {message} (see transformer-nb {command} "
-          "--help)", file=sys.stderr)
-    raise SystemExit(2)
-
-def _add_lm_parsers(sub):
-    "The language model's subcommands: `train-lm` and `generate`"
-    t = sub.add_parser("train-lm", help="train the character-level language model of "
-                       "chapter 11c on Python's documentation")
-    t.add_argument("--steps", type=_count, default=_LM_STEPS,
-                   help="optimiser steps (default: %(default)s, chapter 11c's recipe)")
-    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
-                   "(default: 0)")
-    t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
-                   "current folder)")
-    t.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
-    )
-    g = sub.add_parser("generate", help="continue a prompt with a saved language model")
-    g.add_argument("--checkpoint", required=True,
-                   help="a file written by `transformer-nb train-lm`")
-    g.add_argument("prompt", nargs="?", default="-",
-                   help="the text to continue; - (the default) reads standard input")
-    g.add_argument("--max-new-tokens", type=_count, default=48,
-                   help="characters to write (default: 48)")
-    g.add_argument("--temperature", type=_positive, default=None,
-                   help="> 0; lower is closer to greedy (default: 1)")
-    g.add_argument("--top-k", type=_count, default=None,
-                   help="sample among the k most probable characters (default: all)")
-    g.add_argument("--top-p", type=_probability, default=None,
-                   help="nucleus sampling, in (0, 1] (default: 1, all)")
-    g.add_argument("--greedy", action="store_true",
-                   help="the most probable character every time: no sampling, so "
-                   "none of the four sampling flags")
-    g.add_argument("--seed", type=int, default=None,
-                   help="seed of the draws (default: a different text each time)")
-    g.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
-    )
-
 def cmd_train_lm(args:argparse.Namespace)->int:
     """Train the character-level language model, report bits per character, save it
 
@@ -487,23 +505,6 @@ def cmd_generate(args:argparse.Namespace)->int:
 _LM_COMMANDS = {"train-lm": cmd_train_lm, "generate": cmd_generate}
 
 # %% ../nbs/14_cli.ipynb #ind01
-def _add_induction_parser(sub):
-    "The `induction` subcommand: train chapter 11e's toy and print every head's scores"
-    t = sub.add_parser("induction", help="train the attention-only model of chapter "
-                       "11e on repeated random segments and print each head's scores")
-    t.add_argument("--steps", type=_count, default=None,
-                   help="optimiser steps (default: the recipe's, 1500)")
-    t.add_argument("--layers", type=int, choices=(1, 2), default=2,
-                   help="1 (the control) or 2 layers (default: 2)")
-    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
-                   "(default: 0)")
-    t.add_argument("--norm", choices=("none", "layer"), default="none",
-                   help="none (the recipe) or layer: LayerNorms as in GPT "
-                   "(default: none)")
-    t.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
-    )
-
 def cmd_induction(args:argparse.Namespace)->int:
     """Train the attention-only model on repeated segments; one line per head
 

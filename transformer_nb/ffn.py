@@ -20,7 +20,7 @@ from transformer_nb.core import (
 )
 
 # %% auto #0
-__all__ = ['PositionwiseFeedForward', 'SwiGLU', 'GELUTanh', 'check_activation']
+__all__ = ['PositionwiseFeedForward', 'check_activation', 'SwiGLU', 'GELUTanh']
 
 # %% ../nbs/04_ffn.ipynb #c006
 class PositionwiseFeedForward(CheckedModule):
@@ -79,6 +79,28 @@ class PositionwiseFeedForward(CheckedModule):
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
 
 # %% ../nbs/04_ffn.ipynb #c007
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # two more below, for chapter 11f
+
+def check_activation(activation)->str:
+    """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts:
+    "relu" or "gelu"
+
+    Parameters
+    ----------
+    activation
+        the name of an activation function
+
+    Returns
+    -------
+    str
+        activation, unchanged
+    """
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+        raise ValueError('activation should be "relu" or "gelu" (chapter 11f adds '
+                         f'"gelu_tanh" and "swiglu"), got {activation!r}')
+    return activation
+
+# %% ../nbs/04_ffn.ipynb #c027b
 class SwiGLU(nn.Module):
     ("The gated unit of Shazeer (2020), as in Llama: SiLU(gate) · up, the two halves "
      "of the last dimension")
@@ -101,24 +123,4 @@ class GELUTanh(nn.GELU):
     "GELU's tanh approximation, as GPT-2 computes it (its \"gelu_new\"; chapter 11f)"
     def __init__(self): super().__init__(approximate="tanh")
 
-_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": GELUTanh,
-                "swiglu": SwiGLU}
-
-def check_activation(activation)->str:
-    """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts:
-    "relu" or "gelu"
-
-    Parameters
-    ----------
-    activation
-        the name of an activation function
-
-    Returns
-    -------
-    str
-        activation, unchanged
-    """
-    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
-        raise ValueError('activation should be "relu" or "gelu" (chapter 11f adds '
-                         f'"gelu_tanh" and "swiglu"), got {activation!r}')
-    return activation
+_ACTIVATIONS.update(gelu_tanh=GELUTanh, swiglu=SwiGLU)

@@ -346,7 +346,7 @@ def show_phase_change(
     """
     plt = pyplot()
     x = [c.tokens / 1e6 for c in checkpoints]
-    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.8, 3.2), layout="constrained")
     ax.plot(x, [c.scores.loss_first for c in checkpoints], "-", label="first copy")
     ax.plot(x, [c.scores.loss_second for c in checkpoints], "--", label="second copy")
     ax.set_xlabel("tokens seen (millions)"); ax.set_ylabel("loss (nats per token)")
@@ -359,9 +359,9 @@ def show_phase_change(
     if at is not None:
         ax.axvline(at / 1e6, color="0.5", lw=1)
         ax.annotate("phase change", (at / 1e6, 0.2), xytext=(4, 0),
-                    textcoords="offset points", fontsize=8, color="0.4")
+                    textcoords="offset points", fontsize=9, color="0.4")
     lines = ax.get_lines()[:2] + right.get_lines()
-    ax.legend(lines, [l.get_label() for l in lines], fontsize=8, loc="center right")
+    ax.legend(lines, [l.get_label() for l in lines], fontsize=9, loc="center right")
     ax.grid(alpha=0.3)
     if title: ax.set_title(title)
     return fig
@@ -579,7 +579,7 @@ def show_seed_runs(groups:dict, title:str|None=None)->Figure:
         the figure
     """
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.8, 3.2), layout="constrained")
     for i, (label, rows) in enumerate(groups.items()):
         for j, r in enumerate(rows):
             cps = r["checkpoints"]
@@ -592,6 +592,6 @@ def show_seed_runs(groups:dict, title:str|None=None)->Figure:
     ax.set_xlabel("tokens seen (millions)")
     ax.set_ylabel("loss: second copy / first")
     ax.set_ylim(0, 1.1); ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     if title: ax.set_title(title)
     return fig

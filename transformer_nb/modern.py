@@ -36,7 +36,7 @@ def show_rope_frequencies(d_k:int=64, positions:int=128, base:float=10000.0)->Fi
     plt = pyplot()
     theta = base ** (-torch.arange(0, d_k, 2).float() / d_k)              # (d_k/2,)
     m = torch.arange(positions).float()
-    fig, (a, b) = plt.subplots(1, 2, figsize=(6.4, 3.2), layout="constrained",
+    fig, (a, b) = plt.subplots(1, 2, figsize=(5.4, 3.0), layout="constrained",
                                width_ratios=(1, 1.3))
     a.semilogy(theta.numpy(), "o-", ms=3)
     a.set_xlabel("pair i"); a.set_ylabel("θ_i (radians per position)")

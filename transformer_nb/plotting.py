@@ -428,7 +428,7 @@ def show_curves(
     title:str|None=None,
     logx:bool=False,
     logy:bool=False,
-    figsize:tuple=(6, 3.2),
+    figsize:tuple=(4.8, 3.0),
     styles:dict|None=None,
 )->Figure:
     """Line plots of several curves against the same x values, with a legend
@@ -450,7 +450,8 @@ def show_curves(
     logy : bool
         logarithmic y axis
     figsize : tuple
-        size in inches
+        size in inches; the default fits a phone's column (390 px) once the page
+        shrinks it to its smallest legible size
     styles : dict | None
         {label: matplotlib format string}, e.g. {"scaled": "--"}
 
@@ -468,7 +469,7 @@ def show_curves(
     if logy: ax.set_yscale("log")
     ax.set_xlabel(xlabel); ax.set_ylabel(ylabel)
     if title: ax.set_title(title)
-    ax.legend(fontsize=8); ax.grid(alpha=0.3)
+    ax.legend(fontsize=9); ax.grid(alpha=0.3)
     return fig
 
 # %% ../nbs/00a_plotting.ipynb #sm01

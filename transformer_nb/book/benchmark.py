@@ -159,7 +159,8 @@ def show_spread(ranges:dict, targets:dict|None=None, title:str|None=None)->objec
     """
     plt = pyplot()
     names, targets = list(ranges), targets or {}
-    fig, ax = plt.subplots(figsize=(6.4, 0.3 * len(names) + 1.2))
+    # a phone's width: each name on two lines, at ": "
+    fig, ax = plt.subplots(figsize=(4.8, 0.42 * len(names) + 1.3))
     for i, k in enumerate(names):
         lo, hi = ranges[k]
         t = targets.get(k)
@@ -167,21 +168,22 @@ def show_spread(ranges:dict, targets:dict|None=None, title:str|None=None)->objec
         ax.plot([lo, hi], [i, i], lw=5, color=color, solid_capstyle="butt")
         ax.plot([lo, hi], [i, i], "o", ms=4, color=color)
         if t: ax.plot(t[0], i, marker="|", ms=12, mew=2, color="black")
-    ax.set_yticks(range(len(names)), [n.replace(" tokens/s", "") for n in names],
-                  fontsize=8)
+    ax.set_yticks(range(len(names)),
+                  [n.replace(" tokens/s", "").replace(": ", ":\n", 1) for n in names],
+                  fontsize=9)
     ax.invert_yaxis(); ax.set_xscale("log")
     # ticks a reader can read off, within the ratios' range
     low = min(lo for lo, hi in ranges.values())
     high = max(hi for lo, hi in ranges.values())
     ticks = [x for x in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10)
              if low / 1.2 <= x <= high * 1.2]
-    ax.set_xticks(ticks, [f"{x:g}×" for x in ticks], fontsize=8)
+    ax.set_xticks(ticks, [f"{x:g}×" for x in ticks], fontsize=9)
     ax.xaxis.set_minor_formatter("")
     ax.axvline(1, color="#999999", lw=0.8)
-    ax.set_xlabel("ratio, log scale (bar: lowest to highest run; |: the target)",
-                  fontsize=8)
+    ax.set_xlabel("ratio, log scale\n(bar: lowest to highest run; |: the target)",
+                  fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
-    if title: ax.set_title(title, fontsize=9)
+    if title: ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
 

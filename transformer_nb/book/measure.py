@@ -463,7 +463,7 @@ def show_profile(profiles:dict, title:str|None=None):
     fig, axs = plt.subplots(
         len(profiles),
         1,
-        figsize=(6.4, (0.3 * n + 1.0) * len(profiles)),
+        figsize=(4.8, (0.32 * n + 1.0) * len(profiles)),
         sharex=True,
         squeeze=False,
     )
@@ -475,13 +475,13 @@ def show_profile(profiles:dict, title:str|None=None):
             for l in labels
         ]
         ax.barh(labels, ms, color=colors)
-        for y, v in enumerate(ms): ax.text(v, y, f" {v:.0f}", va="center", fontsize=7)
+        for y, v in enumerate(ms): ax.text(v, y, f" {v:.0f}", va="center", fontsize=9)
         ax.set_title(
             f"{name}: {sum(r[1] for r in rows) / sum(r[2] for r in rows):.0f} ms per "
             "step",
             fontsize=10,
         )
-        ax.tick_params(axis="y", labelsize=8)
+        ax.tick_params(axis="y", labelsize=9)
         ax.spines[["top", "right"]].set_visible(False)
     axs[-1, 0].set_xlabel("ms (self time)")
     if title: fig.suptitle(title, fontsize=10)
