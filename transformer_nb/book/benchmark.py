@@ -237,7 +237,7 @@ def show_ladder(runs:list[dict])->object:
     plt = pyplot()
     keys = list(runs[0]["ladder"])
     # one column: the page's width
-    fig, axs = plt.subplots(len(keys), 1, figsize=(6.2, 0.6 + 3.3 * len(keys)),
+    fig, axs = plt.subplots(len(keys), 1, figsize=(4.8, 0.6 + 3.3 * len(keys)),
                             sharex=True, squeeze=False)
     ratios = {key: [ladder_ratios(r, key) for r in runs] for key in keys}
     right = max(v for rs in ratios.values() for r in rs for v in r.values()) + 0.75
@@ -413,7 +413,7 @@ def show_profiles(res:dict):
     plt = pyplot()
     panels = profiled(res)
     rows = [len(b) for b in panels.values()]
-    fig, axs = plt.subplots(len(panels), 1, figsize=(6.2, 1.3 + 0.42 * sum(rows)
+    fig, axs = plt.subplots(len(panels), 1, figsize=(4.8, 1.3 + 0.42 * sum(rows)
                             + 0.55 * len(panels)), squeeze=False,
                             gridspec_kw=dict(height_ratios=rows))
     for ax, (title, bars) in zip(axs[:, 0], panels.items()):
