@@ -476,3 +476,23 @@ def test_layers_and_heads_are_named_by_their_numbers(docs, page, request):
     text = NOT_A_BLOCK.sub("", " ".join(text.split()))
     found = [text[max(0, m.start() - 40):m.end() + 20] for m in ORDINAL.finditer(text)]
     assert not found, f"{page}: a layer or head named by an ordinal: {found[:5]}"
+
+
+def test_contents_show_the_narrative_sections_before_the_api_cards(docs):
+    """On every chapter page the contents ("On this page") list the chapter's sections in reading order and only then
+    its API cards, in one group at the end (tools/build_site.py `toc_narrative_first`): no section after a card."""
+    bad, grouped = [], 0
+    for page in chapter_pages():
+        html = (docs / page).read_text(encoding="utf-8")
+        cards = {m.group(1) for m in re.finditer(r'<h[34] id="([^"]+)"', html)
+                 if html.rfind('<div class="cell-output', 0, m.start())
+                 > max(html.rfind("<section", 0, m.start()), html.rfind('<div id="cell-', 0, m.start()))}
+        toc = re.search(r'<nav id="TOC".*?</nav>', html, re.S)
+        if not toc: continue
+        hrefs = re.findall(r'<a href="#([^"]+)"', toc.group(0))
+        first = next((i for i, h in enumerate(hrefs) if h in cards), len(hrefs))
+        after = [h for h in hrefs[first + 1:] if h not in cards]
+        if after: bad.append(f"{page}: sections after its first card in the contents: {after[:3]}")
+        grouped += first < len(hrefs)
+    assert not bad, "\n".join(bad)
+    assert grouped >= 15, f"only {grouped} chapter pages list API cards in their contents"

@@ -839,6 +839,43 @@ def diagram_html(m: re.Match) -> str:
             '<span class="diagram-hint">Tap the diagram to open it at full size.</span>')
 
 
+CARD_HEADING = re.compile(r'<h[34] id="([^"]+)"')
+TOC_LEAF = re.compile(r'<li><a href="#([^"]+)"[^>]*>(?:(?!</a>).)*</a></li>', re.S)
+
+
+def card_ids(html: str) -> set[str]:
+    "The anchors of a page's API cards: nbdev's show_doc headings, which sit inside a cell's output"
+    out = set()
+    for m in CARD_HEADING.finditer(html):
+        before = html[:m.start()]
+        if before.rfind('<div class="cell-output') > max(before.rfind("<section"), before.rfind('<div id="cell-')):
+            out.add(m.group(1))
+    return out
+
+
+def toc_narrative_first(html: str) -> tuple[str, int]:
+    """The page's contents ("On this page") with its narrative sections first: the API cards, which smalldocs lists
+    under the sections that define them, move to one group at the end, the page's own Reference section if it has
+    one, else "Functions on this page". Returns the page and how many entries moved."""
+    m = re.search(r'(<nav id="TOC"[^>]*>.*?)(</nav>)', html, re.S)
+    cards = card_ids(html)
+    if not m or not cards: return html, 0
+    toc = m.group(1)
+    moved = [x.group(0) for x in TOC_LEAF.finditer(toc) if x.group(1) in cards]
+    if not moved: return html, 0
+    toc = TOC_LEAF.sub(lambda x: "" if x.group(1) in cards else x.group(0), toc).replace("<ul></ul>", "")
+    ref = re.search(r'<li><a href="#reference"[^>]*>Reference</a></li>', toc)
+    if ref:
+        head, toc = ref.group(0).removesuffix("</li>"), toc.replace(ref.group(0), "", 1)
+    else:
+        first = TOC_LEAF.match(moved[0]).group(1)
+        head = (f'<li><a href="#{first}" id="toc-functions-on-this-page" class="nav-link" '
+                f'data-scroll-target="#{first}">Functions on this page</a>')
+    k = toc.rfind("</ul>")
+    toc = toc[:k] + head + "<ul>" + "".join(moved) + "</ul></li>" + toc[k:]
+    return html[:m.start()] + toc + m.group(2) + html[m.end():], len(moved)
+
+
 def postprocess_pages(docs: Path) -> dict[str, int]:
     """Fixes of the rendered pages: every table in a container that scrolls sideways (with a shadow while more lies to
     either side), no link to the documentation host, and no automatic link to an anchor that does not exist (nbdev
@@ -847,10 +884,14 @@ def postprocess_pages(docs: Path) -> dict[str, int]:
     host = doc_host()
     pages = sorted(docs.glob("*.html"))
     ids = {p.name: set(re.findall(r'\sid="([^"]+)"', p.read_text(encoding="utf-8"))) for p in pages}
-    stats = dict(tables=0, figures=0, panelled=0, diagrams=0, explorers=0, unlinked=0, links=0)
+    stats = dict(tables=0, figures=0, panelled=0, diagrams=0, explorers=0, unlinked=0, links=0, toc_moved=0)
+    chapters = set(chapter_pages_of_sidebar())
     for p in pages:
         html = p.read_text(encoding="utf-8")
         stats["links"] += html.count(host)
+        if p.name in chapters:
+            html, n = toc_narrative_first(html)
+            stats["toc_moved"] += n
         html = relative_links(html, p.name, host)
 
         def check(m):
