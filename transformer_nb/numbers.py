@@ -335,10 +335,8 @@ class NumberTask(NamedTuple):
     held_pairs: list
     kinds: dict
 
-# French forms of "...-one" that no training number shows: vingt et un (where 81
-# says quatre-vingt-un), soixante et onze (the only "et onze"), quatre-vingt-un and
-# quatre-vingt-onze (where 21 and 71 say "et"). Held out, they would test French, not
-# composition; German has none
+# French "...-one" forms no training number shows (21 against 81, 71 the only "et
+# onze", 81 and 91 against 21 and 71): held out, they test French, not composition
 UNGUESSABLE = {"fr": {(2, 1), (7, 1), (8, 1), (9, 1)}}
 
 def held_out_numbers(seed:int=0, share:float=0.1, avoid=frozenset())->tuple[dict, list]:
