@@ -74,6 +74,11 @@ def returns(obj) -> bool:
         inspect.Signature.empty, None, "None")
 
 
+def says_all(obj) -> bool:
+    "The return annotation says all there is: a plotting helper's `Figure` needs no Returns"
+    return inspect.signature(obj).return_annotation in ("Figure", "matplotlib.figure.Figure")
+
+
 def documented(name, obj, ret=False):
     "Skip what has nothing to document: no parameters (and, with `ret`, no return value)."
     if generated(obj): pytest.skip("written by @dataclass or NamedTuple")
@@ -122,7 +127,7 @@ def test_docments_read_every_parameter_and_the_return(name):
     dm = docments(obj, full=True)
     missing = [p for p in parameters(obj, name) if not (dm.get(p) or {}).get("docment")]
     assert not missing, f"docments({name}) has no text for {missing}"
-    if returns(obj):
+    if returns(obj) and not says_all(obj):
         assert dm["return"]["docment"], f"docments({name}) has no text for the return value"
 
 
@@ -214,3 +219,89 @@ def test_version_matches_settings():
 def test_init_comes_from_the_api_notebook():
     cells = json.loads((ROOT / "nbs" / "99_api.ipynb").read_text())["cells"]
     assert any("".join(c["source"]).strip() == "#| default_exp __init__" for c in cells)
+
+
+def numpydoc_sections(doc: str) -> dict[str, list[str]]:
+    "A numpydoc docstring's sections by title (Parameters, Returns), each a list of lines"
+    out, name, lines = {}, None, doc.splitlines()
+    for i, line in enumerate(lines):
+        if i + 1 < len(lines) and line.strip() and re.fullmatch(r"\s*-{3,}", lines[i + 1]):
+            name = line.strip(); out[name] = []
+        elif name and not re.fullmatch(r"\s*-{3,}", line): out[name].append(line)
+    return out
+
+
+def entries(lines: list[str]) -> dict[str, str]:
+    "A section's entries: the text under each `name : type` line, joined"
+    lines = [l for l in lines if l.strip()]
+    base = min((len(l) - len(l.lstrip()) for l in lines), default=0)
+    out, cur = {}, None
+    for l in lines:
+        if len(l) - len(l.lstrip()) == base: cur = l.strip(); out[cur] = ""
+        else: out[cur] = f"{out[cur]} {l.strip()}".strip()
+    return out
+
+
+def restates(annotation: str, text: str) -> bool:
+    "Does `text` only name the annotation's type again ('Figure': 'the figure')?"
+    words = lambda s: set(re.findall(r"[a-z]+", s.lower()))
+    return words(text) <= words(annotation) | {"the", "a", "an", "matplotlib"}
+
+
+@pytest.mark.parametrize("name", sorted(API))
+def test_each_description_says_something_of_its_own(name):
+    """Issue 39: no two parameters of one docstring share a copied description, and a
+    Returns section says more than the annotation beside it."""
+    doc = inspect.getdoc(API[name]) or ""
+    sections = numpydoc_sections(doc)
+    params = entries(sections.get("Parameters", []))
+    texts = [t for t in params.values() if t]
+    shared = {t for t in texts if texts.count(t) > 1}
+    assert not shared, f"{name}: parameters with one copied description: {shared}"
+    for ann, text in entries(sections.get("Returns", [])).items():
+        assert text and not restates(ann, text), f"{name}: Returns {ann!r} says {text!r}"
+
+
+def test_private_helpers_have_one_line():
+    """A private function, class or method (a name starting with one underscore, or any
+    method of such a class) is described in one sentence, without numpydoc sections; one
+    that becomes a public method (`Transformer.from_config = classmethod(_from_config)`)
+    is public."""
+    import ast
+    long = []
+    for path in sorted((ROOT / "transformer_nb").rglob("*.py")):
+        if path.name == "_modidx.py": continue
+        text = path.read_text()
+        tree = ast.parse(text)
+        published = set(re.findall(r"\.[a-z]\w* = (?:classmethod\()?(_\w+)\)?$", text, re.M))
+        def visit(node, private_owner=False):
+            for child in ast.iter_child_nodes(node):
+                if not isinstance(child, (ast.FunctionDef, ast.ClassDef)): continue
+                own = (child.name.startswith("_") and not child.name.startswith("__")
+                       and child.name not in published)
+                doc = ast.get_docstring(child) or ""
+                if (own or private_owner) and "\n" in doc.strip():
+                    long.append(f"{path.name}: {child.name}")
+                visit(child, private_owner or (own and isinstance(child, ast.ClassDef)))
+        visit(tree)
+    assert not long, long
+
+
+def test_the_description_checks_can_fail():
+    doc = """Sum
+
+    Parameters
+    ----------
+    a : int
+        a number
+    b : int
+        a number
+
+    Returns
+    -------
+    Figure
+        the figure
+    """
+    sections = numpydoc_sections(inspect.cleandoc(doc))
+    assert list(entries(sections["Parameters"]).values()) == ["a number", "a number"]
+    assert restates("Figure", "the figure") and not restates("int", "the exit status")

@@ -31,12 +31,7 @@ class _Room(LayerCache):
     ("One layer's cache with room set aside: each step writes its keys and values in "
      "place, and the room doubles when it runs out")
     def __init__(self, kv:Tensor):
-        """
-        Parameters
-        ----------
-        kv : Tensor
-            (B, 2, H, room, d_k): room for keys and values side by side
-        """
+        "kv (B, 2, H, room, d_k): room for keys and values side by side"
         super().__init__()
         # positions filled; an int, so that a compiled step reads no view's strides
         self.kv, self.length = kv, 0

@@ -338,11 +338,6 @@ def show_phase_change(
         whose heads' best induction score to draw
     title : str | None
         a title over the plot
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     plt = pyplot()
     x = [c.tokens / 1e6 for c in checkpoints]
@@ -572,11 +567,6 @@ def show_seed_runs(groups:dict, title:str|None=None)->Figure:
         {label: runs of `benchmarks/induction_seeds.py`}
     title : str | None
         a title over the plot
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.8, 3.2), layout="constrained")

@@ -376,9 +376,10 @@ def logit_attribution(
     pos
         the position read: an int, or one per row (B,)
     good
-        the token ids compared: ints, or one per row (B,)
+        the token whose logit counts positively (the right answer): an int, or one
+        per row (B,)
     bad
-        the token ids compared: ints, or one per row (B,)
+        the token it is compared with (the wrong answer), the same way
 
     Returns
     -------
@@ -666,9 +667,9 @@ def logit_difference(logits:Tensor, pos:Tensor, good:Tensor, bad:Tensor)->Tensor
     pos : Tensor
         (B,) the position of each row
     good : Tensor
-        (B,) the token ids compared
+        (B,) the token of each row whose logit counts positively
     bad : Tensor
-        (B,) the token ids compared
+        (B,) the token it is compared with
 
     Returns
     -------
@@ -776,9 +777,9 @@ def spearman(x:Tensor, y:Tensor)->float:
     Parameters
     ----------
     x : Tensor
-        (n,) values
+        (n,) the first measure, e.g. each head's patching effect
     y : Tensor
-        (n,) values
+        (n,) the second, of the same n things in the same order
 
     Returns
     -------

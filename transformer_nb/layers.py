@@ -350,9 +350,9 @@ class LayerCache:
         Parameters
         ----------
         k : Tensor
-            (B, H, T, d_k): keys and values of the T new positions
+            (B, H, T, d_k): the keys of the T new positions
         v : Tensor
-            (B, H, T, d_k): keys and values of the T new positions
+            (B, H, T, d_k): their values
 
         Returns
         -------

@@ -223,15 +223,7 @@ def number_parts(n:int, lang:str)->list[tuple[str, set]]:
 
 # %% ../nbs/11b_numbers.ipynb #n017
 def _merge(pieces:list[str], pair:tuple[str, str])->list[str]:
-    """The pieces with every occurrence of `pair` joined, left to right
-
-    Parameters
-    ----------
-    pieces : list[str]
-        a word cut into pieces
-    pair : tuple[str, str]
-        two adjacent pieces to join wherever they occur
-    """
+    "A word's pieces with every occurrence of the adjacent `pair` joined, left to right"
     a, b = pair
     out, i = [], 0
     while i < len(pieces):
@@ -647,11 +639,6 @@ def show_alignment(
         its gold links, drawn dashed
     titles : Sequence[str] | None
         a title per example
-
-    Returns
-    -------
-    Figure
-        the matplotlib Figure
     """
     plt = pyplot()
     n = len(weights)

@@ -272,11 +272,6 @@ def show_heatmaps(
         write each value in its cell with this format, "{:.2f}"
     label_size : float
         font size of tick labels, points
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     plt = pyplot()
     from matplotlib.colors import LogNorm
@@ -388,11 +383,6 @@ def show_attention(
         a title per head; "head 0", "head 1", ... by default
     kwargs
         passed on to `show_heatmaps`
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     if not isinstance(weights, Tensor):
         raise TypeError(f"weights must be a torch.Tensor, got {type(weights).__name__}")
@@ -454,11 +444,6 @@ def show_curves(
         shrinks it to its smallest legible size
     styles : dict | None
         {label: matplotlib format string}, e.g. {"scaled": "--"}
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     plt = pyplot()
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")

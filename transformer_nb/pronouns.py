@@ -282,11 +282,6 @@ def show_referent_preference(
         (K, L, H): referent_preference of K kinds of attention
     titles : tuple
         a title per kind
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     plt = pyplot()
     K, L, H = shares.shape
@@ -323,11 +318,6 @@ def show_links(
         the S key words (drawn on the right)
     titles : list[str] | None
         a title per panel
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     plt = pyplot()
     n, S = weights.shape
@@ -477,11 +467,6 @@ def show_strips(
         x: label of a dashed vertical line, e.g. {0.5: "chance"}
     title : str | None
         the figure's title
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     import textwrap
     from collections import Counter

@@ -405,16 +405,8 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
 
 def _epochs(batches:Iterable, steps:int)->Iterator:
-    """The batches of an endless iterator; a re-iterable (list, DataLoader) is restarted
-    at the end of each epoch
-
-    Parameters
-    ----------
-    batches : Iterable
-        an iterator, or a re-iterable such as a list or a DataLoader
-    steps : int
-        how many batches are needed, for the message
-    """
+    ("The batches of an iterator, or of a re-iterable (list, DataLoader) restarted "
+     "at each epoch; `steps`, the number needed, for the message")
     # a generator or iterator: cannot restart
     one_shot = iter(batches) is batches
     n = 0

@@ -261,10 +261,9 @@ GAP = 0.27  # vertical space between two boxes, for an arrow
 
 # %% ../../nbs/00b_diagrams.ipynb #c012
 def _residual_stack(sk, cx, y, w, sublayers, norm_first=True, dropout=True):
-    """Draw sublayer connections upwards from (cx, y): pre-LN
-    `x + Dropout(Sublayer(LayerNorm(x)))` or post-LN
-    `LayerNorm(x + Dropout(Sublayer(x)))`. `sublayers` is a list of (title, detail,
-    kind); returns the height where the stack ends and the box of each sublayer"""
+    ("Draw `sublayers`, each (title, detail, kind), in residual connections upwards "
+     "from (cx, y); return the height where they end and each one's box")
+    # pre-LN: x + Dropout(Sublayer(LayerNorm(x))); post-LN: LayerNorm(x + Dropout(...))
     xr, boxes = cx + w / 2 + 0.3, []
     for title, detail, kind in sublayers:
         yb = y + 0.2
@@ -313,11 +312,6 @@ def draw_architecture(norm_first:bool=True)->Figure:
     ----------
     norm_first : bool
         pre-LN (our default, with a final LayerNorm per stack) or post-LN (the paper)
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     sk, ex, dx, w = _Sketch(), 2.55, 7.2, 2.9
     src = sk.box(ex, 0.4, "source tokens", "io", w=2.2, h=0.4)
@@ -517,11 +511,6 @@ def draw_multihead(num_heads:int=4)->Figure:
     ----------
     num_heads : int
         H, the number of heads drawn
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     if not isinstance(num_heads, int) or num_heads < 1:
         raise ValueError(f"num_heads must be a positive int, got {num_heads!r}")
@@ -641,11 +630,6 @@ def draw_layer(kind:str="encoder", norm_first:bool=True)->Figure:
         "encoder" (two sublayers) or "decoder" (three)
     norm_first : bool
         pre-LN (our default) or post-LN (the paper)
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     if kind not in ("encoder", "decoder"):
         raise ValueError(f'kind must be "encoder" or "decoder", got {kind!r}')
@@ -696,11 +680,6 @@ def draw_masks(lengths:tuple=(5, 3), T:int=5)->Figure:
         the real length of each sequence of the batch, at most T
     T : int
         the padded length (S = T: the keys are the same sequence)
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     from matplotlib.patches import Patch, Rectangle
     if not isinstance(T, int) or T < 1:
@@ -821,11 +800,6 @@ def draw_data_parallel(world_size:int=2)->Figure:
     ----------
     world_size : int
         how many processes to draw
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     check_int(world_size, "world_size")
     sk = _Sketch()
@@ -877,11 +851,6 @@ def draw_data_parallel(world_size:int=2)->Figure:
 def draw_checkpoint()->Figure:
     """A checkpoint: what `save_model` checks and writes, and how `load_model` builds
     the model again
-
-    Returns
-    -------
-    Figure
-        the figure
     """
     sk = _Sketch()
     W = sk.width

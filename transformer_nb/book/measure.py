@@ -190,11 +190,11 @@ class TorchTransformer(nn.Module):
         tgt : Tensor
             (B, T) target ids
         src_mask
-            ours: boolean, True = may attend
+            ours (boolean, True = may attend), (B, 1, 1, S): source padding
         tgt_mask
-            ours: boolean, True = may attend
+            ours, (B, 1, T, T) or (1, 1, T, T): causal, & target padding
         memory_mask
-            ours: boolean, True = may attend
+            ours, (B, 1, 1, S): the source padding, for cross-attention
 
         Returns
         -------
@@ -237,11 +237,11 @@ def readable_forward(
     tgt : Tensor
         (B, T) target ids
     src_mask
-        boolean, True = may attend
+        boolean, True = may attend: (B, 1, 1, S), source padding
     tgt_mask
-        boolean, True = may attend
+        (B, 1, T, T) or (1, 1, T, T): causal, & target padding
     memory_mask
-        boolean, True = may attend
+        (B, 1, 1, S): the source padding, for cross-attention
     """
     memory, _ = model.encode(src, src_mask, need_weights=True)
     return model.decode(tgt, memory, tgt_mask, memory_mask, need_weights=True)[0]
