@@ -1,7 +1,8 @@
 # The two commands of the README:  `make site`  builds the documentation site into _docs/,
 #                                  `make test`  runs every test.
 # `make bench` runs the benchmark of the chapter "Benchmark" and writes benchmarks/results/cpu.json; then chapter 11f's
-# GPT-2 and Llama-style models against transformers' (benchmarks/modern_bench.py, printed only).
+# GPT-2 and Llama-style models against transformers' (benchmarks/modern_bench.py: its figures and profiles go to
+# benchmarks/results/modern_bench.json, which chapter 11f reads).
 # Both create .venv (pinned versions) when it is missing or out of date, and export the package from nbs/.
 SHELL := /bin/bash
 .DEFAULT_GOAL := site
@@ -30,7 +31,7 @@ bench: export
 	  $(BIN)/pip install -q -c tools/bench-constraints.txt "transformers==5.23.0"
 	@$(BIN)/python benchmarks/run.py
 	@$(BIN)/python benchmarks/run.py --gpt
-	@$(BIN)/python benchmarks/modern_bench.py --runs 3
+	@$(BIN)/python benchmarks/modern_bench.py --runs 3 --profile --threads 1 --save benchmarks/results/modern_bench.json
 
 # Optional: serve the built site on localhost.
 serve:

@@ -1,6 +1,6 @@
 """The book's GPT against transformers' GPT2LMHeadModel and LlamaForCausalLM of the same shape (chapter 11f): `make bench`, or
 
-    .venv/bin/python benchmarks/modern_bench.py [--runs 3] [--reps 7] [--profile] [--quick]
+    .venv/bin/python benchmarks/modern_bench.py [--runs 3] [--reps 7] [--profile] [--save PATH] [--quick]
 
 For each of four models, GPT-2-like and Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query attention with G = H/2, no
 biases) at two shapes each, it builds the book's GPT with a seed, converts it with chapter 11f's `to_transformers`
@@ -10,11 +10,16 @@ tokens/s; and cached greedy generation of 64 tokens after a 16-token prompt at b
 `generate(do_sample=False)`), as seconds. It prints ours / transformers' for both (above 1: ours is faster).
 With --runs N it repeats the measurement N times in one process and prints each ratio's lowest and highest value.
 With --profile it also profiles one training step and one generation of each (torch.profiler, self CPU time per
-operator) and prints the largest operators of ours and theirs side by side. This is a benchmark, not a test: it
-asserts nothing about speed. It measures the machine as it is (no tools/kernels.sh), on the threads torch chooses
-unless --threads says otherwise.
+group of operators, the groups of chapter 13) and prints the ratio's ceilings: the median ratio over the share of
+ours spent inside operators (what ours would reach if its Python cost nothing), and over its share in matrix
+multiplies and attention alone. A target above the first ceiling cannot be reached by our Python: only by other
+operators. With --save PATH it writes every figure to a JSON file (`make bench`:
+benchmarks/results/modern_bench.json, which chapter 11f reads). This is a benchmark, not a test: it asserts nothing about speed. It measures the machine as it is (no
+tools/kernels.sh), on the threads torch chooses unless --threads says otherwise.
 """
 import argparse
+import json
+import platform
 import statistics
 import sys
 import time
@@ -22,6 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from transformer_nb.book.bench import op_group
 from transformer_nb.gpt import GPT, generate
 from transformer_nb.modern import to_transformers
 
@@ -34,6 +40,7 @@ SHAPES = {
     "Llama d128 N2": dict(d_model=128, num_heads=4, n_kv_heads=2, d_ff=344, num_layers=2, **LLAMA),
     "Llama d256 N4": dict(d_model=256, num_heads=8, n_kv_heads=4, d_ff=688, num_layers=4, **LLAMA),
 }
+TARGETS = dict(train=1.2, generate=1.5)  # issue 42's: ours / transformers'
 BATCH = dict(batch_size=16, seq_len=128, prompt=16, new_tokens=64, gen_batch=1)
 QUICK = dict(batch_size=2, seq_len=16, prompt=4, new_tokens=4, gen_batch=1)
 
@@ -112,30 +119,61 @@ def measure(reps, b):
     return out
 
 
-def top_ops(fn, calls=3, k=12):
-    "Self CPU milliseconds per call of the k largest operators of fn"
+def profiled(fn, calls=3):
+    """Milliseconds of one call of fn under torch's profiler, and the self CPU milliseconds of its aten operators per
+    group of chapter 13 (`op_group`): the Python around them is the difference"""
+    import os
+
     from torch.profiler import ProfilerActivity, profile
     fn()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(calls): fn()
-    ev = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
-    total = sum(e.self_cpu_time_total for e in ev) / 1000 / calls
-    return total, [(e.key, e.self_cpu_time_total / 1000 / calls, e.count // calls) for e in ev[:k]]
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)  # the profiler's C++ log lines
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            t0 = time.perf_counter()
+            for _ in range(calls): fn()
+            wall = (time.perf_counter() - t0) / calls * 1e3
+    finally:
+        os.dup2(saved, 2); os.close(saved); os.close(devnull)
+    ms = {}
+    for e in prof.key_averages():
+        if e.key.startswith("aten::"):
+            g = op_group(e.key); ms[g] = ms.get(g, 0.0) + e.self_cpu_time_total / 1e3 / calls
+    return wall, ms
 
 
-def profile_all(b):
-    "Print the largest operators of ours and theirs, training and generation, per shape"
+def ceiling(fo, ft, ratio, calls=5):
+    """Where one call's time goes, ours and theirs (milliseconds under the profiler, and inside operators by group),
+    and the highest ratio ours could reach: the timed `ratio` over the share of ours spent inside operators (our
+    Python costing nothing), and over its share in matrix multiplies and attention alone. Shares, not milliseconds:
+    a machine that slows between two profiles moves both parts of a share alike"""
+    (wo, go), (wt, gt) = profiled(fo, calls), profiled(ft, calls)
+    share = sum(go.values()) / wo
+    kernels = (go.get("matrix multiplies", 0.0) + go.get("fused attention", 0.0)) / wo
+    return dict(ms=dict(ours=wo, theirs=wt), groups=dict(ours=go, theirs=gt), ratio=ratio, share=share,
+                share_kernels=kernels, ceiling=ratio / share, ceiling_kernels=ratio / kernels)
+
+
+def profile_all(b, runs):
+    "Profile ours and theirs, training and generation, per shape; print and return each `ceiling`"
+    out = {}
     for name, kw in SHAPES.items():
         ours, theirs = pair(kw)
         o2, t2 = pair(kw)
         fns = {"train": (train_step(o2, o2, b), train_step(t2, lambda ids: t2(input_ids=ids).logits, b)),
                "generate": generation(ours, theirs, b)}
+        out[name] = {}
         for what, (fo, ft) in fns.items():
-            (to, ops_o), (tt, ops_t) = top_ops(fo), top_ops(ft)
-            print(f"\n{name}, {what}: ours {to:.1f} ms of operator self time per call, theirs {tt:.1f} ms")
-            print(f"  {'ours':44s} {'ms':>7s} {'calls':>6s}   {'transformers':44s} {'ms':>7s} {'calls':>6s}")
-            for (ka, ma, ca), (kb, mb, cb) in zip(ops_o, ops_t):
-                print(f"  {ka[:44]:44s} {ma:7.2f} {ca:6d}   {kb[:44]:44s} {mb:7.2f} {cb:6d}")
+            ratio = statistics.median(r[name][what] for r in runs)
+            c = out[name][what] = ceiling(fo, ft, ratio)
+            g = c["groups"]["ours"]
+            print(f"  {name}, {what}: {ratio:.2f} (median); ours {c['ms']['ours']:.1f} ms, {100 * c['share']:.0f} % "
+                  f"in operators ({g.get('matrix multiplies', 0):.1f} ms matrix multiplies, "
+                  f"{g.get('fused attention', 0):.1f} attention); theirs {c['ms']['theirs']:.1f} ms, "
+                  f"{100 * sum(c['groups']['theirs'].values()) / c['ms']['theirs']:.0f} % in operators; ceiling "
+                  f"{c['ceiling']:.2f} (matrix multiplies and attention alone: {c['ceiling_kernels']:.2f}), "
+                  f"target {TARGETS[what]}", flush=True)
+    return out
 
 
 def main(argv=None):
@@ -145,6 +183,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--profile", action="store_true", help="also profile ours and theirs")
     p.add_argument("--quick", action="store_true", help="toy sizes, one round: checks that it runs")
+    p.add_argument("--save", default=None, help="also write every figure to this JSON file")
     a = p.parse_args(argv)
     if a.runs < 1 or a.reps < 1:
         p.exit(2, f"modern_bench.py: error: --runs and --reps must be >= 1, got {a.runs} and {a.reps}\n")
@@ -164,7 +203,16 @@ def main(argv=None):
             v = [r[name][what] for r in runs]
             label = "training tokens/s" if what == "train" else "cached generation speed"
             print(f"  {name + ', ' + label:48s} {min(v):5.2f} - {max(v):5.2f}")
-    if a.profile: profile_all(b)
+    profile = None
+    if a.profile:
+        print("\nwhere the time goes (self CPU time by group of operators) and the ratio's ceiling")
+        profile = profile_all(b, runs)
+    if a.save:
+        meta = dict(torch=torch.__version__, transformers=transformers.__version__,
+                    threads=torch.get_num_threads(), processor=platform.processor() or platform.machine(),
+                    batch=b, reps=reps, targets=TARGETS)
+        with open(a.save, "w") as f: json.dump(dict(meta=meta, runs=runs, profile=profile), f, indent=1)
+        print(f"wrote {a.save}")
     return 0
 
 

@@ -38,3 +38,27 @@ def test_bad_arguments_get_one_line_and_status_2():
     out = subprocess.run([sys.executable, str(SCRIPT), "--runs", "0"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--runs and --reps must be >= 1, got 0 and 7" in out.stderr
+
+
+def test_profile_saves_each_ceiling(tmp_path):
+    """--profile --save writes every ratio and, per shape and task, where the time goes and the ratio's ceilings:
+    the timed ratio over the share of ours inside operators, and inside matrix multiplies and attention alone."""
+    import json
+    out_file = tmp_path / "bench.json"
+    out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--profile", "--threads", "1", "--save",
+                          str(out_file)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "USDT" not in out.stderr and "ceiling" in out.stdout
+    res = json.loads(out_file.read_text())
+    assert len(res["runs"]) == 1 and res["meta"]["threads"] == 1
+    assert res["meta"]["targets"] == {"train": 1.2, "generate": 1.5}
+    for name, per_task in res["profile"].items():
+        for what, c in per_task.items():
+            ours = c["groups"]["ours"]
+            assert c["ratio"] == res["runs"][0][name][what]       # the median of one run
+            assert c["share"] == pytest.approx(sum(ours.values()) / c["ms"]["ours"])
+            assert c["ceiling"] == pytest.approx(c["ratio"] / c["share"])
+            kernels = ours["matrix multiplies"] + ours.get("fused attention", 0.0)
+            assert c["ceiling_kernels"] == pytest.approx(c["ratio"] * c["ms"]["ours"] / kernels)
+            # operators run inside the call: their time is part of it
+            assert 0 < c["share_kernels"] < c["share"] < 1, (name, what)
