@@ -74,6 +74,14 @@ def test_characters_outside_the_vocabulary_get_a_warning(trained, capsys):
     (["decode", "--checkpoint", "x.pt", "--max-len", "0", "123"], ["--max-len"]),
     (["decode", "--checkpoint", "x.pt"], ["texts"]),
     ([], ["command"]),
+    # torch crashed (segmentation fault) on a huge thread count, and overflowed on a huge seed after training began
+    (["train", "--threads", "100000"], ["--threads", "this machine's cores", "100000"]),
+    (["decode", "--checkpoint", "x.pt", "--threads", "100000", "1"], ["--threads", "at most"]),
+    (["train", "--seed", "99999999999999999999999"], ["--seed", "[0, 2**63)"]),
+    (["train", "--seed", "-5"], ["--seed", "-5"]),
+    (["generate", "--checkpoint", "x.pt", "--seed", "-1", "def"], ["--seed", "-1"]),
+    (["induction", "--seed", "2**70"], ["--seed", "whole number"]),
+    (["train-lm", "--seed", str(2**63)], ["--seed"]),
 ])
 def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
     r = cli(*args, cwd=tmp_path)
@@ -363,3 +371,39 @@ def test_train_lm_help_states_the_steps_it_runs():
     steps = next(a for a in sub._actions if a.dest == "steps")
     assert steps.default == LM_TRAINING["steps"]
     assert f"default: {LM_TRAINING['steps']}" in " ".join(sub.format_help().split())
+
+
+def test_what_a_user_gets_wrong_is_named_by_its_flag_before_anything_trains(trained, tmp_path, capsys):
+    """A resumed run's settings and steps are checked before the `training ...` line, and named by their flags; a
+    folder --out cannot make is named; `-` twice is refused (standard input is read once)."""
+    out, _ = trained
+    ckpt = out / "copy.pt"                                  # copy, 5 steps, 200 pairs, seed 0
+    cases = [
+        (["train", "--resume", ckpt, "--steps", "5", "--out", tmp_path], "--resume", "has done 5 steps already"),
+        (["train", "--resume", ckpt, "--steps", "9", "--n-train", "300", "--out", tmp_path], "--n-train 200, not 300",
+         "leave --n-train out"),
+        (["train", "--resume", ckpt, "--steps", "9", "--seed", "3", "--out", tmp_path], "--seed 0, not 3", ""),
+        (["train", "--resume", ckpt, "--steps", "9", "--task", "reverse", "--out", tmp_path], "--task copy", ""),
+        (["train", "--task", "copy", "--steps", "1", "--out", "/proc/no/such"], "--out /proc/no/such", "cannot make"),
+    ]
+    for args, *words in cases:
+        r = in_process(capsys, *args)
+        assert r.returncode == 1 and "training" not in r.stderr.split("error")[0], (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and all(w in r.stderr for w in words), (args, r.stderr)
+    r = subprocess.run([str(EXE), "decode", "--checkpoint", str(ckpt), "-", "-"], input="12\n34\n",
+                       capture_output=True, text=True, timeout=120) if EXE.exists() else None
+    if r is not None:
+        assert r.returncode == 1 and "- is given more than once" in r.stderr, r.stderr
+
+
+def test_decode_fits_its_default_length_to_the_model(trained, capsys):
+    """The default --max-len (the longest input + 8) is capped at the model's position table, so that any input the
+    encoder reads decodes; one the encoder cannot read is refused in one line with the model's limit."""
+    out, _ = trained
+    ckpt = out / "copy.pt"
+    from transformer_nb.checkpoints import load_model
+    room = load_model(ckpt)[0].src_embed.positions.max_len
+    r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * (room - 2))
+    assert r.returncode == 0 and r.stdout.startswith("1" * (room - 2) + "\t"), r.stderr
+    r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * 500)
+    assert r.returncode == 1 and f"has 500 characters: this model reads at most {room}" in r.stderr, r.stderr

@@ -51,12 +51,12 @@ def _add_lm_parsers(sub):
                        "chapter 11c on Python's documentation")
     t.add_argument("--steps", type=_count, default=_LM_STEPS,
                    help="optimiser steps (default: %(default)s, chapter 11c's recipe)")
-    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
+    t.add_argument("--seed", type=_seed, default=0, help="seed of weights and batches "
                    "(default: 0)")
     t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
                    "current folder)")
     t.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
     )
     g = sub.add_parser("generate", help="continue a prompt with a saved language model")
     g.add_argument("--checkpoint", required=True,
@@ -74,10 +74,10 @@ def _add_lm_parsers(sub):
     g.add_argument("--greedy", action="store_true",
                    help="the most probable character every time: no sampling, so "
                    "none of the four sampling flags")
-    g.add_argument("--seed", type=int, default=None,
+    g.add_argument("--seed", type=_seed, default=None,
                    help="seed of the draws (default: a different text each time)")
     g.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
     )
 
 def _add_induction_parser(sub):
@@ -88,13 +88,13 @@ def _add_induction_parser(sub):
                    help="optimiser steps (default: the recipe's, 1500)")
     t.add_argument("--layers", type=int, choices=(1, 2), default=2,
                    help="1 (the control) or 2 layers (default: 2)")
-    t.add_argument("--seed", type=int, default=0, help="seed of weights and batches "
+    t.add_argument("--seed", type=_seed, default=0, help="seed of weights and batches "
                    "(default: 0)")
     t.add_argument("--norm", choices=("none", "layer"), default="none",
                    help="none (the recipe) or layer: LayerNorms as in GPT "
                    "(default: none)")
     t.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
     )
 
 # %% ../nbs/14_cli.ipynb #c006
@@ -111,6 +111,27 @@ def _count(text:str)->int:
             f"expected a whole number, got {text!r}"
         ) from None
     if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+def _threads(text:str)->int:
+    ("argparse type: 1 to the machine's cores (more is never faster here, and torch "
+     "crashes on some huge counts)")
+    n, cores = _count(text), os.cpu_count() or 1
+    if n > cores:
+        raise argparse.ArgumentTypeError(
+            f"at most {cores}, this machine's cores, got {n}"
+        )
+    return n
+
+def _seed(text:str)->int:
+    "argparse type: a seed torch takes, 0 <= seed < 2**63"
+    try: n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, got {text!r}"
+        ) from None
+    if not 0 <= n < 2**63:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**63), got {n}")
     return n
 
 class _Parser(argparse.ArgumentParser):
@@ -145,7 +166,7 @@ def build_parser()->argparse.ArgumentParser:
         default=None,
         help="optimiser steps (default: the task's TASK_SETTINGS)",
     )
-    t.add_argument("--seed", type=int, default=None,
+    t.add_argument("--seed", type=_seed, default=None,
                    help="seed of data, weights and batches (default: 0, or the resumed "
                    "run's)")
     t.add_argument("--n-train", type=_count, default=None,
@@ -155,7 +176,7 @@ def build_parser()->argparse.ArgumentParser:
         default=".",
         help="folder for the checkpoint and plots (default: current folder)",
     )
-    t.add_argument("--threads", type=_count, default=1,
+    t.add_argument("--threads", type=_threads, default=1,
                    help="torch threads of each process (default: 1, fastest for these "
                    "models)")
     t.add_argument("--nproc", type=_count, default=1,
@@ -180,10 +201,11 @@ def build_parser()->argparse.ArgumentParser:
         "--max-len",
         type=_count,
         default=None,
-        help="most tokens to write (default: input length + 8)",
+        help="most tokens to write (default: the longest input's length + 8, at most "
+        "the model's limit)",
     )
     d.add_argument(
-        "--threads", type=_count, default=1, help="torch threads (default: 1)"
+        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
     )
     d.add_argument("texts", nargs="+",
                    help="the strings to decode; - reads them from standard input, "
@@ -238,9 +260,20 @@ def _run_settings(args)->tuple[str, int, int]:
         from transformer_nb.checkpoints import load_checkpoint
         training = load_checkpoint(args.resume)["training"] or {}
         had = training.get("settings", {})
+    for flag, key, given in (("--task", "task", args.task),
+                             ("--seed", "seed", args.seed),
+                             ("--n-train", "n_train", args.n_train)):
+        if given is not None and had.get(key, given) != given:
+            raise ValueError(f"--resume {args.resume} is a run with {flag} {had[key]}, "
+                             f"not {given}: leave {flag} out to continue it")
     pick = lambda given, key, default: had.get(key, default) if given is None else given
     return (pick(args.task, "task", "dates"), pick(args.seed, "seed", 0),
             pick(args.n_train, "n_train", 20_000))
+
+def _steps_done(path)->int:
+    "The optimiser steps of the run saved in a checkpoint"
+    from transformer_nb.checkpoints import load_checkpoint
+    return (load_checkpoint(path)["training"] or {}).get("step", 0)
 
 def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
     "What this process can check of the command: files, checkpoint, settings"
@@ -254,6 +287,10 @@ def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
         raise ValueError(f"--resume {args.resume} is a {task} run: the numbers tasks "
                          f"of chapter 11b train in one go, without --resume; run "
                          f"`transformer-nb train --task {task}` again")
+    done = _steps_done(args.resume) if args.resume else 0
+    if done >= (args.steps or TASK_SETTINGS[task]["steps"]):
+        raise ValueError(f"--resume {args.resume} has done {done} steps already: give "
+                         f"--steps above {done} to train it further")
     batch = TASK_SETTINGS[task]["batch_size"]
     if n_train < batch:
         raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
@@ -262,7 +299,11 @@ def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
     if main_process:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(f"--out {out} is a file, not a folder")
-        out.mkdir(parents=True, exist_ok=True)
+        try: out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OSError(
+                f"--out {out}: cannot make the folder ({e.strerror})"
+            ) from None
         if not os.access(out, os.W_OK):
             raise PermissionError(f"--out {out}: no permission to write there")
     return task, seed, n_train
@@ -324,6 +365,8 @@ def cmd_train(args:argparse.Namespace)->int:
 
 def _texts(given:list[str])->list[str]:
     "The texts to decode: each argument, `-` standing for the lines of standard input"
+    if given.count("-") > 1:
+        raise ValueError("- is given more than once: standard input is read once")
     texts = []
     for text in given:
         if text != "-": texts.append(text); continue
@@ -357,7 +400,13 @@ def cmd_decode(args:argparse.Namespace)->int:
     if meta.get("task") in _NUMBER_TASKS:
         args.texts = texts
         return _decode_numbers(args, model, vocab)
+    room = getattr(getattr(model.src_embed, "positions", None), "max_len", None)
     for text in texts:
+        extra = len(vocab.encode(text)) - len(text)          # <s>, </s> around it
+        if room is not None and len(text) + extra > room:
+            shown = text if len(text) <= 24 else text[:20] + "..."
+            raise ValueError(f"{shown!r} has {len(text)} characters: this model reads "
+                             f"at most {room - extra}")
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
             print(f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} "

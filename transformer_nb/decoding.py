@@ -135,11 +135,21 @@ def _check_model(model)->nn.Module:
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     return model
 
+def _room(model:nn.Module)->int|None:
+    "The most target positions the model's position table holds; None: no limit known"
+    positions = getattr(getattr(model, "tgt_embed", None), "positions", None)
+    return getattr(positions, "max_len", None)
+
+def _default_len(model:nn.Module, source_len:int)->int:
+    ("The default max_len of translate and beam_translate: source + 8, if the model "
+     "has room")
+    room = _room(model)
+    return source_len + 8 if room is None else min(source_len + 8, room)
+
 def _check_room(model:nn.Module, max_len:int):
     ("max_len tokens must fit the model's position table: the steps, inside the door, "
      "check nothing")
-    positions = getattr(getattr(model, "tgt_embed", None), "positions", None)
-    room = getattr(positions, "max_len", None)
+    room = _room(model)
     if room is not None and max_len > room:
         raise ValueError(f"max_len {max_len} exceeds max_len {room} of the model's "
                          "position table")
@@ -276,7 +286,8 @@ def translate(
     texts : Sequence[str]
         source strings
     max_len : int | None
-        most tokens to write; the longest source + 8 by default
+        most tokens to write; the longest source + 8 by default, at most the model's
+        position table
     batch_size : int
         sources decoded together
 
@@ -294,7 +305,8 @@ def translate(
         chunk = texts[i:i + batch_size]
         src = pad_batch([vocab.encode(t) for t in chunk], vocab.pad)          # (B, S)
         ids, _ = greedy_search(
-            model, src, padding_mask(src, vocab.pad), max_len or src.shape[1] + 8
+            model, src, padding_mask(src, vocab.pad),
+            max_len or _default_len(model, src.shape[1]),
         )
         out += [vocab.decode(row) for row in ids]
     return out
@@ -528,7 +540,8 @@ def beam_translate(
     alpha : float
         length penalty
     max_len : int | None
-        most tokens; the source length + 8 by default
+        most tokens; the source length + 8 by default, at most the model's position
+        table
 
     Returns
     -------
@@ -540,11 +553,6 @@ def beam_translate(
     out = []
     for t in texts:
         src = torch.tensor(vocab.encode(t))
-        out.append(
-            vocab.decode(
-                beam_search(model, src, beam_size, max_len or len(src) + 8, alpha)[
-                    0
-                ].tokens
-            )
-        )
+        L = max_len or _default_len(model, len(src))
+        out.append(vocab.decode(beam_search(model, src, beam_size, L, alpha)[0].tokens))
     return out

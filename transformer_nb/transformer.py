@@ -589,7 +589,8 @@ def _check_stacks(ours, theirs):
                 f"{name} final norm differs: ours has {has(ours)}, theirs "
                 f"{has(theirs)}. "
                 "nn.Transformer adds one even with norm_first=False: set "
-                f"theirs.{name}.norm = None, or build ours with final_norm=True"
+                f"theirs.{name}.norm = None, or give ours one: "
+                f"ours.{name}.norm = LayerNorm({ours.d_model})"
             )
 
 # %% ../nbs/07_transformer.ipynb #c029
