@@ -224,3 +224,13 @@ def test_old_checkpoint_whose_weights_do_not_fit_gets_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="saved by another version") as e: load_model(path)
     assert "\n" not in str(e.value)
 
+
+
+def test_need_weights_must_be_a_bool():
+    "A string such as 'yes' passed as true before (a newcomer's review)"
+    from transformer_nb.gpt import GPT
+    ids = torch.ones(1, 3, dtype=torch.long)
+    for call in (lambda: Transformer(5, 5, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+                                     d_ff=16)(ids, ids, need_weights="yes"),
+                 lambda: GPT(5, d_model=8, num_heads=2, num_layers=1, d_ff=16)(ids, need_weights=1)):
+        with pytest.raises(TypeError, match="need_weights must be a bool, got"): call()

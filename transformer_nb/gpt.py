@@ -248,6 +248,9 @@ class GPT(CheckedModule):
 
     def _check_inputs(self, ids, need_weights=False, cache=None):
         "ids and their positions, as the embedding checks them; one cache per layer"
+        if not isinstance(need_weights, bool):     # "yes" would pass as true
+            raise TypeError("need_weights must be a bool, got "
+                            f"{type(need_weights).__name__} {need_weights!r}")
         past = 0 if cache is None else len(cache[0])
         self.embed._check_inputs(ids, offset=past)
         if cache is not None and len(cache) != len(self.stack.layers):
