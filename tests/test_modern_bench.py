@@ -27,21 +27,14 @@ def test_each_pair_is_the_same_model(bench):
         assert type(theirs).__name__ == ("LlamaForCausalLM" if "Llama" in name else "GPT2LMHeadModel")
 
 
-def test_quick_run_prints_every_ratio():
-    out = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-2000:]
-    for name in ("GPT-2 d128 N2", "GPT-2 d256 N4", "Llama d128 N2", "Llama d256 N4"):
-        assert f"{name}, training tokens/s" in out.stdout and f"{name}, cached generation speed" in out.stdout
-
-
 def test_bad_arguments_get_one_line_and_status_2():
     out = subprocess.run([sys.executable, str(SCRIPT), "--runs", "0"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--runs and --reps must be >= 1, got 0 and 7" in out.stderr
 
 
-def test_profile_saves_each_ceiling(tmp_path):
-    """--profile --save writes every ratio and, per shape and task, where the time goes and the ratio's ceilings:
+def test_quick_run_prints_every_ratio_and_saves_each_ceiling(tmp_path):
+    """A quick run prints every ratio; --profile --save writes every ratio and, per shape and task, where the time goes and the ratio's ceilings:
     the timed ratio over the share of ours inside operators, and inside matrix multiplies and attention alone."""
     import json
     out_file = tmp_path / "bench.json"
@@ -49,6 +42,8 @@ def test_profile_saves_each_ceiling(tmp_path):
                           str(out_file)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "USDT" not in out.stderr and "ceiling" in out.stdout
+    for name in ("GPT-2 d128 N2", "GPT-2 d256 N4", "Llama d128 N2", "Llama d256 N4"):   # one run of the script
+        assert f"{name}, training tokens/s" in out.stdout and f"{name}, cached generation speed" in out.stdout
     res = json.loads(out_file.read_text())
     assert len(res["runs"]) == 1 and res["meta"]["threads"] == 1
     assert res["meta"]["targets"] == {"train": 1.2, "generate": 1.5}
