@@ -34,8 +34,9 @@ def test_bad_arguments_get_one_line_and_status_2():
 
 
 def test_quick_run_prints_every_ratio_and_saves_each_ceiling(tmp_path):
-    """A quick run prints every ratio; --profile --save writes every ratio and, per shape and task, where the time goes and the ratio's ceilings:
-    the timed ratio over the share of ours inside operators, and inside matrix multiplies and attention alone."""
+    """A quick run prints every ratio; --profile --save writes every ratio and, per shape and task, where the time
+    goes and the ratio's ceilings: the timed ratio over the share of ours inside operators, and inside matrix
+    multiplies and attention alone."""
     import json
     out_file = tmp_path / "bench.json"
     out = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--profile", "--threads", "1", "--save",
