@@ -103,13 +103,17 @@ _TASKS = ("copy", "reverse", "dates")
 _NUMBER_TASKS = ("numbers-de", "numbers-fr")  # numbers.NUMBER_TASKS (chapter 11b)
 _TASKS += _NUMBER_TASKS
 
-def _count(text:str)->int:
-    "argparse type: an integer >= 1"
-    try: n = int(text)
+def _whole(text:str)->int:
+    "argparse's reading of a whole number, with its error"
+    try: return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a whole number, got {text!r}"
         ) from None
+
+def _count(text:str)->int:
+    "argparse type: an integer >= 1"
+    n = _whole(text)
     if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
 
@@ -125,11 +129,7 @@ def _threads(text:str)->int:
 
 def _seed(text:str)->int:
     "argparse type: a seed torch takes, 0 <= seed < 2**63"
-    try: n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number, got {text!r}"
-        ) from None
+    n = _whole(text)
     if not 0 <= n < 2**63:
         raise argparse.ArgumentTypeError(f"must be in [0, 2**63), got {n}")
     return n
