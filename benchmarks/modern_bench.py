@@ -1,21 +1,25 @@
 """The book's GPT against transformers' GPT2LMHeadModel and LlamaForCausalLM of the same shape (chapter 11f): `make bench`, or
 
     .venv/bin/python benchmarks/modern_bench.py [--runs 3] [--reps 7] [--profile] [--save PATH] [--quick]
+                                                [--device cuda]
 
 For each of four models, GPT-2-like and Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query attention with G = H/2, no
 biases) at two shapes each, it builds the book's GPT with a seed, converts it with chapter 11f's `to_transformers`
 (the same weights: it refuses to time a pair whose logits differ by more than 1e-4), and times, interleaved round
 after round: a training step (forward, cross-entropy, backward, fused AdamW) on 16 windows of 128 tokens, as
 tokens/s; and cached greedy generation of 64 tokens after a 16-token prompt at batch 1 (our `generate`, their
-`generate(do_sample=False)`), as seconds. It prints ours / transformers' for both (above 1: ours is faster).
-With --runs N it repeats the measurement N times in one process and prints each ratio's lowest and highest value.
-With --profile it also profiles one training step and one generation of each (torch.profiler, self CPU time per
-group of operators, the groups of chapter 13) and prints the ratio's ceilings: the median ratio over the share of
-ours spent inside operators (what ours would reach if its Python cost nothing), and over its share in matrix
-multiplies and attention alone. A target above the first ceiling cannot be reached by our Python: only by other
-operators. With --save PATH it writes every figure to a JSON file (`make bench`:
-benchmarks/results/modern_bench.json, which chapter 11f reads). This is a benchmark, not a test: it asserts nothing about speed. It measures the machine as it is (no
-tools/kernels.sh), on the threads torch chooses unless --threads says otherwise.
+`generate(do_sample=False)`), as seconds. It prints ours / transformers' for both (above 1: ours is faster). With
+--runs N it repeats the measurement N times in one process and prints each ratio's lowest and highest value. With
+--profile it also profiles one training step and one generation of each (torch.profiler, self CPU time per group of
+operators, the groups of chapter 13) and prints the ratio's ceilings: the median ratio over the share of ours spent
+inside operators (what ours would reach if its Python cost nothing), and over its share in matrix multiplies and
+attention alone. A target above the first ceiling cannot be reached by our Python: only by other operators. On a GPU
+(--device cuda), --profile counts instead the kernels each call launches and the GPU's busy time in them: at these
+sizes the host's launches, not the kernels, set the pace. With --save PATH it writes every figure to a JSON file
+(`make bench`: benchmarks/results/modern_bench.json, which chapter 11f reads;
+benchmarks/results/modern_bench_cuda.json holds a run on a GPU). This is a benchmark, not a test: it asserts nothing
+about speed. It measures the machine as it is (no tools/kernels.sh), on the threads torch chooses unless --threads
+says otherwise.
 """
 import argparse
 import json
@@ -45,12 +49,20 @@ BATCH = dict(batch_size=16, seq_len=128, prompt=16, new_tokens=64, gen_batch=1)
 QUICK = dict(batch_size=2, seq_len=16, prompt=4, new_tokens=4, gen_batch=1)
 
 
+DEVICE = torch.device("cpu")  # --device
+
+
+def sync():
+    "Wait for the device's queued work, so that a host clock times it"
+    if DEVICE.type == "cuda": torch.cuda.synchronize(DEVICE)
+
+
 def pair(kw, seed=0):
     "Ours and transformers' with the same weights, in eval mode; checked to compute the same logits"
     torch.manual_seed(seed)
-    ours = GPT(VOCAB, max_len=MAX_LEN, dropout=0.0, **kw).eval()
-    theirs = to_transformers(ours).eval()
-    ids = torch.randint(0, VOCAB, (2, 24))
+    ours = GPT(VOCAB, max_len=MAX_LEN, dropout=0.0, **kw).eval().to(DEVICE)
+    theirs = to_transformers(ours).eval().to(DEVICE)
+    ids = torch.randint(0, VOCAB, (2, 24), device=DEVICE)
     with torch.no_grad():
         err = (ours(ids) - theirs(input_ids=ids).logits).abs().max().item()
     if err > 1e-4: raise RuntimeError(f"{kw}: ours and transformers' differ by {err:.1e}")
@@ -61,7 +73,7 @@ def train_step(module, logits, b, seed=0):
     "One training step on a fixed batch: forward, loss, backward, fused AdamW"
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, VOCAB, (b["batch_size"], b["seq_len"] + 1), generator=g)
-    x, y = ids[:, :-1], ids[:, 1:]
+    x, y = ids[:, :-1].to(DEVICE), ids[:, 1:].to(DEVICE)
     opt = torch.optim.AdamW(module.parameters(), lr=1e-4, fused=True)
     def step():
         module.train()
@@ -74,7 +86,7 @@ def train_step(module, logits, b, seed=0):
 def generation(ours, theirs, b, seed=0):
     "Cached greedy generation, ours and theirs, after the same prompt; checked to give the same tokens"
     g = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(1, VOCAB, (b["gen_batch"], b["prompt"]), generator=g)
+    prompt = torch.randint(1, VOCAB, (b["gen_batch"], b["prompt"]), generator=g).to(DEVICE)
     n, ones = b["new_tokens"], torch.ones_like(prompt)
     def a():
         ours.eval()
@@ -93,7 +105,7 @@ def interleaved(fns, reps, warmup=2):
     times = {k: [] for k in fns}
     for r in range(warmup + reps):
         for k, fn in fns.items():
-            t0 = time.perf_counter(); fn()
+            sync(); t0 = time.perf_counter(); fn(); sync()
             if r >= warmup: times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -154,6 +166,37 @@ def ceiling(fo, ft, ratio, calls=5):
                 share_kernels=kernels, ceiling=ratio / share, ceiling_kernels=ratio / kernels)
 
 
+def profiled_cuda(fn, calls=3):
+    """One call of fn on the GPU: wall milliseconds, kernels launched, and milliseconds the GPU spent in them (its
+    busy time). Wall far above busy: the host's launches, not the kernels, set the pace"""
+    from torch.profiler import ProfilerActivity, profile
+    fn(); sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        sync(); t0 = time.perf_counter()
+        for _ in range(calls): fn()
+        sync(); wall = (time.perf_counter() - t0) / calls * 1e3
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return dict(ms=wall, kernels=len(kernels) / calls, busy_ms=sum(e.device_time for e in kernels) / calls / 1e3)
+
+
+def profile_cuda(b, runs):
+    "Kernels and GPU busy time of ours and theirs, training and generation, per shape; print and return them"
+    out = {}
+    for name, kw in SHAPES.items():
+        ours, theirs = pair(kw)
+        o2, t2 = pair(kw)
+        fns = {"train": (train_step(o2, o2, b), train_step(t2, lambda ids: t2(input_ids=ids).logits, b)),
+               "generate": generation(ours, theirs, b)}
+        out[name] = {}
+        for what, (fo, ft) in fns.items():
+            ratio = statistics.median(r[name][what] for r in runs)
+            c = out[name][what] = dict(ratio=ratio, ours=profiled_cuda(fo), theirs=profiled_cuda(ft))
+            print(f"  {name}, {what}: {ratio:.2f} (median); " + "; ".join(
+                f"{who} {c[who]['ms']:.1f} ms, {c[who]['kernels']:.0f} kernels, GPU busy {c[who]['busy_ms']:.1f} ms"
+                for who in ("ours", "theirs")), flush=True)
+    return out
+
+
 def profile_all(b, runs):
     "Profile ours and theirs, training and generation, per shape; print and return each `ceiling`"
     out = {}
@@ -184,13 +227,21 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true", help="also profile ours and theirs")
     p.add_argument("--quick", action="store_true", help="toy sizes, one round: checks that it runs")
     p.add_argument("--save", default=None, help="also write every figure to this JSON file")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where both models run")
     a = p.parse_args(argv)
+    global DEVICE
+    try:
+        DEVICE = torch.device(a.device)
+        torch.empty(0, device=DEVICE)
+    except (RuntimeError, AssertionError) as e:
+        p.exit(2, f"modern_bench.py: error: --device {a.device!r} is not usable here: {e}\n")
     if a.runs < 1 or a.reps < 1:
         p.exit(2, f"modern_bench.py: error: --runs and --reps must be >= 1, got {a.runs} and {a.reps}\n")
     if a.threads: torch.set_num_threads(a.threads)
     import transformers
     b, reps = (QUICK, 1) if a.quick else (BATCH, a.reps)
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {torch.get_num_threads()} threads; "
+    where = torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, {where}; "
           f"training on {b['batch_size']}x{b['seq_len']} tokens, generation of {b['new_tokens']} tokens after "
           f"{b['prompt']} at batch {b['gen_batch']}; ours / transformers' (above 1: ours is faster)")
     runs = []
@@ -204,12 +255,16 @@ def main(argv=None):
             label = "training tokens/s" if what == "train" else "cached generation speed"
             print(f"  {name + ', ' + label:48s} {min(v):5.2f} - {max(v):5.2f}")
     profile = None
-    if a.profile:
+    if a.profile and DEVICE.type == "cuda":
+        print("\nwhere the time goes on the GPU: wall time, kernels launched and the GPU's busy time per call")
+        profile = profile_cuda(b, runs)
+    elif a.profile:
         print("\nwhere the time goes (self CPU time by group of operators) and the ratio's ceiling")
         profile = profile_all(b, runs)
     if a.save:
         meta = dict(torch=torch.__version__, transformers=transformers.__version__,
                     threads=torch.get_num_threads(), processor=platform.processor() or platform.machine(),
+                    device=torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else "cpu",
                     batch=b, reps=reps, targets=TARGETS)
         with open(a.save, "w") as f: json.dump(dict(meta=meta, runs=runs, profile=profile), f, indent=1)
         print(f"wrote {a.save}")

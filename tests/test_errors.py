@@ -104,6 +104,11 @@ ENTRY_CASES = {
     "memory_mask shape": (lambda: MODEL(SRC, TGT, SM, TM, TM), ValueError, ["memory_mask of shape (2, 1, 3, 3)", "(2, 4, 3, 4)"]),
     "mask device": (lambda: MODEL(SRC, TGT, src_mask=META), ValueError, ["src_mask is on meta", "scores are on cpu"]),
     "memory_mask device": (lambda: MODEL(SRC, TGT, SM, TM, META), ValueError, ["memory_mask is on meta"]),
+    "src device": (lambda: MODEL(SRC.to("meta"), TGT), ValueError,
+                   ["src is on meta, but the model is on cpu", "src.to('cpu')"]),
+    "memory device": (lambda: MODEL.decode(TGT, MODEL.encode(SRC).to("meta")), ValueError, ["memory is on meta"]),
+    "embeddings ids device": (lambda: Embeddings(11, 16)(SRC.to("meta")), ValueError,
+                              ["ids is on meta, but the model is on cpu"]),
     "mha mask device": (lambda: MultiHeadAttention(16, 4)(X, X, X, mask=META[:, :, :, :3]), ValueError, ["mask is on meta"]),
     "memory dtype": (lambda: MODEL.decode(TGT, MODEL.encode(SRC).half()), TypeError, ["memory has dtype torch.float16", "float32"]),
     "mha half input": (lambda: MultiHeadAttention(16, 4)(X.half(), X.half(), X.half()), TypeError,
@@ -234,3 +239,11 @@ def test_need_weights_must_be_a_bool():
                                      d_ff=16)(ids, ids, need_weights="yes"),
                  lambda: GPT(5, d_model=8, num_heads=2, num_layers=1, d_ff=16)(ids, need_weights=1)):
         with pytest.raises(TypeError, match="need_weights must be a bool, got"): call()
+
+
+def test_ids_on_another_device_than_the_model():
+    "A language model's ids on another device get one line naming them, not an error from inside the embedding"
+    from transformer_nb.gpt import GPT
+    ids = torch.ones(1, 3, dtype=torch.long, device="meta")
+    with pytest.raises(ValueError, match=r"ids is on meta, but the model is on cpu: move it with ids.to\('cpu'\)"):
+        GPT(5, d_model=8, num_heads=2, num_layers=1, d_ff=16)(ids)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
+           'check_nonempty', 'check_device', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
            'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
@@ -204,6 +204,28 @@ def check_nonempty(x:Tensor, name:str, dim:int=-1)->Tensor:
         raise ValueError(
             f"{name} must hold at least one position, got shape {tuple(x.shape)}"
         )
+    return x
+
+def check_device(x:Tensor, name:str, device:torch.device)->Tensor:
+    """Check that the caller's tensor is on the model's device
+
+    Parameters
+    ----------
+    x : Tensor
+        the caller's tensor
+    name : str
+        the argument's name, used in the message
+    device : torch.device
+        the model's, read from one of its weights
+
+    Returns
+    -------
+    Tensor
+        x, unchanged
+    """
+    if x.device != device:
+        raise ValueError(f"{name} is on {x.device}, but the model is on {device}: "
+                         f"move it with {name}.to({str(device)!r})")
     return x
 
 # %% ../nbs/00_core.ipynb #c017

@@ -304,6 +304,7 @@ def translate(
     for i in range(0, len(texts), batch_size):
         chunk = texts[i:i + batch_size]
         src = pad_batch([vocab.encode(t) for t in chunk], vocab.pad)          # (B, S)
+        src = src.to(model.output.weight.device)
         ids, _ = greedy_search(
             model, src, padding_mask(src, vocab.pad),
             max_len or _default_len(model, src.shape[1]),
@@ -552,7 +553,7 @@ def beam_translate(
     if max_len is not None: check_int(max_len, "max_len")
     out = []
     for t in texts:
-        src = torch.tensor(vocab.encode(t))
+        src = torch.tensor(vocab.encode(t), device=model.output.weight.device)
         L = max_len or _default_len(model, len(src))
         out.append(vocab.decode(beam_search(model, src, beam_size, L, alpha)[0].tokens))
     return out

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from transformer_nb.core import (
     CheckedModule,
     Dropout,
+    check_device,
     check_dropout,
     check_int,
     check_last_dim,
@@ -68,8 +69,9 @@ class TokenEmbedding(CheckedModule):
         return self.embed(ids) * self.scale  # (B, T, d_model)
 
     def _check_inputs(self, ids):
-        "ids: integer token ids in [0, vocab_size)"
+        "ids: integer token ids in [0, vocab_size), on the weights' device"
         check_token_ids(ids, self.vocab_size)
+        check_device(ids, "ids", self.embed.weight.device)
 
 # %% ../nbs/01_embeddings.ipynb #c008
 def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
@@ -386,6 +388,7 @@ class Embeddings(CheckedModule):
         "ids (B, T) in the vocabulary; offset + T <= max_len"
         check_tensor(ids, "ids", ndim=2, floating=False)
         check_token_ids(ids, self.tokens.vocab_size)
+        check_device(ids, "ids", self.tokens.embed.weight.device)
         check_int(offset, "offset", min_value=0)
         if offset + ids.shape[1] > self.positions.max_len:
             raise ValueError(

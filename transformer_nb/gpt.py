@@ -309,6 +309,7 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
         mean -log2 p(next character) over ids[1:]
     """
     model.eval()
+    ids = ids.to(model.output.weight.device)
     total, n = 0.0, 0
     for i in range(0, len(ids) - 1, context):
         x = ids[i:i + context][None]                         # (1, <= T)
@@ -375,7 +376,8 @@ def train_lm(
     model.train()
     losses = []
     for step in range(steps):
-        x, y = lm_batch(ids, context, batch_size, g)
+        x, y = (t.to(model.output.weight.device)
+                for t in lm_batch(ids, context, batch_size, g))
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -155,6 +155,7 @@ def head_scores(model:GPT, data:Repeats)->HeadScores:
     HeadScores
         the five measures
     """
+    data = Repeats(*(t.to(model.output.weight.device) for t in data))
     was = model.training
     model.eval()
     logits, attn = model(data.ids, need_weights=True)
@@ -293,6 +294,7 @@ def train_induction(
         if step in keep: kept[step] = copy.deepcopy(model.state_dict())
         if step == end: break
         ids = repeat_batch(batch_size, model.vocab_size, T, generator=g).ids
+        ids = ids.to(model.output.weight.device)
         logits = model(ids)[:, :-1]                                 # (B, T - 1, V)
         loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
         opt.zero_grad(set_to_none=True)

@@ -567,7 +567,7 @@ def train(
         # this process's targets of the step: every micro-batch, padding included
         target = torch.cat([b.tgt_out.flatten() for b in micro])
         opt.zero_grad(set_to_none=True)
-        total = torch.zeros(())
+        total = torch.zeros((), device=target.device)
         for i, b in enumerate(micro):
             # share gradients only after the last micro-batch
             with procs.no_sync(net) if i < accumulate - 1 else nullcontext():

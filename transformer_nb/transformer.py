@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from transformer_nb.core import (
     CheckedModule,
+    check_device,
     check_dropout,
     check_int,
     check_last_dim,
@@ -305,11 +306,7 @@ class Transformer(CheckedModule):
     def _check_ids(self, ids, name, embed, offset=0):
         check_tensor(ids, name, ndim=2, floating=False)
         check_token_ids(ids, embed.tokens.vocab_size, name)
-        if ids.device != self.output.weight.device:
-            raise ValueError(
-                f"{name} is on {ids.device}, but the model is on "
-                f"{self.output.weight.device}"
-            )
+        check_device(ids, name, self.output.weight.device)
         if offset + ids.shape[1] > embed.positions.max_len:
             raise ValueError(
                 f"{name}: sequence length {ids.shape[1]} (from offset {offset}) "
@@ -330,10 +327,7 @@ class Transformer(CheckedModule):
                 "the output of "
                 f"this model's encode"
             )
-        if memory.device != w.device:
-            raise ValueError(
-                f"memory is on {memory.device}, but the model is on {w.device}"
-            )
+        check_device(memory, "memory", w.device)
         if memory.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"tgt and memory must have the same batch size B, got {tgt.shape[0]} "
