@@ -166,6 +166,18 @@ def ceiling(fo, ft, ratio, calls=5):
                 share_kernels=kernels, ceiling=ratio / share, ceiling_kernels=ratio / kernels)
 
 
+def to_profile(b, runs):
+    """(shape, "train" or "generate", the runs' median ratio, (ours, theirs)) for every shape: fresh pairs, a copy
+    for training so that generation runs the initial weights"""
+    for name, kw in SHAPES.items():
+        ours, theirs = pair(kw)
+        o2, t2 = pair(kw)
+        fns = {"train": (train_step(o2, o2, b), train_step(t2, lambda ids: t2(input_ids=ids).logits, b)),
+               "generate": generation(ours, theirs, b)}
+        for what, fs in fns.items():
+            yield name, what, statistics.median(r[name][what] for r in runs), fs
+
+
 def profiled_cuda(fn, calls=3):
     """One call of fn on the GPU: wall milliseconds, kernels launched, and milliseconds the GPU spent in them (its
     busy time). Wall far above busy: the host's launches, not the kernels, set the pace"""
@@ -182,40 +194,26 @@ def profiled_cuda(fn, calls=3):
 def profile_cuda(b, runs):
     "Kernels and GPU busy time of ours and theirs, training and generation, per shape; print and return them"
     out = {}
-    for name, kw in SHAPES.items():
-        ours, theirs = pair(kw)
-        o2, t2 = pair(kw)
-        fns = {"train": (train_step(o2, o2, b), train_step(t2, lambda ids: t2(input_ids=ids).logits, b)),
-               "generate": generation(ours, theirs, b)}
-        out[name] = {}
-        for what, (fo, ft) in fns.items():
-            ratio = statistics.median(r[name][what] for r in runs)
-            c = out[name][what] = dict(ratio=ratio, ours=profiled_cuda(fo), theirs=profiled_cuda(ft))
-            print(f"  {name}, {what}: {ratio:.2f} (median); " + "; ".join(
-                f"{who} {c[who]['ms']:.1f} ms, {c[who]['kernels']:.0f} kernels, GPU busy {c[who]['busy_ms']:.1f} ms"
-                for who in ("ours", "theirs")), flush=True)
+    for name, what, ratio, (fo, ft) in to_profile(b, runs):
+        c = out.setdefault(name, {})[what] = dict(ratio=ratio, ours=profiled_cuda(fo), theirs=profiled_cuda(ft))
+        print(f"  {name}, {what}: {ratio:.2f} (median); " + "; ".join(
+            f"{who} {c[who]['ms']:.1f} ms, {c[who]['kernels']:.0f} kernels, GPU busy {c[who]['busy_ms']:.1f} ms"
+            for who in ("ours", "theirs")), flush=True)
     return out
 
 
 def profile_all(b, runs):
     "Profile ours and theirs, training and generation, per shape; print and return each `ceiling`"
     out = {}
-    for name, kw in SHAPES.items():
-        ours, theirs = pair(kw)
-        o2, t2 = pair(kw)
-        fns = {"train": (train_step(o2, o2, b), train_step(t2, lambda ids: t2(input_ids=ids).logits, b)),
-               "generate": generation(ours, theirs, b)}
-        out[name] = {}
-        for what, (fo, ft) in fns.items():
-            ratio = statistics.median(r[name][what] for r in runs)
-            c = out[name][what] = ceiling(fo, ft, ratio)
-            g = c["groups"]["ours"]
-            print(f"  {name}, {what}: {ratio:.2f} (median); ours {c['ms']['ours']:.1f} ms, {100 * c['share']:.0f} % "
-                  f"in operators ({g.get('matrix multiplies', 0):.1f} ms matrix multiplies, "
-                  f"{g.get('fused attention', 0):.1f} attention); theirs {c['ms']['theirs']:.1f} ms, "
-                  f"{100 * sum(c['groups']['theirs'].values()) / c['ms']['theirs']:.0f} % in operators; ceiling "
-                  f"{c['ceiling']:.2f} (matrix multiplies and attention alone: {c['ceiling_kernels']:.2f}), "
-                  f"target {TARGETS[what]}", flush=True)
+    for name, what, ratio, (fo, ft) in to_profile(b, runs):
+        c = out.setdefault(name, {})[what] = ceiling(fo, ft, ratio)
+        g = c["groups"]["ours"]
+        print(f"  {name}, {what}: {ratio:.2f} (median); ours {c['ms']['ours']:.1f} ms, {100 * c['share']:.0f} % "
+              f"in operators ({g.get('matrix multiplies', 0):.1f} ms matrix multiplies, "
+              f"{g.get('fused attention', 0):.1f} attention); theirs {c['ms']['theirs']:.1f} ms, "
+              f"{100 * sum(c['groups']['theirs'].values()) / c['ms']['theirs']:.0f} % in operators; ceiling "
+              f"{c['ceiling']:.2f} (matrix multiplies and attention alone: {c['ceiling_kernels']:.2f}), "
+              f"target {TARGETS[what]}", flush=True)
     return out
 
 
