@@ -17,7 +17,7 @@ from .masking import pad_batch, padding_mask, target_mask
 
 # %% auto #0
 __all__ = ['MONTHS', 'WEEKDAYS', 'DATE_FORMATS', 'TASKS', 'DATE_CHARS', 'Vocab', 'digit_pairs', 'date_pairs', 'Task', 'make_task',
-           'Batch', 'make_batch', 'batch_stream']
+           'Batch', 'make_batch', 'batch_orders', 'batch_stream']
 
 # %% ../nbs/09_data.ipynb #c006
 class Vocab:
@@ -343,6 +343,36 @@ def make_batch(
     )
 
 # %% ../nbs/09_data.ipynb #c030
+def batch_orders(n:int, batch_size:int, seed:int=0)->Iterator[list[int]]:
+    """Which pairs each batch of `batch_stream` holds: a new permutation of range(n) at
+    every epoch, drawn from a generator of its own, cut into full batches, forever
+
+    Parameters
+    ----------
+    n : int
+        how many pairs there are
+    batch_size : int
+        indices per batch, at most n
+    seed : int
+        seed of the shuffling: the same seed, the same batches
+
+    Returns
+    -------
+    Iterator[list[int]]
+        each batch's indices, without end
+    """
+    check_int(batch_size, "batch_size")
+    if n < batch_size:
+        raise ValueError(f"batch_size {batch_size} exceeds the number of pairs {n}")
+    g = torch.Generator().manual_seed(seed)
+    def orders():
+        while True:
+            order = torch.randperm(n, generator=g).tolist()
+            # drop the last, incomplete batch
+            for i in range(0, n - batch_size + 1, batch_size):
+                yield order[i:i + batch_size]
+    return orders()
+
 def batch_stream(
     pairs:Sequence[tuple[str, str]],
     vocab:Vocab,
@@ -370,14 +400,5 @@ def batch_stream(
     Iterator[Batch]
         one batch after another, without end
     """
-    check_int(batch_size, "batch_size")
-    if len(pairs) < batch_size:
-        raise ValueError(
-            f"batch_size {batch_size} exceeds the number of pairs {len(pairs)}"
-        )
-    g = torch.Generator().manual_seed(seed)
-    while True:
-        order = torch.randperm(len(pairs), generator=g).tolist()
-        # drop the last, incomplete batch
-        for i in range(0, len(order) - batch_size + 1, batch_size):
-            yield make_batch([pairs[j] for j in order[i:i + batch_size]], vocab, device)
+    for idx in batch_orders(len(pairs), batch_size, seed):
+        yield make_batch([pairs[j] for j in idx], vocab, device)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .core import check_int
-from .data import Batch, Vocab, make_batch
+from .data import Batch, Vocab, batch_orders, make_batch
 from .training import SingleProcess, train_task
 
 # %% auto #0
@@ -65,19 +65,9 @@ def shard_stream(
             f"world size {world_size} exceeds batch_size {batch_size}: every process "
             "needs at least one sequence of each batch"
         )
-    if len(pairs) < batch_size:
-        raise ValueError(
-            f"batch_size {batch_size} exceeds the number of pairs {len(pairs)}"
-        )
-    def stream():
-        # the generator and permutations of batch_stream, drawn alike on every process
-        g = torch.Generator().manual_seed(seed)
-        while True:
-            order = torch.randperm(len(pairs), generator=g).tolist()
-            for i in range(0, len(order) - batch_size + 1, batch_size):
-                mine = order[i + rank:i + batch_size:world_size]
-                yield make_batch([pairs[j] for j in mine], vocab)
-    return stream()
+    # batch_stream's batches, drawn alike on every process: each takes its share
+    return (make_batch([pairs[j] for j in idx[rank::world_size]], vocab)
+            for idx in batch_orders(len(pairs), batch_size, seed))
 
 # %% ../nbs/10a_distributed.ipynb #d013
 def _flat(value, prefix:str="")->dict:

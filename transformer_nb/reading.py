@@ -11,8 +11,8 @@ import torch
 from torch import Tensor
 
 from .core import check_int
-from .data import Vocab, make_batch
-from .transformer import Transformer, ablate_heads
+from .data import Batch, Vocab, make_batch
+from .transformer import Attention, Transformer, ablate_heads
 
 # %% auto #0
 __all__ = ['KINDS', 'Accuracy', 'teacher_forced_accuracy', 'attention_maps', 'every_head', 'ablation_table', 'ablation_costs',
@@ -73,6 +73,15 @@ def teacher_forced_accuracy(
     return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
 
 # %% ../nbs/09b_reading.ipynb #c063
+def _maps(model:Transformer, b:Batch)->Attention:
+    "Every attention map of model on batch b, teacher-forced, in eval mode (restored)"
+    was_training = model.training; model.eval()
+    _, attn = model(
+        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
+    )
+    model.train(was_training)
+    return attn
+
 @torch.no_grad()
 def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->tuple:
     """Every attention map of one example, with the character labels of its queries and
@@ -96,11 +105,7 @@ def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->
         (Attention with B = 1, source, decoder-input and decoder-output labels)
     """
     b = make_batch([(src_text, tgt_text)], vocab)
-    was_training = model.training; model.eval()
-    _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
-    )
-    model.train(was_training)
+    attn = _maps(model, b)
     labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
     return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
 
@@ -207,11 +212,7 @@ def head_sharpness(
         kind ("encoder", "decoder", "cross"): (layers, H), between 1/S and 1
     """
     b = make_batch(pairs, vocab)
-    was_training = model.training; model.eval()
-    _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
-    )
-    model.train(was_training)
+    attn = _maps(model, b)
     # the real queries of each kind (B, T): source positions, or target positions
     real = {"encoder": b.src != vocab.pad, "decoder": b.tgt_out != vocab.pad,
             "cross": b.tgt_out != vocab.pad}
@@ -304,10 +305,7 @@ def cross_attention(model:Transformer, vocab:Vocab, pairs:Sequence)->Tensor:
     Tensor
         (L, B, H, T, S)
     """
-    b = make_batch(pairs, vocab)
-    _, attn = model.eval()(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
-                           need_weights=True)
-    return attn.cross
+    return _maps(model, make_batch(pairs, vocab)).cross
 
 def alignment_shares(
     cross:Tensor, golds:Sequence[Sequence[set]], src_lens:Sequence[int],
