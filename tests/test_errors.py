@@ -169,7 +169,8 @@ DECODING_CASES = {
     "beam size 0": (lambda: beam_search(DEC, IDS[0], beam_size=0), ValueError, ["beam_size must be >= 1", "0"]),
     "beam size float": (lambda: beam_search(DEC, IDS[0], beam_size=2.0), TypeError, ["beam_size must be an int"]),
     "beam max_len 0": (lambda: beam_search(DEC, IDS[0], max_len=0), ValueError, ["max_len must be >= 1"]),
-    "beam alpha negative": (lambda: beam_search(DEC, IDS[0], alpha=-1), ValueError, ["alpha must be a number >= 0"]),
+    "beam alpha negative": (lambda: beam_search(DEC, IDS[0], alpha=-1), ValueError, ["alpha must be >= 0", "-1"]),
+    "beam alpha str": (lambda: beam_search(DEC, IDS[0], alpha="0.6"), TypeError, ["alpha must be a number >= 0", "str"]),
     "beam src 2-d": (lambda: beam_search(DEC, IDS), ValueError, ["src must have 1 dimensions"]),
     "beam eos too big": (lambda: beam_search(DEC, IDS[0], eos=14), ValueError, ["eos", "14"]),
     "logprob src float": (lambda: sequence_logprob(DEC, IDS[0].float(), [4]), TypeError, ["src"]),
@@ -247,3 +248,12 @@ def test_ids_on_another_device_than_the_model():
     ids = torch.ones(1, 3, dtype=torch.long, device="meta")
     with pytest.raises(ValueError, match=r"ids is on meta, but the model is on cpu: move it with ids.to\('cpu'\)"):
         GPT(5, d_model=8, num_heads=2, num_layers=1, d_ff=16)(ids)
+
+
+def test_label_smoothing_eps_that_is_not_a_number():
+    "A string compared with 0 failed inside Python's comparison before; now one TypeError naming eps"
+    from transformer_nb.training import LabelSmoothingLoss, smoothed_targets
+    with pytest.raises(TypeError, match=r"eps must be a number in \[0, 1\), got str '0.1'"):
+        LabelSmoothingLoss(eps="0.1")
+    with pytest.raises(ValueError, match=r"eps must be in \[0, 1\), got 1.0"):
+        smoothed_targets(torch.tensor([1, 2]), 5, eps=1.0)

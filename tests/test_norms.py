@@ -151,7 +151,7 @@ def test_matches_torch_encoder_layer(norm_first):
     (lambda: LayerNorm(0), ValueError, "d_model must be >= 1"),
     (lambda: LayerNorm(8, eps=0.0), ValueError, "eps must be > 0"),
     (lambda: LayerNorm(8, eps=-1e-5), ValueError, "eps must be > 0"),
-    (lambda: LayerNorm(8, eps="1e-5"), TypeError, "eps must be a positive float"),
+    (lambda: LayerNorm(8, eps="1e-5"), TypeError, "eps must be a number > 0, got str"),
     (lambda: SublayerConnection(8, norm_first=1), TypeError, "norm_first must be a bool"),
     (lambda: SublayerConnection(8, norm_first="pre"), TypeError, "norm_first must be a bool"),
     (lambda: SublayerConnection(8, dropout=-0.1), ValueError, "dropout must be in [0, 1)"),

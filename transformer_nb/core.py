@@ -10,14 +10,14 @@ import math
 import sys
 import time
 from contextlib import contextmanager
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_dropout', 'check_tensor', 'check_last_dim',
+__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_number', 'check_dropout', 'check_tensor', 'check_last_dim',
            'check_nonempty', 'check_device', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
            'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
@@ -92,6 +92,31 @@ def check_int(value, name:str, min_value:int=1)->int:
     return value
 
 # %% ../nbs/00_core.ipynb #c013
+def check_number(x, name:str, ok:Callable[[float], bool], need:str)->float:
+    """Check that the caller's value is a real number (an int or a float, not a bool)
+    for which `ok` holds
+
+    Parameters
+    ----------
+    x
+        the caller's value
+    name : str
+        the argument's name, used in the message
+    ok : Callable[[float], bool]
+        the range test, e.g. `lambda v: v > 0`; NaN fails any comparison
+    need : str
+        the range in words, for the message: "in [0, 1)", "> 0"
+
+    Returns
+    -------
+    float
+        x, as a float
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{name} must be a number {need}, got {type(x).__name__} {x!r}")
+    if not ok(x): raise ValueError(f"{name} must be {need}, got {x!r}")
+    return float(x)
+
 def check_dropout(p, name:str="dropout")->float:
     """Check that a dropout probability is a number in [0, 1)
 
@@ -107,13 +132,7 @@ def check_dropout(p, name:str="dropout")->float:
     float
         p, as a float
     """
-    if isinstance(p, bool) or not isinstance(p, (int, float)):
-        raise TypeError(
-            f"{name} must be a float in [0, 1), got {type(p).__name__} {p!r}"
-        )
-    if not 0 <= p < 1:
-        raise ValueError(f"{name} must be in [0, 1), got {p}")
-    return float(p)
+    return check_number(p, name, lambda v: 0 <= v < 1, "in [0, 1)")
 
 # %% ../nbs/00_core.ipynb #c014
 def check_tensor(

@@ -18,6 +18,7 @@ from transformer_nb.core import (
     check_dropout,
     check_int,
     check_last_dim,
+    check_number,
     check_tensor,
     log_shapes,
 )
@@ -94,13 +95,7 @@ def check_eps(eps, name:str="eps")->float:
     float
         eps, as a float
     """
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(
-            f"{name} must be a positive float, got {type(eps).__name__} {eps!r}"
-        )
-    if not eps > 0:
-        raise ValueError(f"{name} must be > 0, got {eps}")
-    return float(eps)
+    return check_number(eps, name, lambda v: v > 0, "> 0")
 
 # %% ../nbs/05_norms.ipynb #c022
 class SublayerConnection(nn.Module):
