@@ -43,6 +43,11 @@ def split_directives(source:str)->tuple[list[str], str]:
     while n < len(lines) and lines[n].startswith("#|"): n += 1
     return lines[:n], "\n".join(lines[n:])
 
+def _exercise_match(source:str):
+    "The match of the cell's `#| exercise` directive, or None"
+    lines = (l.strip() for l in split_directives(source)[0])
+    return next((m for m in map(EXERCISE.match, lines) if m), None)
+
 def exercise_checker(source:str)->str|None:
     """The checker named by the cell's `#| exercise` directive
 
@@ -56,15 +61,8 @@ def exercise_checker(source:str)->str|None:
     str | None
         the checker's name, or None if the cell is not an exercise
     """
-    return next(
-        (
-            m.group(1)
-            for l in split_directives(source)[0]
-            for m in [EXERCISE.match(l.strip())]
-            if m
-        ),
-        None,
-    )
+    m = _exercise_match(source)
+    return m.group(1) if m else None
 
 def exercise_arguments(source:str)->list[str]:
     """The names that the cell's `#| exercise` directive passes to its checker after
@@ -80,15 +78,8 @@ def exercise_arguments(source:str)->list[str]:
     list[str]
         e.g. ["rev"] for `#| exercise grade_costliest_head rev`; [] if none
     """
-    return next(
-        (
-            m.group(2).split()
-            for l in split_directives(source)[0]
-            for m in [EXERCISE.match(l.strip())]
-            if m
-        ),
-        [],
-    )
+    m = _exercise_match(source)
+    return m.group(2).split() if m else []
 
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc007

@@ -22,6 +22,7 @@ from transformer_nb.book.grading import (
     expect_tensor,
     expect_tuple,
     explain,
+    explain_cases,
     first_match,
     how_far,
     init_hint,
@@ -177,17 +178,15 @@ def grade_greedy_search(fn)->Verdict:
                 )
             continue
         # one explanation for every case, or each case's own
-        gots, computes = [], []
-        for _, kw2, n2 in cases:
-            s2, m2 = full[0][:n2], full[1][:n2]
-            try: ids2 = expect_tuple(run("your function", fn, model, s2, m2, **kw2), 2,
-                               "greedy_search", "the ids and the logits")[0]
-            except Hint: continue
-            vkw = {k: v for k, v in kw2.items() if k in ("max_len", "eos")}
-            gots.append(ids2.long().float())
-            computes.append(lambda s2=s2, m2=m2, vkw=vkw, **k: _greedy_variant(
-                model, s2, m2, **vkw, **k).float())
-        found = explain(gots, computes, _GREEDY_MISTAKES)
+        rows = lambda c: (full[0][:c[2]], full[1][:c[2]])           # src, mask
+        def got_of(c):
+            got = run("your function", fn, model, *rows(c), **c[1])
+            return expect_tuple(got, 2, "greedy_search",
+                                "the ids and the logits")[0].long().float()
+        def compute_of(c):
+            vkw = {k: v for k, v in c[1].items() if k in ("max_len", "eos")}
+            return lambda **k: _greedy_variant(model, *rows(c), **vkw, **k).float()
+        found = explain_cases(cases, got_of, compute_of, _GREEDY_MISTAKES)
         raise Hint(f"{case}: " + several_hints(found or [
             f"the ids differ from the argmax at every step: yours have shape "
             f"{shape_of(ids)}, expected {shape_of(want_ids)}; first row yours "
@@ -353,13 +352,10 @@ def grade_beam_search(fn)->Verdict:
         got = call(model, src, k, L, a)
         if _same_hyps(got, want): continue
         # one explanation for every case, or each case's own
-        gots, computes = [], []
-        for m2, s2, k2, L2, a2 in cases:
-            try: gots.append(call(m2, s2, k2, L2, a2))
-            except Hint: continue
-            computes.append(lambda m2=m2, s2=s2, k2=k2, L2=L2, a2=a2, **kw: _hyps(
-                _beam_variant(m2, s2, k2, L2, a2, **kw), ""))
-        found = explain(gots, computes, _BEAM_MISTAKES, same=_same_hyps)
+        found = explain_cases(
+            cases, lambda c: call(*c),
+            lambda c: lambda **kw: _hyps(_beam_variant(*c, **kw), ""),
+            _BEAM_MISTAKES, same=_same_hyps)
         show = lambda hs: "; ".join(f"{h[0]} score {h[2]:.3f}"
                                     + ("" if h[3] else " (unfinished)") for h in hs)
         raise Hint(f"{case}: " + several_hints(found or [
@@ -519,12 +515,9 @@ def grade_learn_bpe(fn)->Verdict:
     for words, k in cases:
         got, want = call(words, k), learn_bpe(words, k)
         if got == want: continue
-        gots, computes = [], []
-        for w2, k2 in cases:
-            try: gots.append(call(w2, k2))
-            except Hint: continue
-            computes.append(lambda w2=w2, k2=k2, **kw: _bpe_variant(w2, k2, **kw))
-        found = explain(gots, computes, _BPE_MISTAKES, same=lambda a, b: a == b)
+        found = explain_cases(cases, lambda c: call(*c),
+                              lambda c: lambda **kw: _bpe_variant(*c, **kw),
+                              _BPE_MISTAKES, same=lambda a, b: a == b)
         show = lambda ms: ", ".join(f"{a!r}+{b!r}" for a, b in ms[:6]) + (
             " …" if len(ms) > 6 else "")
         raise Hint(f"learn_bpe({words}, {k}): " + several_hints(found or [
@@ -757,12 +750,10 @@ def grade_filter_logits(fn)->Verdict:
                       tuple(logits.shape), "(..., V)")
         want = filter_logits(logits, **kw)
         if _same_filter(got, want): continue
-        gots, computes = [], []
-        for kw2 in cases:
-            try: gots.append(run("your function", fn, logits.clone(), **kw2))
-            except Hint: continue
-            computes.append(lambda kw2=kw2, **d: _filter_variant(logits, **kw2, **d))
-        found = explain(gots, computes, _FILTER_MISTAKES, same=_same_filter)
+        found = explain_cases(
+            cases, lambda kw2: run("your function", fn, logits.clone(), **kw2),
+            lambda kw2: lambda **d: _filter_variant(logits, **kw2, **d),
+            _FILTER_MISTAKES, same=_same_filter)
         kept = lambda t: (~torch.isneginf(t[0])).int().tolist()
         raise Hint(f"{case}: " + several_hints(found or [
             f"the tokens kept or their probabilities differ from the chapter's "

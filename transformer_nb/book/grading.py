@@ -20,7 +20,8 @@ import transformer_nb
 # %% auto #0
 __all__ = ['Verdict', 'Hint', 'unfilled_parts', 'checker', 'where_raised', 'first_line', 'run', 'tensors_close', 'shape_of',
            'expect_tensor', 'expect_tuple', 'max_error', 'how_far', 'first_match', 'diagnose', 'several_hints',
-           'explain', 'build', 'load_reference', 'shared_parameters', 'nontrivial', 'expect_same_parts', 'init_hint']
+           'explain', 'explain_cases', 'build', 'load_reference', 'shared_parameters', 'nontrivial',
+           'expect_same_parts', 'init_hint']
 
 # %% ../../nbs/91_grading.ipynb #c006
 class Verdict:
@@ -526,6 +527,35 @@ def explain(gots:list, computes:list, axes:list, same=None)->list[str]:
     ]
     order = [h for _, o in axes for h in o.values()]
     return sorted(dict.fromkeys(found), key=order.index)
+
+def explain_cases(cases:list, got_of, compute_of, axes:list, same=None)->list[str]:
+    """`explain` over a grader's cases: the learner's result in each case beside the
+    chapter's code with deviations; a case whose call raises a `Hint` is left out
+
+    Parameters
+    ----------
+    cases : list
+        the grader's cases, as its loop takes them
+    got_of
+        case -> the learner's result, or a raised Hint
+    compute_of
+        case -> its `compute`, as `diagnose` takes one
+    axes : list
+        [(keyword, {option: hint})], as for `explain`
+    same
+        same(a, b), as for `diagnose`
+
+    Returns
+    -------
+    list[str]
+        `explain`'s hints
+    """
+    gots, computes = [], []
+    for case in cases:
+        try: gots.append(got_of(case))
+        except Hint: continue
+        computes.append(compute_of(case))
+    return explain(gots, computes, axes, same)
 
 # %% ../../nbs/91_grading.ipynb #c016
 def build(cls, *args, **kwargs)->nn.Module:
