@@ -257,3 +257,12 @@ def test_label_smoothing_eps_that_is_not_a_number():
         LabelSmoothingLoss(eps="0.1")
     with pytest.raises(ValueError, match=r"eps must be in \[0, 1\), got 1.0"):
         smoothed_targets(torch.tensor([1, 2]), 5, eps=1.0)
+
+
+def test_generate_names_a_prompt_on_another_device():
+    "generate runs the model inside the door: it checks the prompt's device itself, by the caller's name"
+    from transformer_nb.gpt import GPT, generate
+    model = GPT(5, d_model=8, num_heads=2, num_layers=1, d_ff=16)
+    prompt = torch.ones(1, 3, dtype=torch.long, device="meta")
+    with pytest.raises(ValueError, match=r"prompt is on meta, but the model is on cpu: move it with prompt.to\('cpu'\)"):
+        generate(model, prompt, 2)

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from .checkpoints import read_checkpoint
 from transformer_nb.core import (
     CheckedModule,
+    check_device,
     check_dropout,
     check_int,
     check_tensor,
@@ -501,6 +502,7 @@ def generate(
         (B, T0 + max_new_tokens) or (T0 + max_new_tokens,): prompt, then the new
     """
     check_tensor(prompt, "prompt", ndim=(1, 2), floating=False)
+    check_device(prompt, "prompt", model.output.weight.device)
     check_int(max_new_tokens, "max_new_tokens")
     one = prompt.dim() == 1
     ys = prompt[None] if one else prompt                     # (B, T0)
