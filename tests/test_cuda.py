@@ -103,12 +103,18 @@ def test_decoders_take_texts_to_the_models_device(task):
     assert torch.equal(ys.cpu(), greedy_search(cpu, b.src.cpu(), b.src_mask.cpu(), 12)[0])
 
 
-def test_a_mask_on_another_device_is_named(task):
+def test_tensors_on_another_device_are_named(task):
     if DEVICE == "cpu": pytest.skip("one device only")
     gpu = on(small(len(task.vocab)))
     b = make_batch(task.valid[:2], task.vocab, DEVICE)
     with pytest.raises(ValueError, match="src_mask"):
         greedy_search(gpu, b.src, b.src_mask.cpu(), 4)
+    with pytest.raises(ValueError, match="src is on cpu"):
+        greedy_search(gpu, b.src.cpu(), None, 4)
+    g = GPT(40, max_len=48, d_model=32, num_heads=4, d_ff=64, num_layers=2).to(DEVICE)
+    cpu_ids = torch.ones(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="ids is on cpu"): g(cpu_ids)
+    with pytest.raises(ValueError, match="prompt is on cpu"): generate(g, cpu_ids, 2)
 
 
 @pytest.mark.parametrize("kw", [{}, LLAMA], ids=["gpt2", "llama"])
