@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_number', 'check_dropout', 'check_tensor', 'check_last_dim',
+__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_real', 'check_dropout', 'check_tensor', 'check_last_dim',
            'check_nonempty', 'check_device', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
            'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
@@ -92,7 +92,7 @@ def check_int(value, name:str, min_value:int=1)->int:
     return value
 
 # %% ../nbs/00_core.ipynb #c013
-def check_number(x, name:str, ok:Callable[[float], bool], need:str)->float:
+def check_real(x, name:str, ok:Callable[[float], bool], need:str)->float:
     """Check that the caller's value is a real number (an int or a float, not a bool)
     for which `ok` holds
 
@@ -132,7 +132,7 @@ def check_dropout(p, name:str="dropout")->float:
     float
         p, as a float
     """
-    return check_number(p, name, lambda v: 0 <= v < 1, "in [0, 1)")
+    return check_real(p, name, lambda v: 0 <= v < 1, "in [0, 1)")
 
 # %% ../nbs/00_core.ipynb #c014
 def check_tensor(

@@ -14,7 +14,7 @@ from transformer_nb.core import (
     check_int,
     check_mask,
     check_nonempty,
-    check_number,
+    check_real,
     check_tensor,
     inside,
 )
@@ -412,7 +412,7 @@ def beam_search(
     check_int(beam_size, "beam_size")
     check_int(max_len, "max_len")
     _check_tokens(model, bos=bos, eos=eos)
-    check_number(alpha, "alpha", lambda v: v >= 0, ">= 0")
+    check_real(alpha, "alpha", lambda v: v >= 0, ">= 0")
     was_training = model.training; model.eval()
     _check_room(model, max_len)
     # one row; k rows after step 1 (the model checks src at its door)

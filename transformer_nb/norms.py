@@ -18,7 +18,7 @@ from transformer_nb.core import (
     check_dropout,
     check_int,
     check_last_dim,
-    check_number,
+    check_real,
     check_tensor,
     log_shapes,
 )
@@ -95,7 +95,7 @@ def check_eps(eps, name:str="eps")->float:
     float
         eps, as a float
     """
-    return check_number(eps, name, lambda v: v > 0, "> 0")
+    return check_real(eps, name, lambda v: v > 0, "> 0")
 
 # %% ../nbs/05_norms.ipynb #c022
 class SublayerConnection(nn.Module):

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoints import CheckpointAverage, load_checkpoint
-from .core import ProgressBar, check_int, check_number, check_tensor
+from .core import ProgressBar, check_int, check_real, check_tensor
 from .data import Batch, Task, Vocab, batch_stream, make_task
 from .reading import cross_attention, teacher_forced_accuracy
 from .transformer import Transformer, TransformerConfig, ablate_heads
@@ -51,7 +51,7 @@ def smoothed_targets(
         (N, V), each non-ignored row sums to one
     """
     check_tensor(target, "target", ndim=1, floating=False)
-    check_number(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
+    check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
     q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
     q.scatter_(
         1, target[:, None].clamp(0, num_classes - 1), 1 - eps + eps / num_classes
@@ -75,7 +75,7 @@ class LabelSmoothingLoss(nn.Module):
             "mean" per non-padding token, or their "sum"
         """
         super().__init__()
-        check_number(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
+        check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
