@@ -120,3 +120,20 @@ def test_plotting_without_matplotlib_names_the_extra():
             "except ImportError as e: print(e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
     assert 'pip install "transformer_nb[plot]"' in out.stdout, out.stdout + out.stderr
+
+
+def test_no_two_modules_export_the_same_name():
+    """nbdev links a name's documentation by the name alone: a second module exporting it sent chapter 11b's card for
+    its `check_number` to core's function of the same name. Each module's command-line `main`, and the book's two
+    `build`s (no card shows either), are the known exceptions."""
+    import ast
+    import collections
+    where = collections.defaultdict(list)
+    for path in sorted((ROOT / "transformer_nb").rglob("*.py")):
+        if path.name == "__init__.py": continue          # the package's top level re-exports
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+                for name in ast.literal_eval(node.value): where[name].append(path.relative_to(ROOT).as_posix())
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert set(twice) == {"main", "build"}, twice
+    assert sorted(twice["build"]) == ["transformer_nb/book/grading.py", "transformer_nb/book/measure.py"]
