@@ -1,5 +1,5 @@
-"""The package on a GPU: every model, decoder, trainer and tool of the book runs on the device its model is on, and
-gives what it gives on the CPU. Skipped where torch sees no CUDA device (CI, laptops); TNB_DEVICE=cpu runs the same
+"""The package on a GPU: the models, decoders, trainers and looking-inside tools run on the device their model is
+on, and give what they give on the CPU. Skipped where torch sees no CUDA device (CI, laptops); TNB_DEVICE=cpu runs the same
 checks on the CPU, which tests the tests. Inputs a function makes itself (from texts, from a text's ids, from a
 seed) go to the model's device; tensors the caller passes stay where the caller put them.
 
