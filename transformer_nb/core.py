@@ -17,9 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_real', 'check_dropout', 'check_tensor', 'check_last_dim',
-           'check_nonempty', 'check_device', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
-           'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
+__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_bool', 'check_real', 'check_dropout', 'check_tensor',
+           'check_last_dim', 'check_nonempty', 'check_device', 'check_mask', 'outside', 'inside', 'CheckedModule',
+           'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved',
+           'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -92,6 +93,25 @@ def check_int(value, name:str, min_value:int=1)->int:
     return value
 
 # %% ../nbs/00_core.ipynb #c013
+def check_bool(flag, name:str)->bool:
+    """Check that a switch is a bool: "yes" or 1 would pass as true
+
+    Parameters
+    ----------
+    flag
+        the caller's switch
+    name : str
+        the argument's name, used in the message
+
+    Returns
+    -------
+    bool
+        flag, unchanged
+    """
+    if not isinstance(flag, bool):
+        raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
+    return flag
+
 def check_real(x, name:str, ok:Callable[[float], bool], need:str)->float:
     """Check that the caller's value is a real number (an int or a float, not a bool)
     for which `ok` holds

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from .checkpoints import read_checkpoint
 from transformer_nb.core import (
     CheckedModule,
+    check_bool,
     check_device,
     check_dropout,
     check_int,
@@ -249,9 +250,7 @@ class GPT(CheckedModule):
 
     def _check_inputs(self, ids, need_weights=False, cache=None):
         "ids and their positions, as the embedding checks them; one cache per layer"
-        if not isinstance(need_weights, bool):     # "yes" would pass as true
-            raise TypeError("need_weights must be a bool, got "
-                            f"{type(need_weights).__name__} {need_weights!r}")
+        check_bool(need_weights, "need_weights")
         past = 0 if cache is None else len(cache[0])
         self.embed._check_inputs(ids, offset=past)
         if cache is not None and len(cache) != len(self.stack.layers):

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from .attention import fused_attention, scaled_dot_product_attention
 from transformer_nb.core import (
     CheckedModule,
+    check_bool,
     check_dropout,
     check_int,
     check_last_dim,
@@ -46,12 +47,6 @@ def _check_kv_heads(n_kv_heads, num_heads:int)->int:
         raise ValueError(f"n_kv_heads must divide num_heads, got n_kv_heads="
                          f"{n_kv_heads}, num_heads={num_heads}")
     return n_kv_heads
-
-def _check_flag(flag, name:str)->bool:
-    "A switch: a bool"
-    if not isinstance(flag, bool):
-        raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
-    return flag
 
 # %% ../nbs/03_multihead.ipynb #c007
 def split_heads(x:Tensor, num_heads:int)->Tensor:
@@ -132,8 +127,7 @@ class MultiHeadAttention(CheckedModule):
         super().__init__()
         check_int(d_model, "d_model"); check_int(num_heads, "num_heads")
         _check_divisible(d_model, num_heads)
-        if not isinstance(bias, bool):
-            raise TypeError(f"bias must be a bool, got {type(bias).__name__} {bias!r}")
+        check_bool(bias, "bias")
         self.d_model, self.num_heads, self.d_k = (
             d_model,
             num_heads,
@@ -141,8 +135,8 @@ class MultiHeadAttention(CheckedModule):
         )
         self.dropout = check_dropout(dropout)
         G = self.n_kv_heads = _check_kv_heads(n_kv_heads, num_heads)
-        self.rope, self.qk_norm = _check_flag(rope, "rope"), _check_flag(qk_norm,
-                                                                      "qk_norm")
+        self.rope = check_bool(rope, "rope")
+        self.qk_norm = check_bool(qk_norm, "qk_norm")
         # the H matrices W_i^Q side by side (G of W_i^K and W_i^V)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)
         self.W_k = nn.Linear(d_model, G * self.d_k, bias=bias)

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from transformer_nb.core import (
     CheckedModule,
+    check_bool,
     check_device,
     check_dropout,
     check_int,
@@ -288,9 +289,7 @@ class Transformer(CheckedModule):
     def _check_inputs(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
                       need_weights=False):
         "Every input of forward, once: the modules inside check nothing again"
-        if not isinstance(need_weights, bool):     # "yes" would pass as true
-            raise TypeError("need_weights must be a bool, got "
-                            f"{type(need_weights).__name__} {need_weights!r}")
+        check_bool(need_weights, "need_weights")
         self._check_ids(src, "src", self.src_embed)
         self._check_ids(tgt, "tgt", self.tgt_embed)
         if src.shape[0] != tgt.shape[0]:
