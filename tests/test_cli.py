@@ -374,10 +374,14 @@ def test_train_lm_help_states_the_steps_it_runs():
 
 
 def test_what_a_user_gets_wrong_is_named_by_its_flag_before_anything_trains(trained, tmp_path, capsys):
-    """A resumed run's settings and steps are checked before the `training ...` line, and named by their flags; a
-    folder --out cannot make is named; `-` twice is refused (standard input is read once)."""
+    """A resumed run's settings and steps are checked before the `training ...` line, and named by their flags (a
+    checkpoint without training state too); a folder --out cannot make is named; `-` twice is refused (standard input is read once)."""
     out, _ = trained
     ckpt = out / "copy.pt"                                  # copy, 5 steps, 200 pairs, seed 0
+    from transformer_nb.checkpoints import load_checkpoint, load_model, save_model
+    model, vocab, _ = load_model(ckpt)
+    bare = tmp_path / "bare.pt"                             # the same model, saved for decoding only
+    save_model(bare, model, load_checkpoint(ckpt)["config"], vocab)
     cases = [
         (["train", "--resume", ckpt, "--steps", "5", "--out", tmp_path], "--resume", "has done 5 steps already"),
         (["train", "--resume", ckpt, "--steps", "9", "--n-train", "300", "--out", tmp_path], "--n-train 200, not 300",
@@ -385,6 +389,7 @@ def test_what_a_user_gets_wrong_is_named_by_its_flag_before_anything_trains(trai
         (["train", "--resume", ckpt, "--steps", "9", "--seed", "3", "--out", tmp_path], "--seed 0, not 3", ""),
         (["train", "--resume", ckpt, "--steps", "9", "--task", "reverse", "--out", tmp_path], "--task copy", ""),
         (["train", "--task", "copy", "--steps", "1", "--out", "/proc/no/such"], "--out /proc/no/such", "cannot make"),
+        (["train", "--resume", bare, "--steps", "9", "--out", tmp_path], f"--resume {bare}", "without its training state"),
     ]
     for args, *words in cases:
         r = in_process(capsys, *args)

@@ -258,7 +258,11 @@ def _run_settings(args)->tuple[str, int, int]:
     had = {}
     if args.resume:
         from transformer_nb.checkpoints import load_checkpoint
-        training = load_checkpoint(args.resume)["training"] or {}
+        training = load_checkpoint(args.resume)["training"]
+        if training is None:  # a model saved for decoding: nothing to continue
+            raise ValueError(f"--resume {args.resume} holds a model without its "
+                             "training state, which `transformer-nb train` saves: "
+                             "it can be decoded with, not trained further")
         had = training.get("settings", {})
     for flag, key, given in (("--task", "task", args.task),
                              ("--seed", "seed", args.seed),
