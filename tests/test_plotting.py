@@ -117,3 +117,21 @@ def test_the_png_is_twice_the_natural_size_and_carries_it():
     assert abs(img.width - 2 * leg["width"]) <= 2 and abs(img.height - 2 * leg["height"]) <= 2
     assert leg["title"] == "a title" and leg["cell"] >= MIN_CELL_PX and leg["label"] >= MIN_LABEL_PX
     assert "Software" not in img.text  # the same bytes with another matplotlib version
+
+
+def test_long_titles_wrap_inside_the_figure_and_labels_keep_whole_words():
+    "A curve's title longer than the figure is wrapped into lines that fit; a colour bar's label wraps at spaces"
+    from transformer_nb.plotting import show_curves
+    title = "Gradient per layer at initialisation, 24 feed-forward sublayers in a stack"
+    fig = show_curves(torch.arange(1, 5), {"a": torch.rand(4)}, xlabel="x", ylabel="y", title=title)
+    fig.canvas.draw()
+    box, t = fig.bbox, fig.axes[0].title
+    ext = t.get_window_extent()
+    assert ext.x0 >= box.x0 and ext.x1 <= box.x1, (ext, box)      # ran off both edges before
+    assert "\n" in t.get_text() and t.get_text().split() == title.split()
+    fig = show_curves(torch.arange(1, 5), {"a": torch.rand(4)}, xlabel="x", ylabel="y", title="short")
+    assert fig.axes[0].title.get_text() == "short"
+    # a colour bar beside the first of three rows of small panels: its label is wrapped, never inside a word
+    fig = show_attention_grid(torch.rand(3, 4, 5, 5).softmax(-1), words(5), words(5))
+    labels = [ax.yaxis.label.get_text() for ax in fig.axes if not ax.get_images() and ax.yaxis.label.get_text()]
+    assert labels and all(set(lab.split()) <= {"attention", "weight"} for lab in labels), labels

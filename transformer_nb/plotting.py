@@ -195,7 +195,8 @@ def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=1
         if long > height:  # a label longer than its bar is wrapped into lines that fit
             import textwrap
             text = " ".join(label.get_text().split())
-            label.set_text(textwrap.fill(text, max(8, int(len(text) * height / long))))
+            label.set_text(textwrap.fill(text, max(8, int(len(text) * height / long)),
+                                         break_long_words=False))
         width = min(max(height / 20, 10), 18)
         cax.set_position((0.1, 0.1, width / W, height / H))
         x_cb, y_cb = right + gap, ys[0] + 0.5 * (ph + height)
@@ -453,9 +454,22 @@ def show_curves(
     if logx: ax.set_xscale("log", base=2)
     if logy: ax.set_yscale("log")
     ax.set_xlabel(xlabel); ax.set_ylabel(ylabel)
-    if title: ax.set_title(title)
+    if title: _fit_title(fig, ax.set_title(title))
     ax.legend(fontsize=9); ax.grid(alpha=0.3)
     return fig
+
+def _fit_title(fig, title, margin:float=0.94):
+    ("Wrap a title longer than `margin` of the figure's width into lines that fit "
+     "(whole words): a layout engine would let it run off both edges")
+    import textwrap
+    renderer, width = fig._get_renderer(), margin * fig.bbox.width
+    words = " ".join(title.get_text().split())
+    for _ in range(4):  # each pass shortens the lines by the overshoot
+        wide = title.get_window_extent(renderer).width
+        if wide <= width: return
+        longest = max(map(len, title.get_text().splitlines()))
+        title.set_text(textwrap.fill(words, max(8, int(longest * width / wide)),
+                                     break_long_words=False))
 
 # %% ../nbs/00a_plotting.ipynb #sm01
 def smooth(xs:Sequence[float], k:int=25)->Tensor:
