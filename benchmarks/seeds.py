@@ -18,8 +18,9 @@ The results are deterministic on one thread with the AVX2 kernels of tools/kerne
 seeds again and compares every number with the stored rows (the training times excepted), exiting with status 1
 on any difference. --steps N (dates and reverse only) trains N steps instead of the recipe's and keeps those rows
 apart ("quick"; chapter 10 reads only the date models of 1000 steps, the recipe run twice as long, with its
-cooldown over the last 400): tests/test_seeds.py checks such a row, a reversal model of 40
-steps, in a few seconds, so that a change to the training or the measures that the stored results do not reflect
+cooldown over the last 400). --d-model D (dates only) trains a model D wide with a feed-forward network of 2D, rows
+kept apart as "wider" (chapter 10 reads those of 64: the recipe's steps on a wider model). tests/test_seeds.py
+checks a quick row, a reversal model of 40 steps, in a few seconds, so that a change to the training or the measures that the stored results do not reflect
 fails a test.
 
 A date row also holds its held-out exact match every 100 steps (`curve`, the weights as they are then) and its
@@ -201,9 +202,9 @@ def measure_reverse(t):
                 sharpness={k: r4(v) for k, v in head_sharpness(m, vocab, valid).items()})
 
 
-def run_one(kind, seed, split=0, steps=None, runs=None):
-    """Train one model of the recipe (or of `steps` steps, or with another share of strings given a run) and
-    measure it: a row of the results"""
+def run_one(kind, seed, split=0, steps=None, runs=None, d_model=None):
+    """Train one model of the recipe (or of `steps` steps, or with another share of strings given a run, or
+    `d_model` wide with a feed-forward network twice that) and measure it: a row of the results"""
     t0 = time.perf_counter()
     if kind == "pronouns":
         model, task, history = train_pronoun_model(seed=seed, split=split)
@@ -221,12 +222,13 @@ def run_one(kind, seed, split=0, steps=None, runs=None):
                 curve.append([step, r4(teacher_forced_accuracy(model, valid.vocab, valid.valid)
                                        .sequences)])
                 model.train()
+        wide = dict(d_model=d_model, d_ff=2 * d_model) if d_model else {}
         t = train_task(kind, seed=seed, steps=steps, progress=False, runs=runs,
-                       on_step=every_100 if kind == "dates" else None)
+                       on_step=every_100 if kind == "dates" else None, **wide)
         seconds = time.perf_counter() - t0
         measure = {"dates": measure_dates, "reverse": measure_reverse, "copy": measure_digits}[kind]
         if runs is not None: measure = measure_digits
-        row = dict(seed=seed, **({"steps": steps} if steps else {}),
+        row = dict(seed=seed, **({"steps": steps} if steps else {}), **wide,
                    **({"runs": runs} if runs is not None else {}), final_loss=r4(t.history.loss[-1]),
                    **measure(t), **({"curve": curve} if curve else {}))
     return dict(row, seconds=round(seconds, 1))
@@ -238,7 +240,7 @@ def recipe(kind):
     return dict(TASK_SETTINGS[kind], n_train=20_000, n_valid=1000, model="task_config")
 
 
-def key(row): return (row["seed"], row.get("split", 0), row.get("runs"))
+def key(row): return (row["seed"], row.get("split", 0), row.get("runs"), row.get("d_model"))
 
 
 def differences(old, new, path=""):
@@ -260,6 +262,9 @@ def main():
     p.add_argument("--runs", type=float, default=None,
                    help="reverse and copy: this share of training strings given a run of one digit, rows kept "
                         "apart as 'other_runs' (default: the recipe's)")
+    p.add_argument("--d-model", type=int, default=None,
+                   help="dates: a model this wide (d_ff twice that) instead of task_config's 32, rows kept apart as "
+                        "'wider' (default: the recipe's)")
     p.add_argument("--check", action="store_true",
                    help="train again and compare with the stored rows instead of writing")
     p.add_argument("--out", type=Path, default=None, help="directory of the results (default benchmarks/results)")
@@ -269,6 +274,8 @@ def main():
     if a.steps is not None and (a.steps < 1 or a.what == "pronouns"):
         p.exit(2, f"seeds.py: error: --steps must be >= 1 and is for dates, reverse or training; got {a.steps} "
                   f"for {a.what}\n")
+    if a.d_model is not None and (a.d_model < 4 or a.d_model % 4 or a.what != "dates"):
+        p.exit(2, f"seeds.py: error: --d-model is for dates, a multiple of the 4 heads; got {a.d_model} for {a.what}\n")
     torch.set_num_threads(1)
     folder = a.out or RESULTS
     kinds = ["dates", "reverse", "copy"] if a.what == "training" else [a.what]
@@ -276,12 +283,13 @@ def main():
     for kind in kinds:
         path = folder / FILES[kind]
         stored = json.loads(path.read_text()) if path.exists() else {}
-        part = "quick" if a.steps else "other_runs" if a.runs is not None else "runs"
+        part = ("quick" if a.steps else "other_runs" if a.runs is not None else "wider" if a.d_model
+                else "runs")
         rows = stored.get(kind, {}).get(part, [])
         splits = a.splits if kind == "pronouns" else [0]
         for seed in a.seeds:
             for split in splits:
-                row = run_one(kind, seed, split, a.steps, a.runs)
+                row = run_one(kind, seed, split, a.steps, a.runs, a.d_model)
                 print(f"{kind} seed {seed}" + (f" split {split}" if kind == "pronouns" else "")
                       + f": {row['seconds']:.1f} s", flush=True)
                 if a.check:

@@ -57,6 +57,8 @@ def test_differences_names_what_changed(seeds):
 @pytest.mark.parametrize("args, says", [
     (["reverse", "--seeds", "-1"], "--seeds and --splits must be >= 0, got [-1]"),
     (["pronouns", "--steps", "40"], "--steps must be >= 1 and is for dates, reverse or training; got 40 for pronouns"),
+    (["reverse", "--d-model", "64"], "--d-model is for dates, a multiple of the 4 heads; got 64 for reverse"),
+    (["dates", "--d-model", "30"], "--d-model is for dates, a multiple of the 4 heads; got 30 for dates"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(args, says):
     out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT)

@@ -180,6 +180,7 @@ class SinusoidalPositions(CheckedModule):
         Tensor
             (B, T, d_model)
         """
+        log_shapes("SinusoidalPositions", x=x)
         return x + self.pe[offset:offset + x.shape[1]].to(x.dtype)
 
     def _check_inputs(self, x, offset=0):
@@ -221,6 +222,7 @@ class LearnedPositions(CheckedModule):
         Tensor
             (B, T, d_model)
         """
+        log_shapes("LearnedPositions", x=x)
         idx = torch.arange(offset, offset + x.shape[1], device=x.device)   # (T,)
         return x + self.pos(idx).to(x.dtype)
 

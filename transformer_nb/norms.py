@@ -250,6 +250,7 @@ class RMSNorm(CheckedModule):
         Tensor
             same shape as x
         """
+        log_shapes("RMSNorm", x=x)
         ms = x.pow(2).mean(dim=-1, keepdim=True)                    # (B, T, 1)
         return x * torch.rsqrt(ms + self.eps) * self.weight         # (B, T, d_model)
 
