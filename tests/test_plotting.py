@@ -129,6 +129,13 @@ def test_long_titles_wrap_inside_the_figure_and_labels_keep_whole_words():
     ext = t.get_window_extent()
     assert ext.x0 >= box.x0 and ext.x1 <= box.x1, (ext, box)      # ran off both edges before
     assert "\n" in t.get_text() and t.get_text().split() == title.split()
+    # shorter than the figure, but centred over axes that a long y label pushes right (chapter 2's figure)
+    fig = show_curves(torch.arange(1, 5), {"a": torch.rand(4)}, xlabel="d_k", logy=True,
+                      ylabel="mean gradient norm at the scores",
+                      title="... and the gradient that reaches the scores shrinks")
+    fig.canvas.draw()
+    ext = fig.axes[0].title.get_window_extent()
+    assert ext.x0 >= fig.bbox.x0 and ext.x1 <= fig.bbox.x1, (ext, fig.bbox)
     fig = show_curves(torch.arange(1, 5), {"a": torch.rand(4)}, xlabel="x", ylabel="y", title="short")
     assert fig.axes[0].title.get_text() == "short"
     # a colour bar beside the first of three rows of small panels: its label is wrapped, never inside a word

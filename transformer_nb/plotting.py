@@ -458,18 +458,22 @@ def show_curves(
     ax.legend(fontsize=9); ax.grid(alpha=0.3)
     return fig
 
-def _fit_title(fig, title, margin:float=0.94):
-    ("Wrap a title longer than `margin` of the figure's width into lines that fit "
-     "(whole words): a layout engine would let it run off both edges")
+def _fit_title(fig, title, margin:float=0.96):
+    ("Wrap a title that runs off the figure into lines that fit (whole words): it is "
+     "centred over its axes, which a long y label pushes right, and a layout engine "
+     "does not wrap it")
     import textwrap
-    renderer, width = fig._get_renderer(), margin * fig.bbox.width
-    words = " ".join(title.get_text().split())
+    renderer, engine = fig._get_renderer(), fig.get_layout_engine()
+    words, W = " ".join(title.get_text().split()), fig.bbox.width
     for _ in range(4):  # each pass shortens the lines by the overshoot
-        wide = title.get_window_extent(renderer).width
-        if wide <= width: return
+        if engine is not None: engine.execute(fig)
+        box = title.get_window_extent(renderer)
+        centre = (box.x0 + box.x1) / 2
+        room = 2 * min(centre, W - centre) * margin  # the width it can take there
+        if box.width <= room: return
         longest = max(map(len, title.get_text().splitlines()))
-        title.set_text(textwrap.fill(words, max(8, int(longest * width / wide)),
-                                     break_long_words=False))
+        title.set_text(textwrap.fill(words, max(8, int(longest * room / box.width)),
+                                     break_long_words=False, break_on_hyphens=False))
 
 # %% ../nbs/00a_plotting.ipynb #sm01
 def smooth(xs:Sequence[float], k:int=25)->Tensor:
