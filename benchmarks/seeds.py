@@ -20,8 +20,8 @@ on any difference. --steps N (dates and reverse only) trains N steps instead of 
 apart ("quick"; chapter 10 reads only the date models of 1000 steps, the recipe run twice as long, with its
 cooldown over the last 400). --d-model D (dates only) trains a model D wide with a feed-forward network of 2D, rows
 kept apart as "wider" (chapter 10 reads those of 64: the recipe's steps on a wider model). tests/test_seeds.py
-checks a quick row, a reversal model of 40 steps, in a few seconds, so that a change to the training or the measures that the stored results do not reflect
-fails a test.
+checks a quick row, a reversal model of 40 steps, in a few seconds, so that a change to the training or the measures
+that the stored results do not reflect fails a test.
 
 A date row also holds its held-out exact match every 100 steps (`curve`, the weights as they are then) and its
 wrong dates counted by their first wrong character of YYYY-MM-DD (`first_wrong`). `dates.old_recipe` keeps the five

@@ -143,6 +143,18 @@ def _annotate(ax, matrix, fmt:str, im, size:float):
         ax.text(c, r, fmt.format(v), ha="center", va="center", fontsize=size,
                 color="white" if dark else "black")
 
+def _wrap_words(text, fit)->None:
+    ("Wrap a Text into shorter lines, never inside a word, while `fit()`, its (length, "
+     "room) in one unit, says it is too long; each pass shortens by the overshoot")
+    import textwrap
+    words = " ".join(text.get_text().split())
+    for _ in range(4):
+        length, room = fit()
+        if length <= room: return
+        longest = max(map(len, text.get_text().splitlines()))
+        text.set_text(textwrap.fill(words, max(8, int(longest * room / length)),
+                                    break_long_words=False, break_on_hyphens=False))
+
 def _overhang(ax, renderer, k:float)->tuple:
     ("How far the labels, ticks and title of `ax` reach past its box: left, bottom, "
      "right, top")
@@ -191,12 +203,9 @@ def _place(fig, panels, pw:float, ph:float, cax=None, suptitle=None, gap:float=1
         # first row of several, so that rows stay apart for a phone (tools/site.js)
         height = 0.8 * (ph if nr > 1 else ys[-1] + ph - ys[0])
         label = cax.yaxis.label
-        long = label.get_window_extent(renderer).height * k  # its text runs upwards
-        if long > height:  # a label longer than its bar is wrapped into lines that fit
-            import textwrap
-            text = " ".join(label.get_text().split())
-            label.set_text(textwrap.fill(text, max(8, int(len(text) * height / long)),
-                                         break_long_words=False))
+        # a label longer than its bar is wrapped into lines that fit; it runs upwards
+        long = lambda: label.get_window_extent(renderer).height * k
+        _wrap_words(label, lambda: (long(), height))
         width = min(max(height / 20, 10), 18)
         cax.set_position((0.1, 0.1, width / W, height / H))
         x_cb, y_cb = right + gap, ys[0] + 0.5 * (ph + height)
@@ -459,21 +468,15 @@ def show_curves(
     return fig
 
 def _fit_title(fig, title, margin:float=0.96):
-    ("Wrap a title that runs off the figure into lines that fit (whole words): it is "
-     "centred over its axes, which a long y label pushes right, and a layout engine "
-     "does not wrap it")
-    import textwrap
+    ("Wrap a title that runs off the figure (`_wrap_words`): it is centred over its "
+     "axes, which a long y label pushes right, and a layout engine does not wrap it")
     renderer, engine = fig._get_renderer(), fig.get_layout_engine()
-    words, W = " ".join(title.get_text().split()), fig.bbox.width
-    for _ in range(4):  # each pass shortens the lines by the overshoot
+    def fit():
         if engine is not None: engine.execute(fig)
         box = title.get_window_extent(renderer)
-        centre = (box.x0 + box.x1) / 2
-        room = 2 * min(centre, W - centre) * margin  # the width it can take there
-        if box.width <= room: return
-        longest = max(map(len, title.get_text().splitlines()))
-        title.set_text(textwrap.fill(words, max(8, int(longest * room / box.width)),
-                                     break_long_words=False, break_on_hyphens=False))
+        centre = (box.x0 + box.x1) / 2   # the width it can take there, centred
+        return box.width, 2 * min(centre, fig.bbox.width - centre) * margin
+    _wrap_words(title, fit)
 
 # %% ../nbs/00a_plotting.ipynb #sm01
 def smooth(xs:Sequence[float], k:int=25)->Tensor:
