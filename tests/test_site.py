@@ -465,12 +465,10 @@ NOT_A_BLOCK = re.compile(r"FFN['’]s (first|second) layer|activation after the 
 
 
 @pytest.mark.parametrize("page", [p for p in all_pages() if p != "api.html"])
-def test_layers_and_heads_are_named_by_their_numbers(docs, page, request):
+def test_layers_and_heads_are_named_by_their_numbers(docs, page):
     """Layers and heads are numbered from 0, as the code indexes them and the figures and the explorer label them
     ("layer 1, head 2" is weights[1][2]); the prose names them by those numbers, never by an ordinal ("the second
     layer" would be layer 1 to the code and the figures)."""
-    if page in ("training.html", "pronouns.html", "gpt.html"):  # prose written before the convention (issue 33)
-        request.applymarker(pytest.mark.xfail(strict=True, reason="chapters 10, 11a, 11c: to be reworded"))
     html = (docs / page).read_text(encoding="utf-8")
     text = re.sub(r"<pre.*?</pre>|<code>.*?</code>|<[^>]+>", " ", html[html.find("<main"):], flags=re.S)
     text = NOT_A_BLOCK.sub("", " ".join(text.split()))
