@@ -412,3 +412,32 @@ def test_decode_fits_its_default_length_to_the_model(trained, capsys):
     assert r.returncode == 0 and r.stdout.startswith("1" * (room - 2) + "\t"), r.stderr
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * 500)
     assert r.returncode == 1 and f"has 500 characters: this model reads at most {room}" in r.stderr, r.stderr
+
+
+def test_what_a_new_user_tried_is_refused_in_one_line_before_anything_trains(trained, numbers_run, tmp_path, capsys):
+    """Found by a reviewer trying the command as a new user (each of these was a traceback, a lost training run or a
+    swamped machine): an --out where the checkpoint's name is a folder, or where nothing can be written (/proc), is
+    refused before training for every command that trains; a beam wider than the vocabulary (each hypothesis keeps
+    its own cache: --beam 1000000 took 17 GB); --max-len with a numbers checkpoint, which never used it; an empty
+    --checkpoint or --resume; more processes than cores."""
+    out, _ = trained
+    (tmp_path / "copy.pt").mkdir(); (tmp_path / "pydoc_lm.pt").mkdir(); (tmp_path / "numbers-de.pt").mkdir()
+    cases = [
+        (["train", "--task", "copy", "--steps", "2", "--n-train", "64", "--out", tmp_path], "copy.pt is a folder"),
+        (["train-lm", "--steps", "2", "--out", tmp_path], "pydoc_lm.pt is a folder"),
+        (["train", "--task", "numbers-de", "--steps", "2", "--out", tmp_path], "numbers-de.pt is a folder"),
+        (["train", "--task", "copy", "--steps", "2", "--n-train", "64", "--out", "/proc"], "--out /proc: cannot write"),
+        (["train-lm", "--steps", "2", "--out", "/proc"], "--out /proc: cannot write"),
+        (["decode", "--checkpoint", out / "copy.pt", "--beam", "1000000", "12"], "--beam 1000000: at most"),
+        (["decode", "--checkpoint", numbers_run[0] / "numbers-de.pt", "--max-len", "9", "42"], "--max-len does not apply"),
+        (["decode", "--checkpoint", "", "12"], "no such checkpoint: ''"),
+        (["train", "--resume", "", "--steps", "3"], "--resume needs a checkpoint"),
+    ]
+    for args, words in cases:
+        r = in_process(capsys, *args)
+        assert r.returncode == 1 and words in _one_error_line(r), (args, r.stderr)
+        assert "training" not in r.stderr, (args, r.stderr)
+    r = in_process(capsys, "train", "--nproc", str((os.cpu_count() or 1) + 1), "--steps", "2")
+    assert r.returncode == 2 and "this machine's cores" in r.stderr, r.stderr
+    r = in_process(capsys, "decode", "--checkpoint", out / "copy.pt", "--beam", "3", "12")
+    assert r.returncode == 0, r.stderr

@@ -97,6 +97,14 @@ def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
             f"q and k must have the same last dimension d_k, got {q.shape[-1]} and "
             f"{k.shape[-1]}"
         )
+    if q.shape[-1] == 0:    # the scale 1/√d_k would be infinite
+        raise ValueError(f"q and k must have d_k >= 1 features, got {tuple(q.shape)}")
+    if q.dtype != k.dtype or k.dtype != v.dtype:
+        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype} "
+                        f"and {v.dtype}")
+    if not q.device == k.device == v.device:
+        raise ValueError(f"q, k and v must lie on one device, got {q.device}, "
+                         f"{k.device} and {v.device}")
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
             f"k and v must have the same number of positions S, got {k.shape[-2]} and "

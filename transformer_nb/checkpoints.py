@@ -5,6 +5,7 @@
 # %% ../nbs/09a_checkpoints.ipynb #c002
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from .data import Vocab
 from .transformer import Transformer, TransformerConfig
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'save_model', 'read_checkpoint', 'load_checkpoint', 'load_model', 'CheckpointAverage']
+__all__ = ['CHECKPOINT_FORMAT', 'save_model', 'write_checkpoint', 'read_checkpoint', 'load_checkpoint', 'load_model',
+           'CheckpointAverage']
 
 # %% ../nbs/09a_checkpoints.ipynb #c005
 CHECKPOINT_FORMAT = "transformer_nb.checkpoint/2"
@@ -54,6 +56,9 @@ def save_model(
         )
     if not isinstance(vocab, Vocab):
         raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    if training is not None and not isinstance(training, dict):
+        raise TypeError(f"training must be a dict (a history's state) or None, got "
+                        f"{type(training).__name__}")
     config = TransformerConfig.from_dict(config)
     state = model.state_dict()
     # shapes only, no memory
@@ -81,12 +86,57 @@ def save_model(
                 # alike
                 vocab=vocab.itos[len(Vocab.specials):], state_dict=state, meta=meta)
     if training is not None: ckpt["training"] = training
-    torch.save(ckpt, path)
+    write_checkpoint(path, ckpt)
+
+def write_checkpoint(path, ckpt:dict)->None:
+    """Write a checkpoint after checking that `path` names a file in a folder and that
+    `load_model` can read every entry back: the one place where the package writes one
+    (chapter 11c's language model too)
+
+    Parameters
+    ----------
+    path
+        the file to write
+    ckpt : dict
+        what to save: numbers, strings, tensors, and lists and dicts of them
+    """
+    _check_target(path)
+    for k, v in ckpt.items(): _check_plain(v, k)
+    try: torch.save(ckpt, path)
+    # torch reports a file it cannot open as a RuntimeError
+    except RuntimeError as e:
+        raise OSError(f"cannot write {path}: {str(e).splitlines()[0]}") from None
+
+# what torch.load(weights_only=True) reads back
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.Size,
+          torch.dtype, torch.device)
+
+def _check_plain(x, name:str)->None:
+    "Raise a TypeError naming the first entry of x that load_model could not read back"
+    if isinstance(x, dict):
+        for k, v in x.items():
+            _check_plain(k, f"{name} key"); _check_plain(v, f"{name}[{k!r}]")
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x): _check_plain(v, f"{name}[{i}]")
+    elif not isinstance(x, _PLAIN):
+        raise TypeError(f"{name} is of type {type(x).__name__}, which a checkpoint "
+                        "cannot read back: keep to numbers, strings, tensors, lists "
+                        "and dicts")
+
+def _check_target(path)->None:
+    "Raise an OSError or TypeError if `path` cannot name a file to write"
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+    p = Path(path)
+    if p.is_dir(): raise IsADirectoryError(f"path {path} is a folder, not a file")
+    if not p.parent.is_dir():
+        raise FileNotFoundError(f"path {path}: no folder {p.parent} to write it in")
 
 
 # %% ../nbs/09a_checkpoints.ipynb #c009
 def read_checkpoint(
     path, format:str, map_location="cpu", what:str="transformer_nb checkpoint",
+    needs:dict|None=None,
 )->dict:
     """Read a file written by `torch.save` and check that it is ours, in `format`: the
     one place where the package reads a checkpoint (chapter 11c's language model too)
@@ -101,14 +151,20 @@ def read_checkpoint(
         where to put the weights
     what : str
         what the file should be, for the message
+    needs : dict | None
+        entry -> the type it must hold, e.g. {"config": dict}
 
     Returns
     -------
     dict
         what was saved, unchanged
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
+    if not str(path): raise FileNotFoundError("the checkpoint's path is empty")
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a checkpoint file")
+    _check_map_location(map_location)
     try: ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError: raise
     # not a torch file at all (text, an empty file), or a pickled object that
@@ -121,7 +177,24 @@ def read_checkpoint(
     if found != format:
         other = f"; it holds format {found!r}" if isinstance(found, str) else ""
         raise ValueError(f"{path} is not a {what} (no 'format': '{format}'){other}")
+    for key, kind in (needs or {}).items():
+        if key not in ckpt:
+            raise ValueError(f"{path} is not a complete {what}: it has no '{key}'")
+        if not isinstance(ckpt[key], kind):
+            raise ValueError(f"{path} is not a complete {what}: its '{key}' is of type "
+                             f"{type(ckpt[key]).__name__}, not {kind.__name__}")
     return ckpt
+
+def _check_map_location(map_location)->None:
+    "Raise a ValueError if map_location names a device that is not here"
+    if not isinstance(map_location, (str, torch.device)): return   # a dict or function
+    try: device = torch.device(map_location)
+    except RuntimeError:
+        raise ValueError(f"map_location must name a device such as 'cpu' or 'cuda', "
+                         f"got {map_location!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"map_location is {map_location!r}, but torch sees no CUDA "
+                         "device here")
 
 def load_checkpoint(path, map_location="cpu")->dict:
     """Read and check a checkpoint written by `save_model`, without building the model
@@ -138,12 +211,21 @@ def load_checkpoint(path, map_location="cpu")->dict:
     dict
         config (a TransformerConfig), vocab, state_dict, meta, training (or None)
     """
-    ckpt = read_checkpoint(path, CHECKPOINT_FORMAT, map_location)
-    try: config = TransformerConfig.from_dict(ckpt["config"])
+    ckpt = read_checkpoint(path, CHECKPOINT_FORMAT, map_location, needs=dict(
+        config=dict, vocab=list, state_dict=dict, meta=dict))
+    try: config, vocab = (TransformerConfig.from_dict(ckpt["config"]),
+                          Vocab(ckpt["vocab"]))
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path} holds a configuration this version cannot build: "
                          f"{e}") from None
-    return dict(config=config, vocab=Vocab(ckpt["vocab"]), meta=ckpt["meta"],
+    if len(vocab) != config.tgt_vocab:
+        raise ValueError(f"{path} holds a vocabulary of {len(vocab)} tokens for a "
+                         f"model of {config.tgt_vocab}")
+    training = ckpt.get("training")
+    if training is not None and not isinstance(training, dict):
+        raise ValueError(f"{path} is not a complete transformer_nb checkpoint: its "
+                         f"'training' is of type {type(training).__name__}, not dict")
+    return dict(config=config, vocab=vocab, meta=ckpt["meta"],
                 state_dict=ckpt["state_dict"], training=ckpt.get("training"))
 
 

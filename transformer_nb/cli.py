@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -118,8 +119,8 @@ def _count(text:str)->int:
     return n
 
 def _threads(text:str)->int:
-    ("argparse type: 1 to the machine's cores (more is never faster here, and torch "
-     "crashes on some huge counts)")
+    ("argparse type: 1 to the machine's cores, of threads or processes (more is never "
+     "faster here, and torch crashes on some huge counts)")
     n, cores = _count(text), os.cpu_count() or 1
     if n > cores:
         raise argparse.ArgumentTypeError(
@@ -179,7 +180,7 @@ def build_parser()->argparse.ArgumentParser:
     t.add_argument("--threads", type=_threads, default=1,
                    help="torch threads of each process (default: 1, fastest for these "
                    "models)")
-    t.add_argument("--nproc", type=_count, default=1,
+    t.add_argument("--nproc", type=_threads, default=1,
                    help="processes on this machine, each on a shard of every batch "
                    "(default: 1)")
     t.add_argument("--resume", default=None,
@@ -255,6 +256,7 @@ def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
 # %% ../nbs/14_cli.ipynb #c008
 def _run_settings(args)->tuple[str, int, int]:
     "Task, seed and training pairs: as given, else the resumed run's, else the defaults"
+    if args.resume == "": raise ValueError("--resume needs a checkpoint file, got ''")
     had = {}
     if args.resume:
         from transformer_nb.checkpoints import load_checkpoint
@@ -298,19 +300,28 @@ def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
     batch = TASK_SETTINGS[task]["batch_size"]
     if n_train < batch:
         raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
-    out = Path(args.out)
     # only the first process writes: its folder must take the files
-    if main_process:
-        if out.exists() and not out.is_dir():
-            raise NotADirectoryError(f"--out {out} is a file, not a folder")
-        try: out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise OSError(
-                f"--out {out}: cannot make the folder ({e.strerror})"
-            ) from None
-        if not os.access(out, os.W_OK):
-            raise PermissionError(f"--out {out}: no permission to write there")
+    if main_process: _check_out(args.out, f"{task}.pt")
     return task, seed, n_train
+
+def _check_out(folder:str, name:str)->Path:
+    ("Make the folder of --out if need be and check that a file `name` can be written "
+     "in it, before anything trains; the folder")
+    out = Path(folder)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    try: out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(f"--out {out}: cannot make the folder ({e.strerror})") from None
+    if (out / name).is_dir():
+        raise IsADirectoryError(f"--out {out}: {out / name} is a folder, where the "
+                                "checkpoint would be written")
+    # a file made and removed: the test that holds for read-only mounts and /proc too
+    try: tempfile.TemporaryFile(dir=out).close()
+    except OSError as e:
+        raise PermissionError(
+            f"--out {out}: cannot write there ({e.strerror})") from None
+    return out
 
 def cmd_train(args:argparse.Namespace)->int:
     """Train (on every process of a group), report accuracy, save the checkpoint and the
@@ -392,8 +403,8 @@ def cmd_decode(args:argparse.Namespace)->int:
     int
         the exit status
     """
-    if not Path(args.checkpoint).exists():
-        raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
+    if not args.checkpoint or not Path(args.checkpoint).exists():
+        raise FileNotFoundError(f"no such checkpoint: {args.checkpoint!r}")
     texts = _texts(args.texts)
     import torch
 
@@ -404,6 +415,11 @@ def cmd_decode(args:argparse.Namespace)->int:
     if meta.get("task") in _NUMBER_TASKS:
         args.texts = texts
         return _decode_numbers(args, model, vocab)
+    # each hypothesis keeps its own cache; past the vocabulary's size a wider beam only
+    # costs memory (the first step has no more candidates than that)
+    if args.beam > len(vocab):
+        raise ValueError(f"--beam {args.beam}: at most the model's vocabulary, "
+                         f"{len(vocab)} tokens (the paper's beam is 4)")
     room = getattr(getattr(model.src_embed, "positions", None), "max_len", None)
     for text in texts:
         extra = len(vocab.encode(text)) - len(text)          # <s>, </s> around it
@@ -426,12 +442,12 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
     for flag, given in (("--resume", args.resume), ("--n-train", args.n_train),
                         ("--nproc", int(os.environ.get("WORLD_SIZE", 1)) > 1)):
         if given: raise ValueError(f"{flag} does not apply to --task {task}")
+    _check_out(str(out), f"{task}.pt")
     import torch
 
     from transformer_nb.checkpoints import save_model
     from transformer_nb.numbers import held_out_exact, save_number_plots, train_numbers
     torch.set_num_threads(args.threads)
-    out.mkdir(parents=True, exist_ok=True)
     t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,
                       progress=not args.quiet)
     acc = held_out_exact(t)["all"]
@@ -452,6 +468,9 @@ def _decode_numbers(args, model, vocab)->int:
         raise ValueError(
             f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
         )
+    if args.max_len is not None:
+        raise ValueError("--max-len does not apply to a numbers checkpoint: its words "
+                         "end where the number does")
     for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
         print(f"{text}\t{o}")
     return 0
@@ -470,9 +489,7 @@ def cmd_train_lm(args:argparse.Namespace)->int:
     int
         the exit status
     """
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    out = _check_out(args.out, "pydoc_lm.pt")
     import torch
 
     from transformer_nb.gpt import (
@@ -493,7 +510,6 @@ def cmd_train_lm(args:argparse.Namespace)->int:
     base = ngram_bits(text.train, text.valid, len(text.chars))
     print(f"held-out bits per character: {bpc:.3f} (unigram {base['unigram']:.3f}, "
           f"bigram {base['bigram']:.3f}), trained in {seconds:.1f} s")
-    out.mkdir(parents=True, exist_ok=True)
     path = out / "pydoc_lm.pt"
     save_lm(path, model, text.chars, steps=settings["steps"], seed=args.seed,
             bits_per_char=bpc)

@@ -265,6 +265,9 @@ def make_task(name:str, n_train:int=20_000, n_valid:int=1000, seed:int=0)->Task:
         the task: vocabulary, training and validation pairs
     """
     if name not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {name!r}")
+    check_int(n_train, "n_train"); check_int(n_valid, "n_valid")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
     if name == "dates": gen, chars = date_pairs, DATE_CHARS
     else:
         gen, chars = (

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checkpoints import read_checkpoint
+from .checkpoints import read_checkpoint, write_checkpoint
 from transformer_nb.core import (
     CheckedModule,
     check_bool,
@@ -841,16 +841,14 @@ def save_lm(path, model:GPT, chars:str, **meta)->None:
     meta
         anything else to keep (steps, seed, bits per character)
     """
-    torch.save(
-        {
-            "format": "transformer_nb.gpt/1",
-            "config": model.config,
-            "chars": chars,
-            "state_dict": model.state_dict(),
-            "meta": meta,
-        },
-        path,
-    )
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    if not isinstance(chars, str) or len(chars) != model.vocab_size:
+        raise ValueError(f"chars must be a str of the model's {model.vocab_size} "
+                         f"characters, got {chars!r:.40}")
+    write_checkpoint(path, {"format": "transformer_nb.gpt/1", "config": model.config,
+                            "chars": chars, "state_dict": model.state_dict(),
+                            "meta": meta})
 
 def load_lm(path)->tuple[GPT, str, dict]:
     """Load what save_lm wrote
@@ -868,11 +866,15 @@ def load_lm(path)->tuple[GPT, str, dict]:
     # chapter 9a's one reader: a text file, an empty file, a pickled object or another
     # kind of checkpoint is a ValueError naming the file
     ckpt = read_checkpoint(path, "transformer_nb.gpt/1",
-                           what="transformer_nb language model")
+                           what="transformer_nb language model", needs=dict(
+                               config=dict, chars=str, state_dict=dict, meta=dict))
     try:
         model = GPT(**ckpt["config"])
         model.load_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ValueError(f"{path} holds a language model this version cannot build "
                          f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    if len(ckpt["chars"]) != model.vocab_size:
+        raise ValueError(f"{path} holds {len(ckpt['chars'])} characters for a model of "
+                         f"{model.vocab_size}")
     return model.eval(), ckpt["chars"], ckpt["meta"]

@@ -17,7 +17,13 @@ import torch
 from torch import Tensor, nn
 
 from .checkpoints import CheckpointAverage, load_checkpoint
-from .core import ProgressBar, check_int, check_real, check_tensor
+from transformer_nb.core import (
+    CheckedModule,
+    ProgressBar,
+    check_int,
+    check_real,
+    check_tensor,
+)
 from .data import Batch, Task, Vocab, batch_stream, make_task
 from .reading import cross_attention, teacher_forced_accuracy
 from .transformer import Transformer, TransformerConfig, ablate_heads
@@ -28,6 +34,14 @@ __all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing
            'train_task', 'alignment_weight', 'attended_sources', 'costliest_head']
 
 # %% ../nbs/10_training.ipynb #c006
+def _check_targets(target:Tensor, V:int, ignore_index:int|None, of:str)->None:
+    "Raise a ValueError if a target id is outside [0, V) and is not ignore_index"
+    bad = (target < 0) | (target >= V)
+    if ignore_index is not None: bad &= target != ignore_index
+    if bad.any():
+        raise ValueError(f"target ids must lie in [0, {V}) ({of}) or be ignore_index="
+                         f"{ignore_index}, got {target[bad][0].item()}")
+
 def smoothed_targets(
     target:Tensor, num_classes:int, eps:float=0.1, ignore_index:int|None=None,
 )->Tensor:
@@ -52,6 +66,8 @@ def smoothed_targets(
     """
     check_tensor(target, "target", ndim=1, floating=False)
     check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
+    check_int(num_classes, "num_classes")
+    _check_targets(target, num_classes, ignore_index, of="num_classes")
     q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
     q.scatter_(
         1, target[:, None].clamp(0, num_classes - 1), 1 - eps + eps / num_classes
@@ -60,7 +76,7 @@ def smoothed_targets(
     return q
 
 # %% ../nbs/10_training.ipynb #c007
-class LabelSmoothingLoss(nn.Module):
+class LabelSmoothingLoss(CheckedModule):
     ("Cross-entropy against label-smoothed targets, averaged over the tokens that are "
      "not padding")
     def __init__(self, eps:float=0.1, ignore_index:int=Vocab.pad, reduction:str="mean"):
@@ -76,9 +92,22 @@ class LabelSmoothingLoss(nn.Module):
         """
         super().__init__()
         check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
+        if ignore_index is not None and (
+                not isinstance(ignore_index, int) or isinstance(ignore_index, bool)):
+            raise TypeError(
+                f"ignore_index must be an int or None, got {ignore_index!r}")
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
+    def _check_inputs(self, logits:Tensor, target:Tensor)->None:
+        check_tensor(logits, "logits", floating=True)
+        check_tensor(target, "target", floating=False)
+        if target.shape != logits.shape[:-1]:
+            raise ValueError(f"target must have the shape of logits without its last "
+                             f"dimension, {tuple(logits.shape[:-1])}, got "
+                             f"{tuple(target.shape)}")
+        _check_targets(target, logits.shape[-1], self.ignore_index,
+                       of="the logits' last dimension")
     def forward(self, logits:Tensor, target:Tensor)->Tensor:
         """
         Parameters
@@ -388,7 +417,7 @@ def mean_loss_share(
 
 # %% ../nbs/10_training.ipynb #c028b
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
-                      accumulate, cooldown=0):
+                      accumulate, cooldown=0, cooldown_end=None):
     "Reject what `train` cannot use, naming the argument"
     if not isinstance(model, nn.Module) or not hasattr(model, "d_model"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
@@ -403,6 +432,8 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
     is_number = isinstance(factor, (int, float)) and not isinstance(factor, bool)
     if not is_number or not factor > 0:
         raise ValueError(f"factor must be a number > 0, got {factor!r}")
+    if cooldown_end is not None:
+        check_int(cooldown_end, "cooldown_end", min_value=steps)
 
 def _epochs(batches:Iterable, steps:int)->Iterator:
     ("The batches of an iterator, or of a re-iterable (list, DataLoader) restarted "
@@ -536,13 +567,14 @@ def train(
         the losses and learning rates recorded, and the steps taken
     """
     procs = processes or SingleProcess()
-    end = (cooldown_end or steps) if cooldown else None
+    end = (steps if cooldown_end is None else cooldown_end) if cooldown else None
     schedule = dict(warmup=warmup, factor=factor, cooldown=cooldown, end=end)
     averaging = dict(average=average, average_every=average_every)
     problem = None
     try:
         _check_train_args(model, batches, steps, warmup, factor, average,
-                          average_every, accumulate, cooldown)
+                          average_every, accumulate, cooldown, cooldown_end)
+        check_real(smoothing, "smoothing", lambda v: 0 <= v < 1, "in [0, 1)")
         if resume is not None: _check_state(resume, steps, schedule, averaging)
     except (ValueError, TypeError) as e: problem = e
     # every process checks its own arguments, then all agree before any acts
@@ -749,6 +781,7 @@ def train_task(
         task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
         s = TASK_SETTINGS[name]
         runs = s.get("runs", 0) if runs is None else runs
+        check_real(runs, "runs", lambda v: 0 <= v <= 1, "in [0, 1]")
         if runs: task = _with_runs(task, runs, seed)
         steps = steps or s["steps"]
         if average is None: average = s.get("average", 5)
@@ -756,7 +789,8 @@ def train_task(
         # the schedule does not depend on `steps`: a shorter run is the start of a
         # longer one, and resumes into it exactly
         settings = dict(task=name, seed=seed, n_train=n_train,
-                        batch_size=s["batch_size"], warmup=warmup or s["warmup"],
+                        batch_size=s["batch_size"],
+                        warmup=s["warmup"] if warmup is None else warmup,
                         factor=s["factor"] if factor is None else factor,
                         cooldown=s.get("cooldown", 0) if cooldown is None else cooldown,
                         runs=runs)

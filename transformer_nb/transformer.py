@@ -124,6 +124,10 @@ class Transformer(CheckedModule):
             raise TypeError(
                 f"share_embeddings must be a bool, got {share_embeddings!r}"
             )
+        if positions == "rope":  # Embeddings takes it for GPT, whose attention rotates
+            raise ValueError('positions must be "sinusoidal" or "learned", got "rope": '
+                             "rotary positions are a switch of GPT (chapter 11f), "
+                             "whose attention rotates q and k")
         self.d_model, self.num_heads, self.norm_first = d_model, num_heads, norm_first
         self.src_embed = Embeddings(src_vocab, d_model, max_len, dropout, positions)
         self.tgt_embed = Embeddings(tgt_vocab, d_model, max_len, dropout, positions)

@@ -1,0 +1,139 @@
+"""What a reviewer, trying the package as a new user, found it accepting silently or answering with a stack trace from
+inside torch; each now a ValueError/TypeError naming the caller's argument (or an OSError naming the file)."""
+import pytest
+import torch
+
+from transformer_nb.attention import scaled_dot_product_attention
+from transformer_nb.checkpoints import load_model, save_model
+from transformer_nb.data import make_batch, make_task
+from transformer_nb.gpt import GPT, load_lm, save_lm
+from transformer_nb.training import (
+    LabelSmoothingLoss,
+    smoothed_targets,
+    train,
+    train_task,
+)
+from transformer_nb.transformer import Transformer
+
+TASK = make_task("copy", n_train=64, n_valid=8)
+
+
+def small():
+    torch.manual_seed(0)
+    return Transformer(14, 14, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
+                       max_len=32, dropout=0.0).eval()
+
+
+def test_rope_is_refused_by_the_encoder_decoder():
+    "positions='rope' built a model with no positions at all, whose config said 'sinusoidal'"
+    with pytest.raises(ValueError, match='positions must be "sinusoidal" or "learned", got "rope"'):
+        Transformer(14, 14, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16,
+                    positions="rope")
+
+
+def test_label_smoothing_refuses_target_ids_it_would_have_clamped():
+    "An id of 7 with 5 classes was scored as class 4, -1 as class 0: a finite, wrong loss"
+    loss, logits = LabelSmoothingLoss(0.1), torch.randn(2, 3, 5)
+    for target, words in [(torch.full((2, 3), 7), "got 7"), (torch.full((2, 3), -1), "got -1")]:
+        with pytest.raises(ValueError, match=f"target ids must lie in \\[0, 5\\).*{words}"):
+            loss(logits, target)
+    with pytest.raises(ValueError, match="target must have the shape of logits"):
+        loss(logits, torch.zeros(2, 2, dtype=torch.long))
+    with pytest.raises(TypeError, match="target"):
+        loss(logits, torch.zeros(2, 3))
+    with pytest.raises(TypeError, match="logits"):
+        loss(logits.long(), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match="ignore_index must be an int"):
+        LabelSmoothingLoss(0.1, ignore_index=1.5)
+    with pytest.raises(ValueError, match="num_classes"):
+        smoothed_targets(torch.tensor([1, 9]), 5)
+    # padding (id 0 by default) is still ignored, and in-range targets give the loss as before
+    target = torch.tensor([[1, 2, 0], [3, 4, 0]])
+    assert torch.isfinite(loss(logits, target)) and loss(logits, torch.zeros(2, 3, dtype=torch.long)) == 0
+
+
+def test_attention_refuses_empty_features_mixed_dtypes_and_devices():
+    "d_k = 0 gave NaN everywhere; float64 q with float32 k, or q on another device, a torch error or garbage"
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
+    with pytest.raises(ValueError, match="d_k >= 1"):
+        scaled_dot_product_attention(q[..., :0], k[..., :0], v)
+    with pytest.raises(TypeError, match="share one dtype"):
+        scaled_dot_product_attention(q.double(), k, v)
+    with pytest.raises(ValueError, match="one device, got meta, cpu and cpu"):
+        scaled_dot_product_attention(q.to("meta"), k, v)
+
+
+def test_training_settings_that_did_nothing_are_refused():
+    "cooldown_end=0 meant `steps` and -1 drove the rate to 0; warmup=0 took the task's 100; runs=2.0 was accepted"
+    b = make_batch(TASK.train[:8], TASK.vocab)
+    with pytest.raises(ValueError, match="cooldown_end must be >= 4, got -1"):
+        train(small(), [b] * 4, 4, warmup=2, cooldown=2, cooldown_end=-1, progress=False)
+    with pytest.raises(ValueError, match="smoothing must be in \\[0, 1\\), got 1.0"):
+        train(small(), [b] * 4, 4, warmup=2, smoothing=1.0, progress=False)
+    with pytest.raises(ValueError, match="warmup must be >= 1, got 0"):
+        train_task("copy", steps=2, n_train=64, n_valid=8, warmup=0, progress=False)
+    for runs in (-0.5, 2.0, float("nan")):
+        with pytest.raises(ValueError, match="runs must be in \\[0, 1\\]"):
+            train_task("copy", steps=2, n_train=64, n_valid=8, runs=runs, progress=False)
+    for kw, words in [(dict(n_train=0), "n_train must be >= 1"), (dict(n_valid=0), "n_valid must be >= 1"),
+                      (dict(seed="x"), "seed must be an int")]:
+        with pytest.raises((ValueError, TypeError), match=words):
+            make_task("copy", **kw)
+
+
+def test_save_refuses_what_load_cannot_read_and_names_the_path(tmp_path):
+    "save_model wrote meta load_model then refused; bad paths were torch RuntimeErrors"
+    m = small()
+    vocab = TASK.vocab
+    with pytest.raises(TypeError, match="meta\\['foo'\\] is of type object"):
+        save_model(tmp_path / "a.pt", m, m.config, vocab, foo=object())
+    with pytest.raises(TypeError, match="training must be a dict"):
+        save_model(tmp_path / "a.pt", m, m.config, vocab, training="junk")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        save_model(tmp_path, m, m.config, vocab)
+    with pytest.raises(FileNotFoundError, match="no folder"):
+        save_model(tmp_path / "nodir" / "a.pt", m, m.config, vocab)
+    with pytest.raises(TypeError, match="path must be a str or a Path, got NoneType"):
+        save_model(None, m, m.config, vocab)
+    save_model(tmp_path / "ok.pt", m, m.config, vocab, steps=3, note=[1, "x", {"a": torch.ones(2)}])
+    assert load_model(tmp_path / "ok.pt")[2]["steps"] == 3
+
+
+def test_incomplete_checkpoints_and_missing_devices_are_named(tmp_path):
+    "A checkpoint without 'config' (or with 'meta' None, a short vocabulary) was a KeyError or AttributeError"
+    m = small()
+    save_model(tmp_path / "ok.pt", m, m.config, TASK.vocab)
+    full = torch.load(tmp_path / "ok.pt", weights_only=True)
+    for change, words in [(dict(config=None), "its 'config' is of type NoneType, not dict"),
+                          (dict(meta=None), "its 'meta' is of type NoneType"),
+                          (dict(vocab=["a", "b"]), "a vocabulary of 6 tokens for a model of 14"),
+                          (dict(training="junk"), "its 'training' is of type str")]:
+        torch.save({**full, **change}, tmp_path / "bad.pt")
+        with pytest.raises(ValueError, match=words):
+            load_model(tmp_path / "bad.pt")
+    torch.save({k: v for k, v in full.items() if k != "state_dict"}, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="it has no 'state_dict'"):
+        load_model(tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="map_location must name a device"):
+        load_model(tmp_path / "ok.pt", map_location="nope")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA device"):
+            load_model(tmp_path / "ok.pt", map_location="cuda")
+
+
+def test_language_model_checkpoints_are_checked_both_ways(tmp_path):
+    "save_lm wrote whatever it was given; load_lm met a missing entry with a KeyError"
+    lm = GPT(10, d_model=8, num_heads=2, num_layers=1, max_len=16)
+    with pytest.raises(ValueError, match="chars must be a str of the model's 10 characters"):
+        save_lm(tmp_path / "lm.pt", lm, "abc")
+    save_lm(tmp_path / "lm.pt", lm, "abcdefghij", steps=3)
+    assert load_lm(tmp_path / "lm.pt")[1:] == ("abcdefghij", {"steps": 3})
+    full = torch.load(tmp_path / "lm.pt", weights_only=True)
+    for change, words in [(dict(chars="abc"), "holds 3 characters for a model of 10"),
+                          (dict(meta=None), "its 'meta' is of type NoneType")]:
+        torch.save({**full, **change}, tmp_path / "bad.pt")
+        with pytest.raises(ValueError, match=words):
+            load_lm(tmp_path / "bad.pt")
+    torch.save({k: v for k, v in full.items() if k != "chars"}, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="it has no 'chars'"):
+        load_lm(tmp_path / "bad.pt")
