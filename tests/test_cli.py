@@ -441,3 +441,13 @@ def test_what_a_new_user_tried_is_refused_in_one_line_before_anything_trains(tra
     assert r.returncode == 2 and "this machine's cores" in r.stderr, r.stderr
     r = in_process(capsys, "decode", "--checkpoint", out / "copy.pt", "--beam", "3", "12")
     assert r.returncode == 0, r.stderr
+
+
+def test_an_infinite_temperature_is_named_as_not_finite_and_unknown_characters_are_listed(trained, lm, capsys):
+    "--temperature inf said 'must be a number > 0, got inf'; the warning printed the unknown characters as a substring"
+    r = in_process(capsys, "generate", "--checkpoint", lm, "--temperature", "inf", "x")
+    assert r.returncode == 2 and "must be a finite number > 0, got inf" in r.stderr, r.stderr
+    out, _ = trained
+    r = in_process(capsys, "decode", "--checkpoint", out / "copy.pt", "x1y")
+    assert r.returncode == 0 and "'x1y' has characters outside the model's vocabulary" in r.stderr, r.stderr
+    assert "'x', 'y'" in r.stderr, r.stderr

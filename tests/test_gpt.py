@@ -284,7 +284,7 @@ def test_command_line_train_lm_and_generate(tmp_path, capsys, monkeypatch):
     assert main(["generate", "--checkpoint", lm, "--seed", "3", "--max-new-tokens", "10"]) == 0
     assert capsys.readouterr().out == a and a.startswith("def ") and len(a) == 4 + 10 + 1
     for argv, status, words in (
-            (["--top-p", "0"], 2, "--top-p: must be in (0, 1]"), (["--temperature", "-1"], 2, "must be a number > 0"),
+            (["--top-p", "0"], 2, "--top-p: must be in (0, 1]"), (["--temperature", "-1"], 2, "must be a finite number > 0"),
             (["--top-k", "0"], 2, "must be at least 1"), (["--max-new-tokens", "64"], 1, "leaves no room"),
             (["--temperature", "x"], 2, "expected a number")):
         try: got = main(["generate", "--checkpoint", lm, "x", *argv])

@@ -5,7 +5,7 @@ import torch
 
 from transformer_nb.attention import scaled_dot_product_attention
 from transformer_nb.checkpoints import load_model, save_model
-from transformer_nb.data import make_batch, make_task
+from transformer_nb.data import Vocab, make_batch, make_task
 from transformer_nb.gpt import GPT, load_lm, save_lm
 from transformer_nb.training import (
     LabelSmoothingLoss,
@@ -137,3 +137,27 @@ def test_language_model_checkpoints_are_checked_both_ways(tmp_path):
     torch.save({k: v for k, v in full.items() if k != "chars"}, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="it has no 'chars'"):
         load_lm(tmp_path / "bad.pt")
+
+
+def test_one_model_kind_where_the_other_is_expected_and_a_vocabulary_that_is_not_the_models():
+    """generate() with an encoder-decoder was an AttributeError (max_len), train() with a GPT a TypeError from
+    _check_inputs; translate() with another task's vocabulary decoded to <unk> silently; RoPE with an odd head
+    width built, then failed inside the first forward"""
+    from transformer_nb.decoding import beam_translate, translate
+    from transformer_nb.gpt import generate
+    from transformer_nb.multihead import MultiHeadAttention
+    m = small()
+    with pytest.raises(TypeError, match="model must be a GPT, got Transformer"):
+        generate(m, torch.tensor([1, 2]), 3)
+    b = make_batch(TASK.train[:8], TASK.vocab)
+    with pytest.raises(TypeError, match="got GPT: a GPT trains with gpt.train_lm"):
+        train(GPT(14, d_model=16, num_heads=2), [b], 2, progress=False)
+    for decode in (translate, lambda *a: beam_translate(*a, beam_size=2)):
+        with pytest.raises(ValueError, match="vocab has 8 tokens, but the model's embedding has 14"):
+            decode(m, Vocab("0123"), ["12"])
+        with pytest.raises(TypeError, match="vocab must be a Vocab, got NoneType"):
+            decode(m, None, ["12"])
+    for build in (lambda: MultiHeadAttention(12, 4, rope=True), lambda: GPT(20, d_model=12, num_heads=4,
+                                                                            positions="rope")):
+        with pytest.raises(ValueError, match="rope needs an even d_k = d_model / num_heads, got 3"):
+            build()

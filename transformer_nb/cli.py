@@ -34,7 +34,7 @@ def _positive(text:str)->float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (0 < t < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return t
 
 # gpt.LM_TRAINING["steps"], spelled out so that --help needs no torch (a test compares)
@@ -429,8 +429,9 @@ def cmd_decode(args:argparse.Namespace)->int:
                              f"at most {room - extra}")
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
-            print(f"transformer-nb decode: warning: {''.join(unknown)!r} in {text!r} "
-                  "not in the model's vocabulary, read as <unk>", file=sys.stderr)
+            shown = ", ".join(repr(c) for c in unknown)
+            print(f"transformer-nb decode: warning: {text!r} has characters outside "
+                  f"the model's vocabulary, read as <unk>: {shown}", file=sys.stderr)
     if args.beam == 1: outs = translate(model, vocab, texts, max_len=args.max_len)
     else: outs = beam_translate(model, vocab, texts, args.beam, max_len=args.max_len)
     for text, o in zip(texts, outs): print(f"{text}\t{o}")

@@ -180,6 +180,19 @@ def _check_source(src, src_mask=None, ndim:int=2):
             "on one device"
         )
 
+def _check_vocab(model:nn.Module, vocab)->None:
+    ("The decoders' vocabulary must be the model's: another one of a different size "
+     "decodes to <unk> or fails on an id, silently or deep inside")
+    if not isinstance(vocab, Vocab):
+        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    sizes = {getattr(getattr(model, part, None), "tokens", None) for part in
+             ("src_embed", "tgt_embed")} - {None}
+    for tokens in sizes:
+        if len(vocab) != tokens.vocab_size:
+            raise ValueError(f"vocab has {len(vocab)} tokens, but the model's "
+                             f"embedding has {tokens.vocab_size}: is it the model's "
+                             "vocabulary?")
+
 def _check_texts(texts)->list[str]:
     "A list (or other sequence) of non-empty strings; a bare string is a common slip"
     if isinstance(texts, str):
@@ -298,7 +311,7 @@ def translate(
         one output string per input string
     """
     texts = _check_texts(texts)
-    _check_model(model)
+    _check_model(model); _check_vocab(model, vocab)
     check_int(batch_size, "batch_size")
     if max_len is not None: check_int(max_len, "max_len")
     out = []
@@ -549,7 +562,7 @@ def beam_translate(
     list[str]
         one output string per input string
     """
-    texts = _check_texts(texts); _check_model(model)
+    texts = _check_texts(texts); _check_model(model); _check_vocab(model, vocab)
     if max_len is not None: check_int(max_len, "max_len")
     out = []
     for t in texts:

@@ -500,6 +500,8 @@ def generate(
     Tensor
         (B, T0 + max_new_tokens) or (T0 + max_new_tokens,): prompt, then the new
     """
+    if not isinstance(model, GPT):   # an encoder-decoder decodes with greedy_search
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     check_tensor(prompt, "prompt", ndim=(1, 2), floating=False)
     check_device(prompt, "prompt", model.output.weight.device)
     check_int(max_new_tokens, "max_new_tokens")

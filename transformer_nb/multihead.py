@@ -136,6 +136,9 @@ class MultiHeadAttention(CheckedModule):
         self.dropout = check_dropout(dropout)
         G = self.n_kv_heads = _check_kv_heads(n_kv_heads, num_heads)
         self.rope = check_bool(rope, "rope")
+        if rope and self.d_k % 2:     # RoPE turns the features of each head in pairs
+            raise ValueError(f"rope needs an even d_k = d_model / num_heads, got "
+                             f"{self.d_k} ({d_model} / {num_heads})")
         self.qk_norm = check_bool(qk_norm, "qk_norm")
         # the H matrices W_i^Q side by side (G of W_i^K and W_i^V)
         self.W_q = nn.Linear(d_model, d_model, bias=bias)

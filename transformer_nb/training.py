@@ -419,8 +419,9 @@ def mean_loss_share(
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
                       accumulate, cooldown=0, cooldown_end=None):
     "Reject what `train` cannot use, naming the argument"
-    if not isinstance(model, nn.Module) or not hasattr(model, "d_model"):
-        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
+        raise TypeError(f"model must be a Transformer (an encoder-decoder), got "
+                        f"{type(model).__name__}: a GPT trains with gpt.train_lm")
     if not isinstance(batches, Iterable):
         raise TypeError(
             "batches must be an iterable of Batch (a batch_stream, a list, a "
