@@ -277,7 +277,7 @@ class SingleProcess:
     def batches(self,
         pairs:Sequence[tuple[str, str]], vocab:Vocab, batch_size:int, seed:int=0,
     )->Iterator[Batch]:
-        """The batches this process trains on: here, all of each batch
+        """The batches this process trains on: here, every batch of the stream, whole
 
         Parameters
         ----------
@@ -289,41 +289,28 @@ class SingleProcess:
             pairs per step, over all processes
         seed : int
             seed of the shuffling
-
-        Returns
-        -------
-        Iterator[Batch]
-            every batch of the stream, whole
         """
         return batch_stream(pairs, vocab, batch_size, seed=seed)
 
     def wrap(self, model:nn.Module)->nn.Module:
-        """The module that shares gradients between processes: here the model itself
+        """What runs forward and backward, sharing gradients between processes: here
+        the model itself
 
         Parameters
         ----------
         model : nn.Module
             the model being trained
-
-        Returns
-        -------
-        nn.Module
-            what runs forward and backward
         """
         return model
 
     def no_sync(self, net:nn.Module)->AbstractContextManager:
-        """A context for micro-batches whose gradients need not be shared yet
+        """A context for micro-batches whose gradients need not be shared yet: here one
+        that does nothing (one process shares nothing)
 
         Parameters
         ----------
         net : nn.Module
             what `wrap` returned
-
-        Returns
-        -------
-        AbstractContextManager
-            a context that does nothing (one process shares nothing)
         """
         return nullcontext()
 
@@ -334,11 +321,6 @@ class SingleProcess:
         ----------
         x : Tensor
             a number of this process, as a tensor
-
-        Returns
-        -------
-        Tensor
-            its sum over all processes
         """
         return x
 
@@ -354,17 +336,13 @@ class SingleProcess:
         """
 
     def gather(self, value)->list:
-        """Collect `value` from every process, on every process: here, `[value]`
+        """Collect `value` from every process, by rank, on every process: here,
+        `[value]`
 
         Parameters
         ----------
         value
             something of this process: its random state
-
-        Returns
-        -------
-        list
-            the value of every process, by rank
         """
         return [value]
 
