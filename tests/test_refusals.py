@@ -161,3 +161,37 @@ def test_one_model_kind_where_the_other_is_expected_and_a_vocabulary_that_is_not
                                                                             positions="rope")):
         with pytest.raises(ValueError, match="rope needs an even d_k = d_model / num_heads, got 3"):
             build()
+
+
+def test_the_smaller_reports_name_the_callers_argument():
+    """Each was a Python or torch error (AttributeError, AssertionError, IndexError, a RuntimeError listing device
+    types) or named another function's argument (`ids` for target_mask's `tgt`)"""
+    from transformer_nb.decoding import greedy_search
+    from transformer_nb.embeddings import Embeddings
+    from transformer_nb.explorer import attention_explorer
+    from transformer_nb.masking import causal_mask, target_mask
+    from transformer_nb.plotting import show_attention
+    cases = [
+        (lambda: target_mask(torch.tensor([4, 5]), 0), ValueError, "tgt must have 2 dimensions"),
+        (lambda: causal_mask(3, device="nope"), ValueError, "device must name a device"),
+        (lambda: Embeddings(10, 8, padding_idx=20), ValueError, "padding_idx must be None or a token id in \\[0, 10\\)"),
+        (lambda: Vocab(None), TypeError, "chars must be a str or a sequence of str"),
+        (lambda: Vocab([1, 2]), TypeError, "chars must be a str or a sequence of str"),
+        (lambda: TASK.vocab.decode(torch.tensor([[4, 5]])), ValueError, "ids must be one sequence"),
+        (lambda: TASK.vocab.decode([4.0]), TypeError, "ids must be ints, got float"),
+        (lambda: make_batch([("12", "21")], None), TypeError, "vocab must be a Vocab, got NoneType"),
+        (lambda: make_batch([("12",)], TASK.vocab), TypeError, "pairs\\[0\\] = \\('12',\\)"),
+        (lambda: make_batch("12", TASK.vocab), TypeError, "got the string '12'"),
+        (lambda: make_batch([("12", "21")], TASK.vocab, device="nope"), ValueError, "device must name a device"),
+        (lambda: show_attention(torch.zeros(0, 3)), ValueError, "at least one head, query and key"),
+        (lambda: show_attention(torch.rand(3, 2, 2), head_titles=["a"]), ValueError, "head_titles has 1 titles"),
+        (lambda: attention_explorer(torch.rand(2, 3, 3).softmax(-1), list("abc"), decimals=-1), ValueError,
+         "decimals must be an int from 0 to 6"),
+        (lambda: greedy_search(small(), torch.tensor([[4, 5]]), use_cache="no"), TypeError, "use_cache must be a bool"),
+        (lambda: train(small(), [make_batch(TASK.train[:4], TASK.vocab)], 2, progress="no"), TypeError,
+         "progress must be a bool"),
+    ]
+    for fn, error, words in cases:
+        with pytest.raises(error, match=words):
+            fn()
+    assert make_batch([("12", "")], TASK.vocab).tgt_out.shape == (1, 1)       # an empty target: only </s>

@@ -18,9 +18,9 @@ from torch import Tensor, nn
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_bool', 'check_real', 'check_dropout', 'check_tensor',
-           'check_last_dim', 'check_nonempty', 'check_device', 'check_mask', 'outside', 'inside', 'CheckedModule',
-           'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved',
-           'compare_modules', 'ProgressBar']
+           'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name', 'check_mask', 'outside', 'inside',
+           'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout', 'saved_for_backward',
+           'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -266,6 +266,29 @@ def check_device(x:Tensor, name:str, device:torch.device)->Tensor:
         raise ValueError(f"{name} is on {x.device}, but the model is on {device}: "
                          f"move it with {name}.to({str(device)!r})")
     return x
+
+def check_device_name(device, name:str="device")->torch.device:
+    """Check that the caller's `device` names one torch can put a tensor on, here
+
+    Parameters
+    ----------
+    device
+        the caller's value: "cpu", "cuda:0", a torch.device...
+    name : str
+        the argument's name, used in the message
+
+    Returns
+    -------
+    torch.device
+        the device it names
+    """
+    try: d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{name} must name a device such as 'cpu' or 'cuda', got "
+                         f"{device!r}") from None
+    if d.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name} is {device!r}, but torch sees no CUDA device here")
+    return d
 
 # %% ../nbs/00_core.ipynb #c017
 def check_mask(

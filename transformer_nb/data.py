@@ -12,7 +12,7 @@ from typing import Iterator, NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_int
+from .core import check_device_name, check_int
 from .masking import pad_batch, padding_mask, target_mask
 
 # %% auto #0
@@ -31,6 +31,10 @@ class Vocab:
         chars : str | Sequence[str]
             the characters of the task; duplicates are dropped, the order is kept
         """
+        tokens = isinstance(chars, Sequence) and all(isinstance(c, str) for c in chars)
+        if not (isinstance(chars, str) or tokens):
+            raise TypeError(f"chars must be a str or a sequence of str (the tokens), "
+                            f"got {chars!r:.60}")
         self.itos = list(self.specials) + [
             c for c in dict.fromkeys(chars) if c not in self.specials
         ]
@@ -71,8 +75,13 @@ class Vocab:
         str
             the text
         """
+        if isinstance(ids, Tensor) and ids.dim() != 1:
+            raise ValueError(f"ids must be one sequence, shape (T,), got shape "
+                             f"{tuple(ids.shape)}: decode each row")
         out = []
         for i in (ids.tolist() if isinstance(ids, Tensor) else ids):
+            if type(i) is not int:
+                raise TypeError(f"ids must be ints, got {type(i).__name__} {i!r}")
             if i == self.eos: break
             if i in (self.pad, self.bos): continue
             out.append(
@@ -328,6 +337,21 @@ def make_batch(
     """
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    if not hasattr(vocab, "encode"):                 # a Vocab, or a learner's own
+        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+    if isinstance(pairs, str):
+        raise TypeError(f"pairs must be a list of (source, target) pairs, got the "
+                        f"string {pairs!r:.40}")
+    if device is not None: check_device_name(device)
+    # each side a string, or a list of tokens (words, pieces)
+    text = lambda s: isinstance(s, str) or (isinstance(s, (list, tuple))
+                                            and all(isinstance(t, str) for t in s))
+    bad = [i for i, p in enumerate(pairs) if not (isinstance(p, (tuple, list))
+           and len(p) == 2 and text(p[0]) and text(p[1]) and len(p[0]))]
+    if bad:
+        raise TypeError(f"pairs must hold (source, target) pairs, each a string or a "
+                        f"list of tokens, the source not empty, got pairs[{bad[0]}] = "
+                        f"{pairs[bad[0]]!r:.60}")
     # (B, S)
     src = pad_batch([vocab.encode(s) for s, _ in pairs], vocab.pad)
     # (B, T + 1)

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_nb.core import (
+    check_bool,
     check_int,
     check_mask,
     check_nonempty,
@@ -183,7 +184,7 @@ def _check_source(src, src_mask=None, ndim:int=2):
 def _check_vocab(model:nn.Module, vocab)->None:
     ("The decoders' vocabulary must be the model's: another one of a different size "
      "decodes to <unk> or fails on an id, silently or deep inside")
-    if not isinstance(vocab, Vocab):
+    if not hasattr(vocab, "encode"):                 # a Vocab, or a learner's own
         raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
     sizes = {getattr(getattr(model, part, None), "tokens", None) for part in
              ("src_embed", "tgt_embed")} - {None}
@@ -250,6 +251,7 @@ def greedy_search(
         ids (B, L) without <s>, <pad> after </s>; logits (B, L, V) of every step
     """
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
+    check_bool(use_cache, "use_cache")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
     was_training = model.training; model.eval()
     _check_room(model, max_len)

@@ -47,6 +47,10 @@ class TokenEmbedding(CheckedModule):
             check_int(vocab_size, "vocab_size"),
             check_int(d_model, "d_model"),
         )
+        if padding_idx is not None and (type(padding_idx) is not int
+                                        or not 0 <= padding_idx < vocab_size):
+            raise ValueError(f"padding_idx must be None or a token id in [0, "
+                             f"{vocab_size}), got {padding_idx!r}")
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=padding_idx)
         nn.init.normal_(self.embed.weight, mean=0.0, std=d_model ** -0.5)
         if padding_idx is not None:

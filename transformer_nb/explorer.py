@@ -236,6 +236,8 @@ def attention_explorer(
         raise ValueError(f'head must be "all" or in [{-H}, {H}), got {head!r}')
     if scale not in ("head", "row"):
         raise ValueError(f'scale must be "head" or "row", got {scale!r}')
+    if type(decimals) is not int or not 0 <= decimals <= 6:  # weights as integers
+        raise ValueError(f"decimals must be an int from 0 to 6, got {decimals!r}")
     start = (kind, layer % L, head if head == "all" else head % H)
     return AttentionExplorer(checked, start, title, decimals, fallback, scale)
 

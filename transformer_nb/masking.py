@@ -9,7 +9,12 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from .core import check_int, check_nonempty, check_tensor
+from transformer_nb.core import (
+    check_device_name,
+    check_int,
+    check_nonempty,
+    check_tensor,
+)
 
 # %% auto #0
 __all__ = ['pad_batch', 'padding_mask', 'causal_mask', 'target_mask']
@@ -81,6 +86,7 @@ def causal_mask(T:int, device:torch.device|str|None=None)->Tensor:
         (1, 1, T, T) bool, True on and below the diagonal
     """
     check_int(T, "T")
+    if device is not None: check_device_name(device)
     # (1, 1, T, T)
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]
 
@@ -101,5 +107,6 @@ def target_mask(tgt:Tensor, pad_id:int)->Tensor:
     Tensor
         (B, 1, T, T) bool
     """
+    check_tensor(tgt, "tgt", ndim=2, floating=False)
     # (B, 1, T, T)
     return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], device=tgt.device)

@@ -402,6 +402,12 @@ def show_attention(
         )
     w = weights if weights.dim() == 3 else weights[None]
     H, T, S = w.shape
+    if w.numel() == 0:
+        raise ValueError(f"weights must hold at least one head, query and key, got "
+                         f"shape {tuple(weights.shape)}")
+    if head_titles is not None and len(head_titles) != H:
+        raise ValueError(f"head_titles has {len(head_titles)} titles, but the weights "
+                         f"have {H} heads")
     for labels, n, what in ((queries, T, "queries"), (keys, S, "keys")):
         if labels is not None and len(labels) != n:
             raise ValueError(

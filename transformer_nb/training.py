@@ -20,6 +20,7 @@ from .checkpoints import CheckpointAverage, load_checkpoint
 from transformer_nb.core import (
     CheckedModule,
     ProgressBar,
+    check_bool,
     check_int,
     check_real,
     check_tensor,
@@ -35,12 +36,14 @@ __all__ = ['TASK_SETTINGS', 'smoothed_targets', 'LabelSmoothingLoss', 'smoothing
 
 # %% ../nbs/10_training.ipynb #c006
 def _check_targets(target:Tensor, V:int, ignore_index:int|None, of:str)->None:
-    "Raise a ValueError if a target id is outside [0, V) and is not ignore_index"
-    bad = (target < 0) | (target >= V)
-    if ignore_index is not None: bad &= target != ignore_index
-    if bad.any():
+    ("A ValueError if a target id is outside [0, V) and is not ignore_index; on the "
+     "CPU only, where it waits for no device (as check_token_ids)")
+    if target.device.type != "cpu" or torch.compiler.is_compiling(): return
+    bad = target[((target < 0) | (target >= V)) & (target != (
+        ignore_index if ignore_index is not None else -(2 ** 62)))]
+    if bad.numel():
         raise ValueError(f"target ids must lie in [0, {V}) ({of}) or be ignore_index="
-                         f"{ignore_index}, got {target[bad][0].item()}")
+                         f"{ignore_index}, got {bad[0].item()}")
 
 def smoothed_targets(
     target:Tensor, num_classes:int, eps:float=0.1, ignore_index:int|None=None,
@@ -277,7 +280,7 @@ class SingleProcess:
     def batches(self,
         pairs:Sequence[tuple[str, str]], vocab:Vocab, batch_size:int, seed:int=0,
     )->Iterator[Batch]:
-        """The batches this process trains on: here, every batch of the stream, whole
+        """The batches this process trains on: here, all of each batch
 
         Parameters
         ----------
@@ -289,28 +292,41 @@ class SingleProcess:
             pairs per step, over all processes
         seed : int
             seed of the shuffling
+
+        Returns
+        -------
+        Iterator[Batch]
+            every batch of the stream, whole
         """
         return batch_stream(pairs, vocab, batch_size, seed=seed)
 
     def wrap(self, model:nn.Module)->nn.Module:
-        """What runs forward and backward, sharing gradients between processes: here
-        the model itself
+        """The module that shares gradients between processes: here the model itself
 
         Parameters
         ----------
         model : nn.Module
             the model being trained
+
+        Returns
+        -------
+        nn.Module
+            what runs forward and backward
         """
         return model
 
     def no_sync(self, net:nn.Module)->AbstractContextManager:
-        """A context for micro-batches whose gradients need not be shared yet: here one
-        that does nothing (one process shares nothing)
+        """A context for micro-batches whose gradients need not be shared yet
 
         Parameters
         ----------
         net : nn.Module
             what `wrap` returned
+
+        Returns
+        -------
+        AbstractContextManager
+            a context that does nothing (one process shares nothing)
         """
         return nullcontext()
 
@@ -321,6 +337,11 @@ class SingleProcess:
         ----------
         x : Tensor
             a number of this process, as a tensor
+
+        Returns
+        -------
+        Tensor
+            its sum over all processes
         """
         return x
 
@@ -336,13 +357,17 @@ class SingleProcess:
         """
 
     def gather(self, value)->list:
-        """Collect `value` from every process, by rank, on every process: here,
-        `[value]`
+        """Collect `value` from every process, on every process: here, `[value]`
 
         Parameters
         ----------
         value
             something of this process: its random state
+
+        Returns
+        -------
+        list
+            the value of every process, by rank
         """
         return [value]
 
@@ -554,6 +579,7 @@ def train(
         _check_train_args(model, batches, steps, warmup, factor, average,
                           average_every, accumulate, cooldown, cooldown_end)
         check_real(smoothing, "smoothing", lambda v: 0 <= v < 1, "in [0, 1)")
+        check_bool(progress, "progress")
         if resume is not None: _check_state(resume, steps, schedule, averaging)
     except (ValueError, TypeError) as e: problem = e
     # every process checks its own arguments, then all agree before any acts

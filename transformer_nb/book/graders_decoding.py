@@ -187,10 +187,18 @@ def grade_greedy_search(fn)->Verdict:
             vkw = {k: v for k, v in c[1].items() if k in ("max_len", "eos")}
             return lambda **k: _greedy_variant(model, *rows(c), **vkw, **k).float()
         found = explain_cases(cases, got_of, compute_of, _GREEDY_MISTAKES)
+        # the first row that differs (row 0 if the shapes do)
+        r = next((i for i in range(min(len(ids), len(want_ids)))
+                  if ids[i].tolist() != want_ids[i].tolist()), 0)
+        # the cases before it passed: only the path without the cache is wrong
+        uncached = (" The cached cases pass: without the cache, give the decoder the "
+                    "same masks (the source's padding mask for the cross-attention, "
+                    "the causal mask for its own tokens)."
+                    if kw.get("use_cache") is False else "")
         raise Hint(f"{case}: " + several_hints(found or [
             f"the ids differ from the argmax at every step: yours have shape "
-            f"{shape_of(ids)}, expected {shape_of(want_ids)}; first row yours "
-            f"{ids[0].tolist()}, expected {want_ids[0].tolist()}."]))
+            f"{shape_of(ids)}, expected {shape_of(want_ids)}; row {r} yours "
+            f"{ids[r].tolist()}, expected {want_ids[r].tolist()}.{uncached}"]))
     return ("the argmax at every step, <pad> after </s>, stopping once every row is "
             "done, max_len, the masks" + (", with and without the cache"
                                          if "use_cache" in sig else "") + ".")
@@ -750,6 +758,7 @@ def grade_filter_logits(fn)->Verdict:
                       tuple(logits.shape), "(..., V)")
         want = filter_logits(logits, **kw)
         if _same_filter(got, want): continue
+        _left_out_as_minus_inf(got, want, case)
         found = explain_cases(
             cases, lambda kw2: run("your function", fn, logits.clone(), **kw2),
             lambda kw2: lambda **d: _filter_variant(logits, **kw2, **d),
@@ -761,6 +770,20 @@ def grade_filter_logits(fn)->Verdict:
             f"{kept(got)}, expected {kept(want)})."]))
     return ("temperature first, top-k keeping ties, top-p keeping the token that "
             "crosses p and every tie of the least kept.")
+
+def _left_out_as_minus_inf(got:Tensor, want:Tensor, case:str)->None:
+    ("Two mistakes that make every token look kept: probabilities returned instead of "
+     "logits, and a large negative number written where -inf belongs")
+    if (got >= 0).all() and torch.allclose(got.sum(-1), torch.ones(len(got)),
+                                           atol=1e-4):
+        raise Hint(f"{case}: you returned probabilities (each row sums to 1): return "
+                   "logits, with -inf where a token is left out; sample_next takes "
+                   "the softmax.")
+    out = torch.isneginf(want) & ~torch.isneginf(got)
+    if out.any() and not torch.isneginf(got).any() and (got[out] < -1e4).all():
+        raise Hint(f"{case}: the tokens left out hold {got[out].max().item():.3g}, "
+                   "not -inf: write float('-inf'), so that softmax gives them exactly "
+                   "0 and what the filter keeps can be read from it.")
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11eg1
 def _induction_variant(weights:Tensor, data:Repeats, key=None, queries=None, pool=None,

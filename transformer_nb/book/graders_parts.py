@@ -226,17 +226,20 @@ def grade_positional_encoding(fn)->Verdict:
     return "the table matches section 3.5 for two sizes and for another base."
 
 # %% ../../nbs/91a_graders_parts.ipynb #c021a
-def _dropout_modes(what:str, m:nn.Module, call, want_eval:Tensor, where:str):
+def _dropout_modes(what:str, m:nn.Module, call, want_eval:Tensor, where:str,
+                   off:str|None=None):
     ("With dropout=0.5: eval mode must give `want_eval` exactly, training mode must "
-     "drop something")
+     "drop something; `off`: how this module turns dropout off in eval mode, where "
+     "it is not a Dropout module")
     with torch.no_grad():
         ev = run(what, call, m.eval())
         if not tensors_close(ev, want_eval):
             hint = (
-                "dropout is applied in eval mode: use the module Dropout "
-                "(nn.Dropout), or "
-                "F.dropout(x, p, training=self.training), so that model.eval() turns "
-                "it off."
+                (f"dropout is applied in eval mode: {off}, so that model.eval() turns "
+                 "it off." if off else
+                 "dropout is applied in eval mode: use the module Dropout "
+                 "(nn.Dropout), or F.dropout(x, p, training=self.training), so that "
+                 "model.eval() turns it off.")
                 if not tensors_close(run(what, call, m.eval()), ev)
                 else "with dropout=0.5 in eval mode the output is not the book's: "
                      f"{how_far(ev, want_eval)}."
@@ -550,6 +553,27 @@ def _attention_dropout(fn, q, k, v, mask):
             "with dropout_p=0.5 the output is far from the book's expectation: "
             f"{how_far(out, want_out)}."
         )
+    _dropout_rate_and_rescale(fn)
+
+def _dropout_rate_and_rescale(fn, p:float=0.5):
+    ("With v the identity, the output is the dropped weights themselves: about p of "
+     "them zero, the others the weights times 1/(1 - p)")
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(8, 16, 8, generator=g) for _ in range(2))
+    v = torch.eye(16).expand(8, 16, 16)
+    out, w = expect_tuple(run("your function", fn, q, k, v, mask=None, dropout_p=p),
+                          2, "attention", "the output and the weights")
+    kept = out != 0
+    dropped = 1 - kept.float().mean().item()
+    if not abs(dropped - p) < 0.08:             # 2,048 weights: a spread of about 0.011
+        raise Hint(f"with dropout_p={p} your dropout removes {dropped:.0%} of the "
+                   f"weights, not about {p:.0%}: pass dropout_p itself to the dropout.")
+    ratio = (out[kept] / w[kept]).median().item()
+    if not abs(ratio - 1 / (1 - p)) < 1e-3:
+        raise Hint(f"with dropout_p={p} the weights kept are multiplied by "
+                   f"{ratio:.3g}, not 1/(1 - p) = {1 / (1 - p):.3g}: dropout rescales "
+                   "what it keeps, so that the expected output stays the same "
+                   "(F.dropout does).")
 
 # %% ../../nbs/91a_graders_parts.ipynb #c025
 @checker(book=scaled_dot_product_attention)
@@ -975,6 +999,8 @@ def grade_multihead(cls)->Verdict:
         want_out,
         "to the attention weights (pass dropout_p=self.dropout "
         "if self.training else 0.0 to the attention)",
+        off="pass dropout_p=self.dropout if self.training else 0.0 to the attention "
+            "(self.dropout stays the float p)",
     )
     with torch.no_grad():
         w = expect_tuple(

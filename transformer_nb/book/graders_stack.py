@@ -1025,10 +1025,13 @@ def grade_target_mask(fn)->Verdict:
                                                         "the causal mask."),
             (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be "
                                               "real and not in the future."),
+            # with padding at the end, hiding the rows and hiding rows and keys alike
+            # give one mask
             (real[:, None, :, None] & causal, "the padding hides the padded queries "
-                                              "(rows) instead of the padded keys "
-                                              "(columns): the padding mask is (B, 1, "
-                                              "1, T)."),
+                                              "(rows): it belongs on the keys "
+                                              "(columns) alone, a padding mask of "
+                                              "shape (B, 1, 1, T); a padded query's "
+                                              "output is never read."),
             (real[:, None, None, :] & causal.tril(-1), "the causal part is off by "
                                                        "one: the diagonal must be "
                                                        "True."),

@@ -410,13 +410,13 @@ def grade_label_smoothing(cls)->Verdict:
 
 # %% ../../nbs/91c_graders_training.ipynb #x10c
 def _lr_variant(step, d_model, warmup=4000, factor=1.0, scale=None, shape=None,
-                used=None):
+                used=None, shift=None):
     "The warm-up schedule with classic deviations"
     if used == "warmup": warmup = 4000
     if used == "factor": factor = 1.0
-    s = max(step, 1)
-    a, b = s ** -0.5, (s * warmup ** -1.5 if shape != "over warmup"
-                       else s / warmup)
+    s = max(step + (shift == "plus one"), 1)
+    a, b = s ** -0.5, {"over warmup": s / warmup, "warmup^-0.5": s * warmup ** -0.5
+                       }.get(shape, s * warmup ** -1.5)
     core = max(a, b) if shape == "max" else min(a, b)
     k = {None: d_model ** -0.5, "none": 1.0, "sqrt": d_model ** 0.5,
          "d_model": 1 / d_model}[scale]
@@ -427,7 +427,12 @@ _LR_MISTAKES = [
                       "two curves, step^-0.5 and step · warmup^-1.5.",
                "over warmup": "the warm-up line is step · warmup_steps^-1.5 (it meets "
                               "step^-0.5 at step = warmup); step / warmup is too "
-                              "steep."}),
+                              "steep.",
+               "warmup^-0.5": "the warm-up line is step · warmup^-1.5: with "
+                              "warmup^-0.5 it meets step^-0.5 at step 1."}),
+    ("shift", {"plus one": "you added 1 to the step: equation 3's step counts the "
+                           "optimiser steps taken, 1 at the first (only step 0 is "
+                           "read as 1, with max(step, 1))."}),
     ("scale", {"none": "the d_model^-0.5 factor is missing.",
                "sqrt": "d_model^-0.5 is 1/√d_model: you multiplied by √d_model.",
                "d_model": "you divided by d_model; the factor is d_model^-0.5 = "
@@ -472,10 +477,13 @@ def grade_noam_lr(fn)->Verdict:
                 [_lr_variant(s, d, **kw, **k) for s in steps], dtype=torch.float64)
                 / want, _LR_MISTAKES)
             peak = steps[int(got_t.argmax())]
+            # the first step that differs, to enough digits to show the difference
+            i = next(j for j in range(len(steps)) if not math.isclose(
+                got[j], want[j].item(), rel_tol=1e-6))
             raise Hint(f"{case}: " + several_hints(found or [
                 f"the rates differ from equation 3 (yours peak at step {peak}, "
-                f"the chapter's at warmup = {w}): at step {w} yours is "
-                f"{got[steps.index(w)]:.3g}, expected {want[steps.index(w)]:.3g}."]))
+                f"the chapter's at warmup = {w}): at step {steps[i]} yours is "
+                f"{got[i]:.7g}, expected {want[i].item():.7g}."]))
     v = run("your function, at step 0,", fn, 0, 512,
             advice="Step 0 comes before the first optimiser step: read it as 1, "
                    "max(step, 1), instead of dividing by zero.")
