@@ -419,7 +419,7 @@ def test_what_a_new_user_tried_is_refused_in_one_line_before_anything_trains(tra
     swamped machine): an --out where the checkpoint's name is a folder, or where nothing can be written (/proc), is
     refused before training for every command that trains; a beam wider than the vocabulary (each hypothesis keeps
     its own cache: --beam 1000000 took 17 GB); --max-len with a numbers checkpoint, which never used it; an empty
-    --checkpoint or --resume; more processes than cores."""
+    --checkpoint or --resume; a text with a tab, which the two-column output cannot show; more processes than cores."""
     out, _ = trained
     (tmp_path / "copy.pt").mkdir(); (tmp_path / "pydoc_lm.pt").mkdir(); (tmp_path / "numbers-de.pt").mkdir()
     cases = [
@@ -432,6 +432,7 @@ def test_what_a_new_user_tried_is_refused_in_one_line_before_anything_trains(tra
         (["decode", "--checkpoint", numbers_run[0] / "numbers-de.pt", "--max-len", "9", "42"], "--max-len does not apply"),
         (["decode", "--checkpoint", "", "12"], "no such checkpoint: ''"),
         (["train", "--resume", "", "--steps", "3"], "--resume needs a checkpoint"),
+        (["decode", "--checkpoint", out / "copy.pt", "1\t2"], "holds a tab or a line break"),
     ]
     for args, words in cases:
         r = in_process(capsys, *args)

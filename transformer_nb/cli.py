@@ -406,6 +406,10 @@ def cmd_decode(args:argparse.Namespace)->int:
     if not args.checkpoint or not Path(args.checkpoint).exists():
         raise FileNotFoundError(f"no such checkpoint: {args.checkpoint!r}")
     texts = _texts(args.texts)
+    for text in texts:      # the output is two columns: the input, a tab, the output
+        if "\t" in text or "\n" in text:
+            raise ValueError(f"{text!r} holds a tab or a line break, which decode's "
+                             "output (input, a tab, output) cannot show")
     import torch
 
     from transformer_nb.checkpoints import load_model
