@@ -185,7 +185,7 @@ DECODING_CASES = {
     # training
     "train steps 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), steps=0), ValueError, ["steps must be >= 1", "0"]),
     "train warmup 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, warmup=0), ValueError, ["warmup must be >= 1"]),
-    "train factor 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, factor=0), ValueError, ["factor must be a number > 0"]),
+    "train factor 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, factor=0), ValueError, ["factor must be > 0, got 0"]),
     "train average 0": (lambda: train(DEC, batch_stream(TASK.train, V, 8), 5, average=0), ValueError, ["average must be >= 1"]),
     "train not iterable": (lambda: train(DEC, 3, 5), TypeError, ["batches must be an iterable of Batch", "int"]),
     "train empty batches": (lambda: train(DEC, [], 5, progress=False), ValueError, ["batches is empty"]),

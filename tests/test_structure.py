@@ -141,3 +141,12 @@ def test_chapter_ends_with_a_recap_and_questions(stem):
     assert 3 <= len(answers) <= 5, f"{stem}: {len(answers)} folded answers, not 3 to 5"
     assert all(a.strip() for a in answers)
 
+
+
+def test_no_module_of_the_model_or_its_chapters_is_over_900_lines():
+    """Files by concern (issue 39): a module of the model or of its chapters stays at 900 lines or fewer, so that
+    one chapter's code reads as one file. The book's own machinery (transformer_nb/book: graders, exercises,
+    benchmark) and nbdev's index are not part of the model."""
+    long = {p.name: n for p in PKG.glob("*.py") if p.name != "_modidx.py"
+            and (n := len(p.read_text(encoding="utf-8").splitlines())) > 900}
+    assert not long, long

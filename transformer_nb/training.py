@@ -26,7 +26,7 @@ from transformer_nb.core import (
     check_tensor,
 )
 from .data import Batch, Task, Vocab, batch_stream, make_task
-from .reading import cross_attention, teacher_forced_accuracy
+from .reading import cross_attention, every_head, teacher_forced_accuracy
 from .transformer import Transformer, TransformerConfig, ablate_heads
 
 # %% auto #0
@@ -72,9 +72,8 @@ def smoothed_targets(
     check_int(num_classes, "num_classes")
     _check_targets(target, num_classes, ignore_index, of="num_classes")
     q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
-    q.scatter_(
-        1, target[:, None].clamp(0, num_classes - 1), 1 - eps + eps / num_classes
-    )
+    hi = 1 - eps + eps / num_classes                                 # on the true token
+    q.scatter_(1, target[:, None].clamp(0, num_classes - 1), hi)
     if ignore_index is not None: q[target == ignore_index] = 0.0
     return q
 
@@ -97,8 +96,8 @@ class LabelSmoothingLoss(CheckedModule):
         check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
         if ignore_index is not None and (
                 not isinstance(ignore_index, int) or isinstance(ignore_index, bool)):
-            raise TypeError(
-                f"ignore_index must be an int or None, got {ignore_index!r}")
+            raise TypeError("ignore_index must be an int or None, got "
+                            f"{ignore_index!r}")
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         self.eps, self.ignore_index, self.reduction = eps, ignore_index, reduction
@@ -132,8 +131,7 @@ class LabelSmoothingLoss(CheckedModule):
         # -Σ_k q(k) log p(k) with q = (1-ε) one-hot + ε/V: a weighted sum of two
         # familiar terms
         nll = -logp.gather(1, target.clamp(0, V - 1)[:, None])[:, 0]    # (N,) -log p(y)
-        # (N,) -(1/V) Σ_k log p(k)
-        uniform = -logp.mean(dim=-1)
+        uniform = -logp.mean(dim=-1)                       # (N,) -(1/V) Σ_k log p(k)
         loss = (1 - self.eps) * nll + self.eps * uniform                 # (N,)
         if self.reduction == "sum": return loss[keep].sum()
         return loss[keep].sum() / keep.sum().clamp(min=1)
@@ -426,16 +424,12 @@ def _check_train_args(model, batches, steps, warmup, factor, average, average_ev
         raise TypeError(f"model must be a Transformer (an encoder-decoder), got "
                         f"{type(model).__name__}: a GPT trains with gpt.train_lm")
     if not isinstance(batches, Iterable):
-        raise TypeError(
-            "batches must be an iterable of Batch (a batch_stream, a list, a "
-            f"DataLoader), got {type(batches).__name__}"
-        )
+        raise TypeError("batches must be an iterable of Batch (a batch_stream, a list, "
+                        f"a DataLoader), got {type(batches).__name__}")
     check_int(steps, "steps"); check_int(warmup, "warmup")
     check_int(average, "average"); check_int(average_every, "average_every")
     check_int(accumulate, "accumulate"); check_int(cooldown, "cooldown", min_value=0)
-    is_number = isinstance(factor, (int, float)) and not isinstance(factor, bool)
-    if not is_number or not factor > 0:
-        raise ValueError(f"factor must be a number > 0, got {factor!r}")
+    check_real(factor, "factor", lambda v: v > 0, "> 0")
     if cooldown_end is not None:
         check_int(cooldown_end, "cooldown_end", min_value=steps)
 
@@ -449,10 +443,8 @@ def _epochs(batches:Iterable, steps:int)->Iterator:
         seen = 0
         for b in batches:
             if not hasattr(b, "tgt_out"):
-                raise TypeError(
-                    "batches must yield Batch objects (see make_batch), got "
-                    f"{type(b).__name__}"
-                )
+                raise TypeError("batches must yield Batch objects (see make_batch), "
+                                f"got {type(b).__name__}")
             seen += 1; n += 1
             yield b
         if seen == 0:
@@ -481,9 +473,8 @@ def _check_state(state, steps:int, schedule:dict, averaging:dict):
         raise ValueError(f"steps {steps}: the run to resume has already done "
                          f"{state['step']} steps")
     for what, mine in (("schedule", schedule), ("averaging", averaging)):
-        had = state.get(what, mine)   # states of older versions: taken as they come
-        # older states had no cooldown
-        had = {"cooldown": 0, "end": None, **had}
+        # states of older versions: taken as they come, and with no cooldown
+        had = {"cooldown": 0, "end": None, **state.get(what, mine)}
         for k in mine:
             if had[k] != mine[k]:
                 raise ValueError(f"{k} {mine[k]!r}: the run to resume has {k} "
@@ -811,22 +802,13 @@ def train_task(
     procs.check_same(dict(settings, steps=steps, config=asdict(config)), "the run")
     torch.manual_seed(seed)
     model = Transformer.from_config(config)
-    hist = train(
-        model,
-        procs.batches(task.train, task.vocab, s["batch_size"], seed=seed),
-        steps=steps,
-        warmup=settings["warmup"],
-        factor=settings["factor"],
-        average=average,
-        average_every=average_every,
-        progress=progress,
-        processes=procs,
-        resume=state,
-        on_step=on_step,
-        # ends with the recipe's run, whatever `steps`: a shorter run is its beginning
-        cooldown=settings["cooldown"],
-        cooldown_end=max(steps, s["steps"]),
-    )
+    batches = procs.batches(task.train, task.vocab, s["batch_size"], seed=seed)
+    hist = train(model, batches, steps, warmup=settings["warmup"],
+                 factor=settings["factor"], average=average,
+                 average_every=average_every, progress=progress, processes=procs,
+                 resume=state, on_step=on_step,
+                 # the recipe's end, whatever `steps`: a shorter run is its beginning
+                 cooldown=settings["cooldown"], cooldown_end=max(steps, s["steps"]))
     hist = hist._replace(state=dict(hist.state, settings=settings))
     return Trained(model, config, task, hist)
 
@@ -902,20 +884,12 @@ def costliest_head(run:Trained)->tuple[str, int, int]:
         (kind, layer, head) as `ablate_heads` names heads, e.g. ("cross", 1, 2)
     """
     model, vocab, valid = run.model, run.task.vocab, run.task.valid
-    layers = {
-        "encoder": len(model.encoder.layers),
-        "decoder": len(model.decoder.layers),
-        "cross": len(model.decoder.layers),
-    }
     # the share of held-out strings right at every position, every head in place
     full = teacher_forced_accuracy(model, vocab, valid).sequences
     lost = {}
-    for kind, n in layers.items():
-        for layer in range(n):
-            for head in range(model.num_heads):
-                # the head adds nothing inside the block, and is back after it
-                with ablate_heads(model, [(kind, layer, head)]):
-                    acc = teacher_forced_accuracy(model, vocab, valid).sequences
-                lost[kind, layer, head] = full - acc
+    for head in every_head(model):                        # (kind, layer, head)
+        # the head adds nothing inside the block, and is back after it
+        with ablate_heads(model, [head]):
+            lost[head] = full - teacher_forced_accuracy(model, vocab, valid).sequences
     # the largest loss, not the sharpest map
     return max(lost, key=lost.get)
