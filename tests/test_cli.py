@@ -82,6 +82,9 @@ def test_characters_outside_the_vocabulary_get_a_warning(trained, capsys):
     (["generate", "--checkpoint", "x.pt", "--seed", "-1", "def"], ["--seed", "-1"]),
     (["induction", "--seed", "2**70"], ["--seed", "whole number"]),
     (["train-lm", "--seed", str(2**63)], ["--seed"]),
+    # the top parser named itself ("transformer-nb: error"), not the command that has no such option
+    (["train", "--bogus"], ["transformer-nb train: error: unrecognized arguments: --bogus", "train --help"]),
+    (["decode", "--checkpoint", "x.pt", "12", "--zz"], ["transformer-nb decode: error", "--zz"]),
 ])
 def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
     r = cli(*args, cwd=tmp_path)
@@ -98,6 +101,7 @@ def test_runtime_errors_exit_1_with_one_line(trained, tmp_path, capsys):
         (["decode", "--checkpoint", tmp_path, "123"], "is a directory"),
         (["decode", "--checkpoint", tmp_path / "missing.pt", "123"], "no such checkpoint"),
         (["decode", "--checkpoint", out / "copy.pt", ""], "texts[0] is empty"),
+        (["decode", "--checkpoint", out / "copy.pt", "12", "1" * 100], "has 100 characters: this model reads at most 64"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes / "sub"], "notes.txt"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes], "is a file, not a folder"),
         (["train", "--task", "copy", "--steps", "1", "--n-train", "10", "--out", tmp_path], "--n-train 10 is less than one batch"),

@@ -6,7 +6,7 @@ import torch
 from transformer_nb.attention import scaled_dot_product_attention
 from transformer_nb.checkpoints import load_model, save_model
 from transformer_nb.data import Vocab, make_batch, make_task
-from transformer_nb.gpt import GPT, load_lm, save_lm
+from transformer_nb.gpt import GPT, load_lm, save_lm, train_lm
 from transformer_nb.training import (
     LabelSmoothingLoss,
     smoothed_targets,
@@ -195,3 +195,36 @@ def test_the_smaller_reports_name_the_callers_argument():
         with pytest.raises(error, match=words):
             fn()
     assert make_batch([("12", "")], TASK.vocab).tgt_out.shape == (1, 1)       # an empty target: only </s>
+
+
+def test_a_diverging_run_stops_with_the_setting_to_lower():
+    """train(factor=1e6) and train_lm(lr=1e6) ran to the end with a NaN loss and NaN weights, silently; a loss that
+    is not finite now stops the run at that step, naming the caller's setting"""
+    with pytest.raises(ValueError, match=r"the loss became nan at step \d+: .* lower factor 1000000.0"):
+        train_task("copy", steps=20, factor=1e6, progress=False, n_train=64, n_valid=8)
+    torch.manual_seed(0)
+    gpt, ids = GPT(20, max_len=16, d_model=16, num_heads=2, d_ff=32, num_layers=1), torch.randint(0, 20, (300,))
+    with pytest.raises(ValueError, match=r"the loss became nan at step \d+: .* lower lr 1000000.0"):
+        train_lm(gpt, ids, steps=30, context=8, lr=1e6)
+    with pytest.raises(ValueError, match="lr must be > 0, got -1"):
+        train_lm(gpt, ids, steps=3, context=8, lr=-1)
+
+
+def test_the_callers_names_for_a_bad_config_a_long_text_and_too_few_pairs(tmp_path):
+    """A checkpoint's config that cannot build a model did not name the file; a text longer than the model's position
+    table was named `src`, which the caller of translate never passed; train_task(n_train=3) spoke of batch_size"""
+    import dataclasses
+
+    from transformer_nb.decoding import beam_translate, translate
+    path = tmp_path / "m.pt"
+    save_model(path, small(), dataclasses.asdict(small().config), TASK.vocab)
+    ckpt = torch.load(path, weights_only=True)
+    ckpt["config"] = {**ckpt["config"], "d_model": -4}
+    torch.save(ckpt, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match=r"bad.pt holds a configuration this version cannot build: d_model"):
+        load_model(tmp_path / "bad.pt")
+    for decode in (translate, beam_translate):
+        with pytest.raises(ValueError, match=r"texts\[1\] is 40 tokens long; the model reads at most 32"):
+            decode(small(), TASK.vocab, ["12", "1" * 40])
+    with pytest.raises(ValueError, match="n_train must be >= 64, got 3"):
+        train_task("copy", n_train=3, steps=2, progress=False)

@@ -246,7 +246,11 @@ def load_model(path, map_location="cpu")->tuple[Transformer, Vocab, dict]:
         the model (eval mode), its vocabulary, metadata
     """
     ckpt = load_checkpoint(path, map_location)
-    model = Transformer.from_config(ckpt["config"])
+    # a configuration edited by hand, or written by another version: name the file
+    try: model = Transformer.from_config(ckpt["config"])
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path} holds a configuration this version cannot build: "
+                         f"{e}") from None
     try: model.load_state_dict(ckpt["state_dict"])
     except RuntimeError as e:
         lines = str(e).splitlines()

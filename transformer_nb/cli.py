@@ -137,8 +137,18 @@ def _seed(text:str)->int:
 
 class _Parser(argparse.ArgumentParser):
     "argparse, with errors on one line: `transformer-nb train: error: ...`"
+    commands = {}  # the subcommands' parsers, which name an unknown argument's command
+
     def error(self, message:str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        "As argparse's, but the subcommand's parser refuses what it does not know"
+        args, extra = self.parse_known_args(args, namespace)
+        if extra:
+            where = self.commands.get(getattr(args, "command", None), self)
+            where.error(f"unrecognized arguments: {' '.join(extra)}")
+        return args
 
 def build_parser()->argparse.ArgumentParser:
     """The argument parser of `transformer-nb`
@@ -156,6 +166,7 @@ def build_parser()->argparse.ArgumentParser:
         "--version", action="version", version=f"transformer-nb {__version__}"
     )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p.commands = sub.choices
     t = sub.add_parser(
         "train", help="train a model on a task, save it with its attention plots"
     )

@@ -17,10 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_bool', 'check_real', 'check_dropout', 'check_tensor',
-           'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name', 'check_mask', 'outside', 'inside',
-           'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout', 'saved_for_backward',
-           'recompute_saved', 'compare_modules', 'ProgressBar']
+__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_bool', 'check_real', 'check_dropout', 'check_loss',
+           'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name', 'check_mask',
+           'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
+           'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -153,6 +153,29 @@ def check_dropout(p, name:str="dropout")->float:
         p, as a float
     """
     return check_real(p, name, lambda v: 0 <= v < 1, "in [0, 1)")
+
+def check_loss(loss:float, step:int, rate:str)->float:
+    """A training step's loss, unless it is NaN or infinite: the run has diverged, and
+    the ValueError names the caller's setting to lower
+
+    Parameters
+    ----------
+    loss : float
+        the step's loss
+    step : int
+        the step, counted from 1
+    rate : str
+        the learning-rate argument the caller passed, with its value: "factor 1e6"
+
+    Returns
+    -------
+    float
+        loss, unchanged
+    """
+    if not math.isfinite(loss):
+        raise ValueError(f"the loss became {loss} at step {step}: the run diverged and "
+                         f"its weights are lost; lower {rate}")
+    return loss
 
 # %% ../nbs/00_core.ipynb #c014
 def check_tensor(

@@ -208,6 +208,15 @@ def _check_texts(texts)->list[str]:
         if not t: raise ValueError(f"texts[{i}] is empty: there is nothing to decode")
     return texts
 
+def _check_fits(model:nn.Module, vocab:Vocab, texts:list[str]):
+    "Each text, encoded, must fit the source's position table: the first too long named"
+    positions = getattr(getattr(model, "src_embed", None), "positions", None)
+    room = getattr(positions, "max_len", None)
+    for i, t in enumerate(texts):
+        if room is not None and (n := len(vocab.encode(t))) > room:
+            raise ValueError(f"texts[{i}] is {n} tokens long; the model reads at most "
+                             f"{room} (its max_len)")
+
 # %% ../nbs/11_decoding.ipynb #c013
 @torch.no_grad()
 def greedy_search(
@@ -313,7 +322,7 @@ def translate(
         one output string per input string
     """
     texts = _check_texts(texts)
-    _check_model(model); _check_vocab(model, vocab)
+    _check_model(model); _check_vocab(model, vocab); _check_fits(model, vocab, texts)
     check_int(batch_size, "batch_size")
     if max_len is not None: check_int(max_len, "max_len")
     out = []
@@ -565,6 +574,7 @@ def beam_translate(
         one output string per input string
     """
     texts = _check_texts(texts); _check_model(model); _check_vocab(model, vocab)
+    _check_fits(model, vocab, texts)
     if max_len is not None: check_int(max_len, "max_len")
     out = []
     for t in texts:

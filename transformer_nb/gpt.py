@@ -20,6 +20,8 @@ from transformer_nb.core import (
     check_device,
     check_dropout,
     check_int,
+    check_loss,
+    check_real,
     check_tensor,
     inside,
 )
@@ -361,6 +363,7 @@ def train_lm(
         the loss of every step, in nats per character
     """
     check_int(steps, "steps"); check_int(context, "context")
+    check_real(lr, "lr", lambda v: v > 0, "> 0")
     if context > model.max_len:
         raise ValueError(
             f"context {context} exceeds the model's max_len {model.max_len}"
@@ -383,7 +386,7 @@ def train_lm(
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step(); sched.step()
-        losses.append(loss.item())
+        losses.append(check_loss(loss.item(), step + 1, f"lr {lr!r}"))
         if callback is not None: callback(step + 1, model); model.train()
     model.eval()
     return losses

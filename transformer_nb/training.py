@@ -22,6 +22,7 @@ from transformer_nb.core import (
     ProgressBar,
     check_bool,
     check_int,
+    check_loss,
     check_real,
     check_tensor,
 )
@@ -608,7 +609,8 @@ def train(
             total += loss.detach()
         lrs.append(opt.param_groups[0]["lr"])
         opt.step(); sched.step()
-        losses.append(procs.sum(total).item() / procs.world_size)
+        step_loss = procs.sum(total).item() / procs.world_size
+        losses.append(check_loss(step_loss, step, f"factor {factor!r}"))
         # the step's target tokens on every process, for the progress bar
         tokens += procs.sum(torch.tensor(sum(b.ntokens for b in micro))).item()
         if on_step is not None: on_step(step, model)
@@ -776,6 +778,7 @@ def train_task(
         if steps is not None: check_int(steps, "steps")
         task = make_task(name, n_train=n_train, n_valid=n_valid, seed=seed)
         s = TASK_SETTINGS[name]
+        check_int(n_train, "n_train", min_value=s["batch_size"])    # one batch at least
         runs = s.get("runs", 0) if runs is None else runs
         check_real(runs, "runs", lambda v: 0 <= v <= 1, "in [0, 1]")
         if runs: task = _with_runs(task, runs, seed)
