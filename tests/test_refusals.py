@@ -228,3 +228,21 @@ def test_the_callers_names_for_a_bad_config_a_long_text_and_too_few_pairs(tmp_pa
             decode(small(), TASK.vocab, ["12", "1" * 40])
     with pytest.raises(ValueError, match="n_train must be >= 64, got 3"):
         train_task("copy", n_train=3, steps=2, progress=False)
+
+
+def test_every_module_names_a_tensor_on_another_device():
+    """A layer used on its own (attention, feed-forward, a layer of the stack) with an input on another device than
+    its weights ended in torch's 'Tensor on device cpu is not on the expected device meta!'; the door of every
+    CheckedModule now names the argument, by its name in forward's signature"""
+    from transformer_nb.ffn import PositionwiseFeedForward
+    from transformer_nb.layers import EncoderLayer
+    from transformer_nb.multihead import MultiHeadAttention
+    x, away = torch.randn(2, 3, 16), torch.randn(2, 3, 16, device="meta")
+    cases = [(lambda: MultiHeadAttention(16, 2)(x, away, x), "key is on meta"),
+             (lambda: MultiHeadAttention(16, 2)(x, x, value=away), "value is on meta"),
+             (lambda: PositionwiseFeedForward(16, 32)(away), "x is on meta"),
+             (lambda: EncoderLayer(16, 2, 32)(away), "x is on meta")]
+    for call, words in cases:
+        with pytest.raises(ValueError, match=f"{words}, but .*'s weights are on cpu: move it with"):
+            call()
+    assert MultiHeadAttention(16, 2)(x, x, x)[0].shape == x.shape      # the same device: nothing to say

@@ -5,6 +5,7 @@
 # %% ../nbs/00_core.ipynb #c002
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import sys
@@ -396,9 +397,23 @@ class CheckedModule(nn.Module):
     def __call__(self, *args, **kwargs):
         if _Door.inside: return _call(self, *args, **kwargs)
         self._check_inputs(*args, **kwargs)
+        _check_devices(self, args, kwargs)
         with inside(): return _call(self, *args, **kwargs)
 
 _call = nn.Module.__call__  # a module's call with its hooks, looked up once
+
+def _check_devices(module:nn.Module, args:tuple, kwargs:dict):
+    "Every tensor the caller passed must be on the module's device: the first not named"
+    w = next(module.parameters(), None)
+    if w is None: return
+    for key, x in [*enumerate(args), *kwargs.items()]:
+        if isinstance(x, Tensor) and x.device != w.device:
+            if isinstance(key, int):                # its name in forward's signature
+                names = list(inspect.signature(module.forward).parameters)
+                key = names[key] if key < len(names) else f"argument {key}"
+            raise ValueError(f"{key} is on {x.device}, but {type(module).__name__}'s "
+                             f"weights are on {w.device}: move it with "
+                             f"{key}.to({str(w.device)!r})")
 
 # %% ../nbs/00_core.ipynb #k001
 def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
