@@ -17,9 +17,9 @@ attention alone. A target above the first ceiling cannot be reached by our Pytho
 (--device cuda), --profile counts instead the kernels each call launches and the GPU's busy time in them: at these
 sizes the host's launches, not the kernels, set the pace. With --save PATH it writes every figure to a JSON file
 (`make bench`: benchmarks/results/modern_bench.json, which chapter 11f reads;
-benchmarks/results/modern_bench_cuda.json holds a run on a GPU). This is a benchmark, not a test: it asserts nothing
-about speed. It measures the machine as it is (no tools/kernels.sh), on the threads torch chooses unless --threads
-says otherwise.
+benchmarks/results/modern_bench_cuda.json holds the runs of two sessions on a GPU, and --append adds a session's).
+This is a benchmark, not a test: it asserts nothing about speed. It measures the machine as it is (no
+tools/kernels.sh), on the threads torch chooses unless --threads says otherwise.
 """
 import argparse
 import json
@@ -27,6 +27,7 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -217,6 +218,16 @@ def profile_all(b, runs):
     return out
 
 
+def appended(path, meta, runs):
+    "The runs of the file at `path` and then these, and which session each came from; a ValueError unless same meta"
+    had = json.loads(Path(path).read_text())
+    before = {k: v for k, v in had["meta"].items() if k != "sessions"}
+    if before != meta: raise ValueError(f"{path} was measured with {before}, not {meta}")
+    n = len(had["runs"])
+    sessions = had["meta"].get("sessions", [dict(runs=list(range(n)))])
+    return had["runs"] + runs, sessions + [dict(runs=list(range(n, n + len(runs))))]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=1, help="measure this many times (default 1)")
@@ -225,6 +236,9 @@ def main(argv=None):
     p.add_argument("--profile", action="store_true", help="also profile ours and theirs")
     p.add_argument("--quick", action="store_true", help="toy sizes, one round: checks that it runs")
     p.add_argument("--save", default=None, help="also write every figure to this JSON file")
+    p.add_argument("--append", action="store_true",
+                   help="with --save: add this session's runs to the file's (same machine, versions and sizes); "
+                        "the profile becomes this session's, and meta.sessions says which runs came from which")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where both models run")
     a = p.parse_args(argv)
     global DEVICE
@@ -264,8 +278,13 @@ def main(argv=None):
                     threads=torch.get_num_threads(), processor=platform.processor() or platform.machine(),
                     device=torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else "cpu",
                     batch=b, reps=reps, targets=TARGETS)
-        with open(a.save, "w") as f: json.dump(dict(meta=meta, runs=runs, profile=profile), f, indent=1)
-        print(f"wrote {a.save}")
+        sessions = [dict(runs=list(range(len(runs))))]
+        if a.append and Path(a.save).exists():
+            try: runs, sessions = appended(Path(a.save), meta, runs)
+            except ValueError as e: p.exit(2, f"modern_bench.py: error: --append: {e}\n")
+        with open(a.save, "w") as f:
+            json.dump(dict(meta=dict(meta, sessions=sessions), runs=runs, profile=profile), f, indent=1)
+        print(f"wrote {a.save}" + (f" ({len(runs)} runs in {len(sessions)} sessions)" if len(sessions) > 1 else ""))
     return 0
 
 

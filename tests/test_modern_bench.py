@@ -58,3 +58,18 @@ def test_quick_run_prints_every_ratio_and_saves_each_ceiling(tmp_path):
             assert c["ceiling_kernels"] == pytest.approx(c["ratio"] * c["ms"]["ours"] / kernels)
             # operators run inside the call: their time is part of it
             assert 0 < c["share_kernels"] < c["share"] < 1, (name, what)
+
+
+def test_append_adds_a_sessions_runs_and_refuses_another_setting(bench, tmp_path):
+    """--save --append keeps the runs of earlier sessions (the GPU runs of chapter 11f come from two sessions);
+    a file measured on another machine, version or size is refused, not mixed in"""
+    import json
+    path, meta = tmp_path / "gpu.json", dict(device="NVIDIA H200", torch="2.11", batch=dict(batch_size=16))
+    path.write_text(json.dumps(dict(meta=meta, runs=[{"a": 1}, {"a": 2}], profile=None)))
+    runs, sessions = bench.appended(path, meta, [{"a": 3}])
+    assert runs == [{"a": 1}, {"a": 2}, {"a": 3}] and sessions == [dict(runs=[0, 1]), dict(runs=[2])]
+    path.write_text(json.dumps(dict(meta=dict(meta, sessions=sessions), runs=runs, profile=None)))
+    runs, sessions = bench.appended(path, meta, [{"a": 4}, {"a": 5}])
+    assert len(runs) == 5 and sessions[-1] == dict(runs=[3, 4])
+    with pytest.raises(ValueError, match="was measured with"):
+        bench.appended(path, dict(meta, device="NVIDIA H100 80GB HBM3"), [{"a": 6}])
