@@ -246,3 +246,104 @@ def test_every_module_names_a_tensor_on_another_device():
         with pytest.raises(ValueError, match=f"{words}, but .*'s weights are on cpu: move it with"):
             call()
     assert MultiHeadAttention(16, 2)(x, x, x)[0].shape == x.shape      # the same device: nothing to say
+
+
+# ---------------------------------------------------------------- a second reviewer's reports: the later chapters
+def tiny_gpt(**kw):
+    torch.manual_seed(0)
+    return GPT(10, d_model=16, num_heads=4, d_ff=32, num_layers=2, max_len=16, **kw).eval()
+
+
+def test_converters_refuse_what_they_would_have_computed_wrongly():
+    """from_transformers dropped an untied GPT-2 lm_head and ignored scale_attn_weights=False (logits 9.4 and 1.1
+    apart); to_transformers of a GPT-2-like GPT with n_kv_heads failed inside load_state_dict"""
+    transformers = pytest.importorskip("transformers")
+    from transformer_nb.modern import from_transformers, to_transformers
+    base = dict(vocab_size=10, n_positions=16, n_embd=16, n_layer=1, n_head=4)
+    for kw, words in [(dict(tie_word_embeddings=False), "untied input and output embeddings"),
+                      (dict(scale_attn_weights=False), "scale_attn_weights=False")]:
+        theirs = transformers.GPT2LMHeadModel(transformers.GPT2Config(**base, **kw)).eval()
+        with pytest.raises(ValueError, match=words):
+            from_transformers(theirs)
+    with pytest.raises(ValueError, match="no counterpart in transformers.*n_kv_heads=2"):
+        to_transformers(tiny_gpt(positions="learned", n_kv_heads=2))
+
+
+def test_generate_checks_eos_pad_and_its_switches():
+    "pad=99 was fed back into the model (IndexError from torch.embedding); pad=2.7 wrote 2; greedy='no' was true"
+    from transformer_nb.gpt import generate
+    m, prompt = tiny_gpt(), torch.tensor([[1, 2, 3], [4, 5, 6]])
+    for kw, words in [(dict(eos=3, pad=99), "pad must be a token id below"), (dict(eos=-1), "eos must be"),
+                      (dict(eos=3, pad=2.7), "pad must be an int"), (dict(greedy="no"), "greedy must be a bool"),
+                      (dict(use_cache="no"), "use_cache must be a bool")]:
+        with pytest.raises((ValueError, TypeError), match=words):
+            generate(m, prompt, 4, **{"greedy": True, **kw})
+    out = generate(m, prompt, 4, greedy=True, eos=3, pad=0)
+    assert out.shape[0] == 2 and 3 < out.shape[1] <= 7
+
+
+def test_a_temperature_float32_cannot_hold_is_refused():
+    "temperature=1e-50 rounds to 0 in float32: filter_logits returned NaN and sampling failed inside torch"
+    from transformer_nb.gpt import filter_logits
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0 that float32 holds"):
+        filter_logits(torch.tensor([1.0, 2.0, 3.0]), temperature=1e-50)
+    assert filter_logits(torch.tensor([1.0, 2.0, 3.0]), temperature=1e-30).isfinite().any()
+
+
+def test_logit_attribution_of_rms_and_norm_free_models_sums_to_the_logit_difference():
+    "RMSNorm: AttributeError 'bias'; no norm (the induction chapter's models): AttributeError 'eps'"
+    from transformer_nb.inside import logit_attribution, run_with_cache
+    ids = torch.randint(0, 10, (2, 6), generator=torch.Generator().manual_seed(1))
+    for norm in ("rms", "none", "layer"):
+        m = tiny_gpt(norm=norm)
+        logits, cache = run_with_cache(m, ids)
+        parts = logit_attribution(m, cache, 5, 1, 2)
+        total = sum(parts.values())
+        torch.testing.assert_close(total, logits[:, 5, 1] - logits[:, 5, 2], atol=1e-5, rtol=1e-5)
+
+
+def test_head_matrices_checks_its_head_and_reads_the_heads_group():
+    "head 4 of 4 heads gave zero matrices; with n_kv_heads=2, head 1 read group 1's keys (its group is 0)"
+    from transformer_nb.induction import head_matrices
+    with pytest.raises(ValueError, match="head must be in 0..3, got 4"):
+        head_matrices(tiny_gpt(), 0, 4)
+    with pytest.raises(ValueError, match="layer must be in 0..1, got 2"):
+        head_matrices(tiny_gpt(), 2, 0)
+    m = tiny_gpt(n_kv_heads=2)
+    mha, d_k = m.stack.layers[0].self_attn, 4
+    qk, _ = head_matrices(m, 0, 1)
+    W_q = mha.W_q.weight.detach()[d_k:2 * d_k]
+    W_k = mha.W_k.weight.detach()[:d_k]                    # group 0 holds heads 0 and 1
+    gain = m.stack.layers[0].norm1.weight.detach()
+    torch.testing.assert_close(qk, (W_q * gain).T @ (W_k * gain))
+    head_matrices(m, 0, 3)                                  # group 1: no longer a shape error
+
+
+def test_the_smaller_reports_of_the_later_chapters():
+    from transformer_nb.induction import attention_only, train_induction
+    from transformer_nb.inside import patching_study
+    from transformer_nb.numbers import ablation_groups
+    from transformer_nb.plotting import show_attention
+    from transformer_nb.pronouns import make_pronoun_task
+    for kw, words in [(dict(warmup=0), "warmup must be >= 1"), (dict(cooldown=0), "cooldown must be >= 1"),
+                      (dict(lr=-1.0), "lr must be > 0"), (dict(stop=-1), "stop must be >= 0")]:
+        with pytest.raises(ValueError, match=words):
+            train_induction(attention_only(2, vocab_size=16, d_model=16, num_heads=2, max_len=16), steps=2, **kw)
+    with pytest.raises(ValueError, match=r"the loss became nan at step \d+: .* lower lr"):
+        train_induction(attention_only(2, vocab_size=16, d_model=16, num_heads=2, max_len=16), steps=40,
+                        every=5, batch_size=8, warmup=1, cooldown=1, lr=1e6)
+    m, x = tiny_gpt(), torch.randint(0, 10, (2, 6))
+    with pytest.raises(TypeError, match=r"clean must be a tuple of the model's inputs, such as \(ids,\), got Tensor"):
+        patching_study(m, x, x, lambda logits: logits[:, -1, 0].mean())
+    for held_out in (-0.5, 2, float("nan")):
+        with pytest.raises(ValueError, match=r"held_out must be in \(0, 1\)"):
+            make_pronoun_task(held_out=held_out)
+    for k, words in [(0, "k must be >= 1"), (9, "k must be at most the 8 heads")]:
+        with pytest.raises(ValueError, match=words):
+            ablation_groups(torch.rand(2, 4), k=k)
+    import matplotlib
+    matplotlib.use("Agg")
+    w = torch.softmax(torch.randn(1, 4, 4), -1)
+    show_attention(w, log=True)                              # log=True always failed: vmin 0 on a log scale
+    with pytest.raises(ValueError, match="vmin must be > 0 on a log scale"):
+        show_attention(w, log=True, vmin=0.0)

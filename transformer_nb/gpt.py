@@ -25,7 +25,7 @@ from transformer_nb.core import (
     check_tensor,
     inside,
 )
-from .decoding import _Room
+from .decoding import _check_tokens, _Room
 from .embeddings import Embeddings, check_token_ids
 from .layers import Decoder, LayerCache
 from .masking import causal_mask
@@ -363,7 +363,10 @@ def train_lm(
         the loss of every step, in nats per character
     """
     check_int(steps, "steps"); check_int(context, "context")
-    check_real(lr, "lr", lambda v: v > 0, "> 0")
+    check_int(batch_size, "batch_size"); check_real(lr, "lr", lambda v: v > 0, "> 0")
+    check_tensor(ids, "ids", ndim=1, floating=False)
+    if len(ids) <= context:
+        raise ValueError(f"ids must hold more than context={context}, got {len(ids)}")
     if context > model.max_len:
         raise ValueError(
             f"context {context} exceeds the model's max_len {model.max_len}"
@@ -501,13 +504,17 @@ def generate(
     Returns
     -------
     Tensor
-        (B, T0 + max_new_tokens) or (T0 + max_new_tokens,): prompt, then the new
+        (B, T0 + n) or (T0 + n,): prompt, then n new tokens; n is max_new_tokens,
+        or fewer when every row has written eos
     """
     if not isinstance(model, GPT):   # an encoder-decoder decodes with greedy_search
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
     check_tensor(prompt, "prompt", ndim=(1, 2), floating=False)
     check_device(prompt, "prompt", model.output.weight.device)
     check_int(max_new_tokens, "max_new_tokens")
+    check_bool(greedy, "greedy"); check_bool(use_cache, "use_cache")
+    # ids the model reads back: pad follows a finished row's eos into the next step
+    _check_tokens(model, ("eos", "pad"), eos=eos, pad=pad)
     one = prompt.dim() == 1
     ys = prompt[None] if one else prompt                     # (B, T0)
     if ys.shape[1] == 0: raise ValueError("prompt must hold at least one token, got 0")
@@ -535,9 +542,11 @@ def _check_sampling(temperature, top_k, top_p):
     "Sampling settings: temperature > 0, top_k an int >= 1, top_p in (0, 1]"
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise TypeError(f"temperature must be a number > 0, got {temperature!r}")
-    if not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be a finite number > 0 (greedy decoding is "
-                         f"the limit T -> 0), got {temperature!r}")
+    # below float32's smallest normal number T rounds to 0, and 0 / 0 is NaN
+    if not (math.isfinite(temperature) and temperature >= torch.finfo().tiny):
+        raise ValueError(f"temperature must be a finite number > 0 that float32 holds "
+                         f"(>= 1.2e-38; greedy decoding is the limit T -> 0), got "
+                         f"{temperature!r}")
     if top_k is not None: check_int(top_k, "top_k")
     if top_p is None: return
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float)):

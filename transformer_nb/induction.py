@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_int
+from .core import check_int, check_loss, check_real
 from .gpt import GPT
 from .plotting import Figure, pyplot
 from .transformer import ablate_heads
@@ -272,7 +272,10 @@ def train_induction(
     tuple[list[Checkpoint], dict]
         the checkpoints, and {step: state_dict} for the steps in `keep`
     """
-    check_int(steps, "steps"); check_int(every, "every")
+    check_int(steps, "steps"); check_int(every, "every"); check_int(warmup, "warmup")
+    check_int(batch_size, "batch_size"); check_int(cooldown, "cooldown")
+    check_real(lr, "lr", lambda v: v > 0, "> 0")
+    if stop is not None: check_int(stop, "stop", min_value=0)
     g = torch.Generator().manual_seed(seed)
     data = eval_batch(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
@@ -290,6 +293,8 @@ def train_induction(
         if step % every == 0 or step == end:
             checkpoints.append(
                 Checkpoint(step, step * batch_size * T, head_scores(model, data)))
+            # a diverged run: its measured loss is NaN
+            check_loss(checkpoints[-1].scores.loss_first, step, f"lr {lr!r}")
             if progress is not None: progress(checkpoints[-1])
         if step in keep: kept[step] = copy.deepcopy(model.state_dict())
         if step == end: break
@@ -409,14 +414,21 @@ def head_matrices(model:GPT, layer:int, head:int)->tuple[Tensor, Tensor]:
         W_QK (query input x key input) and W_OV (value input x written output), both
         acting on row vectors as x @ W
     """
+    for name, i, n in (("layer", layer, len(model.stack.layers)),
+                       ("head", head, model.num_heads)):
+        check_int(i, name, min_value=0)
+        if i >= n: raise ValueError(f"{name} must be in 0..{n - 1}, got {i}")
     lyr = model.stack.layers[layer]
     mha = lyr.self_attn
     # LayerNorm's gain scales what the projections read; norm="none" has none
     gain = lyr.norm1.weight.detach() if hasattr(lyr.norm1, "weight") else 1.0
     s = slice(head * mha.d_k, (head + 1) * mha.d_k)
+    # grouped-query attention: head h reads the keys and values of group h // (H / G)
+    g = head // (model.num_heads // mha.n_kv_heads)
+    kv = slice(g * mha.d_k, (g + 1) * mha.d_k)
     Wq = mha.W_q.weight.detach()[s] * gain                        # (d_k, d_model)
-    Wk = mha.W_k.weight.detach()[s] * gain
-    Wv = mha.W_v.weight.detach()[s] * gain
+    Wk = mha.W_k.weight.detach()[kv] * gain
+    Wv = mha.W_v.weight.detach()[kv] * gain
     Wo = mha.W_o.weight.detach()[:, s]                            # (d_model, d_k)
     return Wq.T @ Wk, Wv.T @ Wo.T
 

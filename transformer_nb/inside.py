@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from .data import Vocab, make_batch
 from .gpt import GPT
 from .masking import causal_mask
+from .norms import LayerNorm, RMSNorm
 from .numbers import NumberTask, bpe_encode, english_words, number_words
 from .plotting import show_heatmaps
 from .transformer import Transformer, ablate_heads
@@ -395,21 +396,22 @@ def logit_attribution(
         raise ValueError(f"pos must be in 0..{T - 1}, got {pos.tolist()}")
     for name, t in (("good", good), ("bad", bad)):
         if not ((0 <= t) & (t < V)).all():
-            raise ValueError(
-                f"{name} must be token ids in 0..{V - 1}, got {t.tolist()}"
-            )
+            raise ValueError(f"{name} must be ids in 0..{V - 1}, got {t.tolist()}")
     # (B, ...) at each row's pos
     at = lambda x: x[torch.arange(B), pos]
     u = model.output.weight[good] - model.output.weight[bad]         # (B, d_model)
-    norm = stack.norm
-    if norm is None: scale, gain, shift = torch.ones(B, 1), u, torch.zeros(B)
-    else:
-        r = at(final)
-        # the final norm's scale, frozen at its value in this run: (B, 1)
-        scale = (r.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
-        gain, shift = norm.weight * u, (norm.bias * u).sum(-1)
+    # the final norm: LayerNorm centres, scales and shifts; RMSNorm only scales
+    norm, r, centred = stack.norm, at(final), isinstance(stack.norm, LayerNorm)
+    scale, gain, bias = r.new_ones(B, 1), u, getattr(norm, "bias", None)
+    if isinstance(norm, (LayerNorm, RMSNorm)):              # its scale, frozen: (B, 1)
+        ms = (r.var(-1, unbiased=False, keepdim=True) if centred
+              else r.pow(2).mean(-1, keepdim=True))
+        scale, gain = (ms + norm.eps).sqrt(), norm.weight * u
+    elif not isinstance(norm, (nn.Identity, type(None))):
+        raise TypeError(f"the model's final norm must be LayerNorm, RMSNorm or none, "
+                        f"got {type(norm).__name__}")
     def direct(c):                            # (B, ..., d_model) -> (B, ...)
-        if norm is not None: c = c - c.mean(-1, keepdim=True)
+        if centred: c = c - c.mean(-1, keepdim=True)
         s = scale.view(B, *[1] * (c.dim() - 2), 1)
         return (c / s * gain.view(B, *[1] * (c.dim() - 2), -1)).sum(-1)
     out = {f"{p}.embed": direct(at(cache[f"{p}.embed"]))}
@@ -421,7 +423,7 @@ def logit_attribution(
             if W_o.bias is not None:
                 out[f"{p}.{i}.{att}.bias"] = direct(W_o.bias.expand(B, -1))
         out[f"{p}.{i}.ffn"] = direct(at(cache[f"{p}.{i}.ffn"]))
-    if norm is not None: out[f"{p}.norm.bias"] = shift
+    if bias is not None: out[f"{p}.norm.bias"] = (bias * u).sum(-1)
     if model.output.bias is not None:
         out["output.bias"] = model.output.bias[good] - model.output.bias[bad]
     return out
@@ -429,6 +431,10 @@ def logit_attribution(
 # %% ../nbs/11d_inside.ipynb #i031
 def _check_same_shapes(clean:Sequence, corrupted:Sequence):
     "clean and corrupted: the same number of inputs, each of the same shape"
+    for name, x in (("clean", clean), ("corrupted", corrupted)):
+        if not isinstance(x, (tuple, list)):
+            raise TypeError(f"{name} must be a tuple of the model's inputs, such as "
+                            f"(ids,), got {type(x).__name__}")
     shape = lambda x: tuple(x.shape) if isinstance(x, Tensor) else x
     a, b = [shape(x) for x in clean], [shape(x) for x in corrupted]
     if a != b:

@@ -58,16 +58,19 @@ def _family(model:GPT)->str:
     "Which transformers class computes what `model` computes: gpt2 or llama"
     c = _MODERN | model.config
     if c["d_ff"] > 0:
+        # GPT-2 has no grouped-query attention: every head its own keys and values
         if all(c[k] == v for k, v in _GPT2.items()) and c["activation"] in (
-                "gelu", "gelu_tanh"): return "gpt2"
+                "gelu", "gelu_tanh") and c["n_kv_heads"] in (None, c["num_heads"]):
+            return "gpt2"
         if all(c[k] == v for k, v in _LLAMA.items()): return "llama"
     raise ValueError(
         "model has no counterpart in transformers: GPT-2 needs positions='learned', "
-        "norm='layer', activation 'gelu' or 'gelu_tanh', bias=True; Llama needs "
+        "norm='layer', activation 'gelu' or 'gelu_tanh', bias=True, no n_kv_heads; "
+        "Llama needs "
         "positions='rope', norm='rms', activation='swiglu', bias=False; both d_ff > 0 "
         "and qk_norm=False; got " + ", ".join(
             f"{k}={c[k]!r}" for k in ("positions", "norm", "activation", "bias",
-                                      "qk_norm", "d_ff")))
+                                      "qk_norm", "d_ff", "n_kv_heads")))
 
 # %% ../nbs/11f_modern.ipynb #m030
 def to_transformers(model:GPT)->Any:
@@ -169,11 +172,15 @@ def _gpt_settings(theirs)->tuple[str, dict]:
     def refuse(what): raise ValueError(f"{name} has {what}, which the book's GPT lacks")
     common = dict(vocab_size=c.vocab_size, max_len=c.max_position_embeddings
                   if name == "LlamaForCausalLM" else c.n_positions)
+    # the book's GPT reads its logits off the token embedding (chapter 11c)
+    if not c.tie_word_embeddings: refuse("untied input and output embeddings")
     if name == "GPT2LMHeadModel":
         if c.activation_function not in _ACTS:
             refuse(f"activation_function={c.activation_function!r}")
         if c.scale_attn_by_inverse_layer_idx or c.reorder_and_upcast_attn:
             refuse("scale_attn_by_inverse_layer_idx or reorder_and_upcast_attn")
+        if not c.scale_attn_weights:
+            refuse("scale_attn_weights=False (scores not divided by √d_k)")
         if c.layer_norm_epsilon != 1e-5:
             refuse(f"layer_norm_epsilon={c.layer_norm_epsilon}")
         return "gpt2", common | dict(
@@ -189,7 +196,6 @@ def _gpt_settings(theirs)->tuple[str, dict]:
     if c.head_dim * c.num_attention_heads != c.hidden_size:
         refuse(f"head_dim={c.head_dim} with {c.num_attention_heads} heads and "
                f"hidden_size={c.hidden_size}")
-    if not c.tie_word_embeddings: refuse("untied input and output embeddings")
     return "llama", common | dict(
         d_model=c.hidden_size, num_heads=c.num_attention_heads,
         d_ff=c.intermediate_size, num_layers=c.num_hidden_layers, positions="rope",
@@ -285,8 +291,7 @@ def from_transformers(theirs:Any, into:GPT|None=None)->GPT:
             raise ValueError(f"into is a {_family(into)}-style GPT, but theirs is a "
                              f"{type(theirs).__name__}")
     sd = {k: v.detach() for k, v in theirs.state_dict().items()}
-    if family == "gpt2" or theirs.config.tie_word_embeddings:
-        sd.pop("lm_head.weight", 0)
+    sd.pop("lm_head.weight", 0)                     # tied: the embedding, checked above
     converted = _ours_from_theirs(sd, family, model.embed.tokens.scale,
                                   len(model.stack.layers))
     converted["output.weight"] = converted["embed.tokens.embed.weight"]   # tied

@@ -12,6 +12,7 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import Tensor
 
+from .core import check_int
 from .data import Vocab, batch_stream
 from .decoding import greedy_search
 from .masking import pad_batch, padding_mask
@@ -751,6 +752,8 @@ def ablation_groups(alignment:Tensor, k:int=2)->dict:
         {name: heads}: every head alone, the k best and worst aligned, each layer
     """
     L, H = alignment.shape
+    check_int(k, "k")
+    if k > L * H: raise ValueError(f"k must be at most the {L * H} heads, got {k}")
     groups = {f"{kind} {l}.{h}": [(kind, l, h)] for kind in KINDS
               for l in range(L) for h in range(H)}
     order = [divmod(int(i), H) for i in alignment.flatten().argsort(descending=True)]

@@ -297,7 +297,10 @@ def show_heatmaps(
     px = label_size * PX_PER_INCH / 72  # label height, CSS px
     if log:
         pos = m[m > 0]
+        if vmin is None and not pos.size:
+            raise ValueError("log=True needs a positive value to start the scale at")
         vmin = float(pos.min()) if vmin is None else vmin
+        if vmin <= 0: raise ValueError(f"vmin must be > 0 on a log scale, got {vmin}")
     vmin = float(m.min()) if vmin is None else vmin
     vmax = float(m.max()) if vmax is None else vmax
     # a map read cell by cell (labels per row or column, or values written in) gets
@@ -414,7 +417,8 @@ def show_attention(
                 f"{what} has {len(labels)} labels, but the weights have {n} {what}"
             )
     if head_titles is None and H > 1: head_titles = [f"head {h}" for h in range(H)]
-    kwargs.setdefault("vmin", 0.0)
+    # weights start at 0; a log scale starts at the smallest positive one
+    if not kwargs.get("log"): kwargs.setdefault("vmin", 0.0)
     kwargs.setdefault("cbar_label", "attention weight")
     return show_heatmaps(
         w[None],

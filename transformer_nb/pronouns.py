@@ -10,7 +10,7 @@ import random
 import torch
 from torch import Tensor
 
-from .core import check_int
+from .core import check_int, check_real
 from .data import Task, Vocab, batch_stream, make_batch
 from .decoding import greedy_search
 from .plotting import Figure, pyplot
@@ -96,6 +96,7 @@ def make_pronoun_task(held_out:float=0.2, seed:int=0)->Task:
     Task
         the task: vocabulary, training and held-out sentences
     """
+    check_real(held_out, "held_out", lambda v: 0 < v < 1, "in (0, 1)")
     rng = random.Random(seed)
     kinds = ((AGENTS, AGENT_ADJECTIVES), (PLACES, PLACE_ADJECTIVES))
     pairs = [sorted((n, a) for n in nouns for a in adjs) for nouns, adjs in kinds]
