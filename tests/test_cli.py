@@ -101,7 +101,8 @@ def test_runtime_errors_exit_1_with_one_line(trained, tmp_path, capsys):
         (["decode", "--checkpoint", tmp_path, "123"], "is a directory"),
         (["decode", "--checkpoint", tmp_path / "missing.pt", "123"], "no such checkpoint"),
         (["decode", "--checkpoint", out / "copy.pt", ""], "texts[0] is empty"),
-        (["decode", "--checkpoint", out / "copy.pt", "12", "1" * 100], "has 100 characters: this model reads at most 64"),
+        (["decode", "--checkpoint", out / "copy.pt", "12", "1" * 100],
+         "texts[1] '11111111111111111111...' is 100 tokens long; the model reads at most 64"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes / "sub"], "notes.txt"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes], "is a file, not a folder"),
         (["train", "--task", "copy", "--steps", "1", "--n-train", "10", "--out", tmp_path], "--n-train 10 is less than one batch"),
@@ -415,7 +416,8 @@ def test_decode_fits_its_default_length_to_the_model(trained, capsys):
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * (room - 2))
     assert r.returncode == 0 and r.stdout.startswith("1" * (room - 2) + "\t"), r.stderr
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * 500)
-    assert r.returncode == 1 and f"has 500 characters: this model reads at most {room}" in r.stderr, r.stderr
+    assert r.returncode == 1 and (f"texts[0] '{'1' * 20}...' is 500 tokens long; the model reads at most {room}"
+                                    in r.stderr), r.stderr
 
 
 def test_what_a_new_user_tried_is_refused_in_one_line_before_anything_trains(trained, numbers_run, tmp_path, capsys):

@@ -224,7 +224,7 @@ def test_the_callers_names_for_a_bad_config_a_long_text_and_too_few_pairs(tmp_pa
     with pytest.raises(ValueError, match=r"bad.pt holds a configuration this version cannot build: d_model"):
         load_model(tmp_path / "bad.pt")
     for decode in (translate, beam_translate):
-        with pytest.raises(ValueError, match=r"texts\[1\] is 40 tokens long; the model reads at most 32"):
+        with pytest.raises(ValueError, match=r"texts\[1\] '1{20}\.\.\.' is 40 tokens long; the model reads at most 32"):
             decode(small(), TASK.vocab, ["12", "1" * 40])
     with pytest.raises(ValueError, match="n_train must be >= 64, got 3"):
         train_task("copy", n_train=3, steps=2, progress=False)
@@ -243,7 +243,7 @@ def test_every_module_names_a_tensor_on_another_device():
              (lambda: PositionwiseFeedForward(16, 32)(away), "x is on meta"),
              (lambda: EncoderLayer(16, 2, 32)(away), "x is on meta")]
     for call, words in cases:
-        with pytest.raises(ValueError, match=f"{words}, but .*'s weights are on cpu: move it with"):
+        with pytest.raises(ValueError, match=f"{words}, but the model is on cpu: move it with"):
             call()
     assert MultiHeadAttention(16, 2)(x, x, x)[0].shape == x.shape      # the same device: nothing to say
 

@@ -411,9 +411,7 @@ def _check_devices(module:nn.Module, args:tuple, kwargs:dict):
             if isinstance(key, int):                # its name in forward's signature
                 names = list(inspect.signature(module.forward).parameters)
                 key = names[key] if key < len(names) else f"argument {key}"
-            raise ValueError(f"{key} is on {x.device}, but {type(module).__name__}'s "
-                             f"weights are on {w.device}: move it with "
-                             f"{key}.to({str(w.device)!r})")
+            check_device(x, key, w.device)
 
 # %% ../nbs/00_core.ipynb #k001
 def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:

@@ -137,9 +137,9 @@ def _check_model(model)->nn.Module:
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     return model
 
-def _room(model:nn.Module)->int|None:
-    "The most target positions the model's position table holds; None: no limit known"
-    positions = getattr(getattr(model, "tgt_embed", None), "positions", None)
+def _room(model:nn.Module, part:str="tgt_embed")->int|None:
+    "The most positions the position table of `part` holds; None: no limit known"
+    positions = getattr(getattr(model, part, None), "positions", None)
     return getattr(positions, "max_len", None)
 
 def _default_len(model:nn.Module, source_len:int)->int:
@@ -210,12 +210,12 @@ def _check_texts(texts)->list[str]:
 
 def _check_fits(model:nn.Module, vocab:Vocab, texts:list[str]):
     "Each text, encoded, must fit the source's position table: the first too long named"
-    positions = getattr(getattr(model, "src_embed", None), "positions", None)
-    room = getattr(positions, "max_len", None)
+    room = _room(model, "src_embed")
     for i, t in enumerate(texts):
         if room is not None and (n := len(vocab.encode(t))) > room:
-            raise ValueError(f"texts[{i}] is {n} tokens long; the model reads at most "
-                             f"{room} (its max_len)")
+            shown = t if len(t) <= 24 else t[:20] + "..."
+            raise ValueError(f"texts[{i}] {shown!r} is {n} tokens long; the model "
+                             f"reads at most {room} (its max_len)")
 
 # %% ../nbs/11_decoding.ipynb #c013
 @torch.no_grad()
