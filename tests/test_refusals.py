@@ -347,3 +347,57 @@ def test_the_smaller_reports_of_the_later_chapters():
     show_attention(w, log=True)                              # log=True always failed: vmin 0 on a log scale
     with pytest.raises(ValueError, match="vmin must be > 0 on a log scale"):
         show_attention(w, log=True, vmin=0.0)
+
+
+def test_the_reports_left_from_the_second_review():
+    "Each of these returned NaN, divided by zero, truncated, broadcast or read the wrong row before"
+    from transformer_nb.data import Vocab
+    from transformer_nb.gpt import bits_per_char, induction_scores, previous_token_scores
+    from transformer_nb.induction import attention_only, train_induction
+    from transformer_nb.inside import lm_lens, patch_head, patch_position, patching_study, run_with_cache
+    from transformer_nb.masking import pad_batch, target_mask
+    from transformer_nb.numbers import held_out_numbers, source_words
+    from transformer_nb.plotting import show_heatmaps
+    from transformer_nb.pronouns import referent_preference, words
+    m, ids = tiny_gpt(), torch.randint(0, 10, (40,))
+    for few in (ids[:1], ids[:0]):                             # ZeroDivisionError
+        with pytest.raises(ValueError, match="ids must hold 2 tokens or more"):
+            bits_per_char(m, few)
+    with pytest.raises(ValueError, match=r"ids must have T >= 2, got shape \(1, 1\)"):
+        previous_token_scores(m, ids[None, :1])                # NaN scores
+    with pytest.raises(ValueError, match="length must be >= 2, got 1"):
+        induction_scores(m, torch.arange(10), length=1)        # NaN scores
+    with pytest.raises(ValueError, match="windows must be >= 1, got 0"):
+        lm_lens(m, ids, 8, windows=0)                          # "ids must hold over context=8"
+    clean, more = torch.randint(0, 10, (2, 6)), torch.randint(0, 10, (3, 6))
+    _, cache = run_with_cache(m, clean)
+    for patch, place in [(patch_head(cache, "decoder.0.self_attn", 0, pos=1), "decoder.0.self_attn"),
+                         (patch_position(cache, "decoder.0.resid_pre", 1), "decoder.0.resid_pre")]:
+        with pytest.raises(ValueError, match=f"the run patched at '{place}' must have the clean run's shape"):
+            run_with_cache(m, more, patches=patch)             # the third row left unpatched
+    other = clean.clone(); other[:, 0] = (other[:, 0] + 1) % 10
+    for metric in (lambda logits: logits[:, -1, 0], lambda logits: logits.mean() * float("nan")):
+        with pytest.raises(ValueError, match="metric must return one finite number"):
+            patching_study(m, (clean,), (other,), metric)      # a vector: float() failed; NaN: NaN shares
+    with pytest.raises(ValueError, match=r"model.max_len must be >= 16 to hold a repeat, got 10"):
+        train_induction(attention_only(2, vocab_size=16, d_model=16, num_heads=2, max_len=10), steps=2)
+    with pytest.raises(ValueError, match=r"share must be in \[0, 1\), got 2"):
+        held_out_numbers(share=2)                              # "Sample larger than population"
+    with pytest.raises(ValueError, match="text '²' is not a number"):
+        source_words("²")                                      # int("²"): "invalid literal"
+    with pytest.raises(ValueError, match=r"sources must hold one sentence per row of weights \(B=3\), got 1"):
+        referent_preference(torch.rand(2, 3, 4, 8), [["the", "cat"]])  # broadcast one sentence over three
+    v = Vocab(["the", "cat"])
+    assert words(torch.tensor([1, 4, -1, 5, 2, 4]), v) == ["the", "<unk>", "cat"]   # -1 read the last token
+    with pytest.raises(TypeError, match="bos must be a bool, got int 2"):
+        v.encode(["cat"], bos=2)                               # two <s> tokens
+    with pytest.raises(TypeError, match=r"seqs\[0\] must hold integer token ids"):
+        pad_batch([[1.5, 2.0]], 0)                             # truncated to [1, 2]
+    with pytest.raises(ValueError, match=r"tgt must hold at least one position, got shape \(2, 0\)"):
+        target_mask(torch.zeros(2, 0, dtype=torch.long), 0)   # the message said ids
+    import matplotlib
+    matplotlib.use("Agg")
+    for kw, words_ in [(dict(xticks="abc"), r"xticks must have one label per column of a matrix \(4\), got 3"),
+                       (dict(col_titles=["h0"]), r"col_titles must have one label per column of panels \(2\)")]:
+        with pytest.raises(ValueError, match=words_):
+            show_heatmaps(torch.rand(1, 2, 4, 4), **kw)        # IndexError, or matplotlib's FixedLocator

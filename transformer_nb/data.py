@@ -12,7 +12,7 @@ from typing import Iterator, NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_device_name, check_int
+from .core import check_bool, check_device_name, check_int
 from .masking import pad_batch, padding_mask, target_mask
 
 # %% auto #0
@@ -60,6 +60,7 @@ class Vocab:
         list[int]
             the ids, with <s> and </s> where asked
         """
+        check_bool(bos, "bos"); check_bool(eos, "eos")
         ids = [self.stoi.get(c, self.unk) for c in text]
         return [self.bos] * bos + ids + [self.eos] * eos
     def decode(self, ids:Sequence[int]|Tensor)->str:

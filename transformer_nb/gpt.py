@@ -310,6 +310,8 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
     float
         mean -log2 p(next character) over ids[1:]
     """
+    check_tensor(ids, "ids", ndim=1, floating=False); check_int(context, "context")
+    if len(ids) < 2: raise ValueError(f"ids must hold 2 tokens or more, got {len(ids)}")
     model.eval()
     ids = ids.to(model.output.weight.device)
     total, n = 0.0, 0
@@ -779,6 +781,8 @@ def previous_token_scores(model:GPT, ids:Tensor)->Tensor:
     Tensor
         (L, H) mean attention from each position t >= 1 to t - 1
     """
+    if isinstance(ids, Tensor) and ids.dim() == 2 and ids.shape[1] < 2:
+        raise ValueError(f"ids must have T >= 2, got shape {tuple(ids.shape)}")
     model.eval()
     _, attn = model(ids, need_weights=True)
     w = torch.stack(attn)                                       # (L, B, H, T, T)
@@ -826,7 +830,7 @@ def induction_scores(
     Induction
         per-head induction scores and the loss on each half
     """
-    g = torch.Generator().manual_seed(seed)
+    check_int(length, "length", 2); g = torch.Generator().manual_seed(seed)
     r = pool[torch.randint(0, len(pool), (batch, length), generator=g)]   # (B, n)
     seq = torch.cat([r, r], dim=1)                                        # (B, 2n)
     model.eval()

@@ -276,6 +276,9 @@ def train_induction(
     check_int(batch_size, "batch_size"); check_int(cooldown, "cooldown")
     check_real(lr, "lr", lambda v: v > 0, "> 0")
     if stop is not None: check_int(stop, "stop", min_value=0)
+    if model.max_len < 16:  # repeat_batch's shortest segment, 8 tokens, twice
+        raise ValueError(f"model.max_len must be >= 16 to hold a repeat, got "
+                         f"{model.max_len}")
     g = torch.Generator().manual_seed(seed)
     data = eval_batch(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),

@@ -5,12 +5,14 @@
 # %% ../nbs/11d_inside.ipynb #i003
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from .core import check_int
 from .data import Vocab, make_batch
 from .gpt import GPT
 from .masking import causal_mask
@@ -140,12 +142,8 @@ def _sites(model)->dict:
                 z = lambda t, H=H, d_k=d_k: t[0].unflatten(-1, (H, d_k))
                 sites[f"{p}.{att}.z"] = (mha.W_o, "pre", z,
                                          lambda t, v: (v.flatten(-2), *t[1:]))
-                sites[f"{p}.{att}.heads"] = (
-                    mha.W_o,
-                    "pre",
-                    lambda t, z=z, W=mha.W_o: _per_head(z(t), W),
-                    None,
-                )
+                heads = lambda t, z=z, W=mha.W_o: _per_head(z(t), W)
+                sites[f"{p}.{att}.heads"] = (mha.W_o, "pre", heads, None)
                 sites[f"{p}.{att}"] = (mha, "out", first, put_first)
                 sites[f"{p}.{resid}"] = (getattr(layer, norm), "pre", first, None)
             sites[f"{p}.ffn"] = (layer.ffn, "out", same, put)
@@ -304,11 +302,6 @@ def recomposition_error(model:nn.Module, cache:ActivationCache)->dict:
     return out
 
 # %% ../nbs/11d_inside.ipynb #i025
-def _decoder(model)->tuple:
-    "The stack that writes the logits: (prefix, stack)"
-    prefix, _, stack = _stacks(model)[-1]
-    return prefix, stack
-
 def residual_stream(model:nn.Module, cache:ActivationCache)->Tensor:
     """The residual stream of the stack that writes the logits, before layer 0 and
     after each layer
@@ -325,7 +318,7 @@ def residual_stream(model:nn.Module, cache:ActivationCache)->Tensor:
     Tensor
         (L + 1, B, T, d_model): the embedding, then the output of each of the L layers
     """
-    p, stack = _decoder(model)
+    p, _, stack = _stacks(model)[-1]                     # the stack that writes logits
     return torch.stack([cache[f"{p}.embed"]] + [
         cache[f"{p}.{i}.resid_post"] for i in range(len(stack.layers))])
 
@@ -346,19 +339,21 @@ def logit_lens(model:nn.Module, cache:ActivationCache)->Tensor:
     Tensor
         (L + 1, B, T, V) logits; the last equals the model's
     """
-    _, stack = _decoder(model)
+    _, _, stack = _stacks(model)[-1]
     r = residual_stream(model, cache)                         # (L + 1, B, T, d_model)
     if stack.norm is not None: r = stack.norm(r)
     return model.output(r)                                    # (L + 1, B, T, V)
 
 # %% ../nbs/11d_inside.ipynb #i028
-def _rows(x, B:int, name:str)->Tensor:
-    "An int or (B,) integer tensor as (B,) longs"
+def _rows(x, B:int, name:str, hi:int)->Tensor:
+    "An int or (B,) integer tensor in 0..hi - 1 as (B,) longs"
     t = torch.as_tensor(x)
     if t.is_floating_point() or t.dtype == torch.bool or t.dim() > 1:
         raise TypeError(f"{name} must be an int or a (B,) tensor of ints, got {x!r}")
     if t.dim() == 1 and len(t) != B:
         raise ValueError(f"{name} must have one entry per row, B={B}, got {len(t)}")
+    if not ((0 <= t) & (t < hi)).all():
+        raise ValueError(f"{name} must be in 0..{hi - 1}, got {t.tolist()}")
     return t.long().expand(B)
 
 @torch.no_grad()
@@ -387,16 +382,11 @@ def logit_attribution(
     dict[str, Tensor]
         {component: (B,) its share of the logit difference}; they sum to it
     """
-    p, stack = _decoder(model)
+    p, _, stack = _stacks(model)[-1]
     final = cache[f"{p}.{len(stack.layers) - 1}.resid_post"]     # (B, T, d_model)
-    B, T, _ = final.shape
-    pos, good, bad = _rows(pos, B, "pos"), _rows(good, B, "good"), _rows(bad, B, "bad")
-    V = model.output.weight.shape[0]
-    if not ((0 <= pos) & (pos < T)).all():
-        raise ValueError(f"pos must be in 0..{T - 1}, got {pos.tolist()}")
-    for name, t in (("good", good), ("bad", bad)):
-        if not ((0 <= t) & (t < V)).all():
-            raise ValueError(f"{name} must be ids in 0..{V - 1}, got {t.tolist()}")
+    (B, T, _), V = final.shape, model.output.weight.shape[0]
+    pos, good, bad = _rows(pos, B, "pos", T), _rows(good, B, "good", V), _rows(
+        bad, B, "bad", V)
     # (B, ...) at each row's pos
     at = lambda x: x[torch.arange(B), pos]
     u = model.output.weight[good] - model.output.weight[bad]         # (B, d_model)
@@ -441,6 +431,12 @@ def _check_same_shapes(clean:Sequence, corrupted:Sequence):
         raise ValueError("clean and corrupted inputs must have the same shapes, got "
                          f"{a} and {b}")
 
+def _like(x:Tensor, a:Tensor, place:str)->Tensor:
+    "x, if it has the shape of the clean run's activation a; else a ValueError"
+    if x.shape == a.shape: return x
+    raise ValueError(f"the run patched at {place!r} must have the clean run's shape "
+                     f"{tuple(a.shape)} there, got {tuple(x.shape)}")
+
 def patch_head(clean:ActivationCache, attention:str, head, pos=None)->dict:
     """The patch that puts one head's output of a clean run (or several heads') into
     another run, at every position or at one position per row
@@ -469,13 +465,11 @@ def patch_head(clean:ActivationCache, attention:str, head, pos=None)->dict:
         raise ValueError(f"head must be in 0..{H - 1} for {attention}, got {head!r}")
     at = (slice(None), slice(None))                               # every position
     if pos is not None:
-        p = _rows(pos, B, "pos")
-        if not ((0 <= p) & (p < T)).all():
-            raise ValueError(f"pos must be in 0..{T - 1}, got {p.tolist()}")
+        p = _rows(pos, B, "pos", T)
         at = (torch.arange(B)[:, None], p[:, None])               # (B, 1) each
     hs = torch.tensor(list(hs))
     def put(x):
-        x = x.clone(); x[(*at, hs)] = z[(*at, hs)]; return x
+        x = _like(x, z, attention).clone(); x[(*at, hs)] = z[(*at, hs)]; return x
     return {f"{attention}.z": put}
 
 def patch_position(clean:ActivationCache, place:str, pos:int)->dict:
@@ -499,7 +493,7 @@ def patch_position(clean:ActivationCache, place:str, pos:int)->dict:
     if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos < a.shape[1]:
         raise ValueError(f"pos must be in 0..{a.shape[1] - 1} for {place}, got {pos!r}")
     def put(x):
-        x = x.clone(); x[:, pos] = a[:, pos]; return x
+        x = _like(x, a, place).clone(); x[:, pos] = a[:, pos]; return x
     return {place: put}
 
 # %% ../nbs/11d_inside.ipynb #i033
@@ -561,10 +555,16 @@ def patching_study(
         the share restored by each patch: 1 = the clean run's metric, 0 = unchanged
     """
     _check_same_shapes(clean, corrupted)
+    def score(logits):                                      # metric's one number
+        v = metric(logits)
+        one = isinstance(v, (int, float)) or isinstance(v, Tensor) and v.numel() == 1
+        if not (one and math.isfinite(float(v))):
+            raise ValueError(f"metric must return one finite number, got {v!r:.80}")
+        return float(v)
     logits, cache = run_with_cache(model, *clean, **kwargs)
-    corrupt = lambda patch=None: float(metric(run_with_cache(
-        model, *corrupted, places=[], patches=patch, **kwargs)[0]))
-    lo, hi = corrupt(), float(metric(logits))
+    corrupt = lambda patch=None: score(run_with_cache(
+        model, *corrupted, places=[], patches=patch, **kwargs)[0])
+    lo, hi = corrupt(), score(logits)
     if hi == lo:
         raise ValueError(f"metric is the same on clean and corrupted inputs ({hi}): "
                          "there is nothing to restore")
@@ -886,8 +886,8 @@ def lm_lens(model:GPT, ids:Tensor, context:int=64, windows:int=256)->Lens:
         per reading: accuracy, where tokens are first right, probability of the right
         token, and that probability by position in the window
     """
-    _check_model(model, GPT)
-    n = min(windows, (len(ids) - 1) // context)
+    _check_model(model, GPT); check_int(windows, "windows")
+    n = min(windows, (len(ids) - 1) // check_int(context, "context"))
     if n < 1:
         raise ValueError(f"ids must hold over context={context} ids, got {len(ids)}")
     x, y = (ids[k:k + n * context].view(n, context) for k in (0, 1))  # (n, T) each

@@ -39,13 +39,15 @@ def pad_batch(seqs:list, pad_id:int)->Tensor:
     check_int(pad_id, "pad_id", min_value=0)
     if not seqs:
         raise ValueError("seqs must hold at least one sequence, got an empty list")
-    ts = [torch.as_tensor(s, dtype=torch.long) for s in seqs]
+    ts = [torch.as_tensor(s) for s in seqs]
     for i, t in enumerate(ts):
         if t.dim() != 1 or t.numel() == 0:
             raise ValueError(
                 f"seqs[{i}] must be a non-empty 1-D sequence of token ids, got shape "
                 f"{tuple(t.shape)}"
             )
+        check_tensor(t, f"seqs[{i}]", floating=False)  # 1.5 is no id: not truncated
+    ts = [t.long() for t in ts]
     return pad_sequence(ts, batch_first=True, padding_value=pad_id)
 
 # %% ../nbs/08_masking.ipynb #c009
@@ -107,6 +109,6 @@ def target_mask(tgt:Tensor, pad_id:int)->Tensor:
     Tensor
         (B, 1, T, T) bool
     """
-    check_tensor(tgt, "tgt", ndim=2, floating=False)
+    check_tensor(tgt, "tgt", ndim=2, floating=False); check_nonempty(tgt, "tgt")
     # (B, 1, T, T)
     return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], device=tgt.device)

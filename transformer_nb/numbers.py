@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_int
+from .core import check_int, check_real
 from .data import Vocab, batch_stream
 from .decoding import greedy_search
 from .masking import pad_batch, padding_mask
@@ -351,6 +351,7 @@ def held_out_numbers(seed:int=0, share:float=0.1, avoid=frozenset())->tuple[dict
     tuple[dict, list]
         {number: kind}, [(tens, units)]
     """
+    check_real(share, "share", lambda v: 0 <= v < 1, "in [0, 1)")
     rng = random.Random(seed)
     pairs = list(zip(range(2, 10), rng.sample(range(1, 10), 8)))
     for i, (t, u) in enumerate(pairs):
@@ -488,7 +489,7 @@ def source_words(text:str, vocab:Vocab|None=None, name:str="text")->list[str]:
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a string, got {type(text).__name__} {text!r}")
     t = text.strip()
-    if t.lstrip("-").isdigit():
+    if t.lstrip("-").isdecimal():  # "²" is a digit that int() cannot read
         n = int(t)
         if not LOW <= n <= HIGH:
             raise ValueError(f"{name} {text!r} is outside the numbers {LOW} to {HIGH}")

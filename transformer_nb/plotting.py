@@ -293,6 +293,15 @@ def show_heatmaps(
             f"matrices must have 2, 3 or 4 dimensions, got shape {tuple(m.shape)}"
         )
     nr, nc, q, k = m.shape
+    for name, labels, n, per in (
+        ("row_titles", row_titles, nr, "row of panels"),
+        ("col_titles", col_titles, nc, "column of panels"),
+        ("xticks", xticks, k, "column of a matrix"),
+        ("yticks", yticks, q, "row of a matrix"),
+    ):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{name} must have one label per {per} ({n}), got "
+                             f"{len(labels)}")
     label_size = max(label_size, MIN_LABEL_PX * 72 / PX_PER_INCH)
     px = label_size * PX_PER_INCH / 72  # label height, CSS px
     if log:

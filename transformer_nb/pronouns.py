@@ -10,7 +10,7 @@ import random
 import torch
 from torch import Tensor
 
-from .core import check_int, check_real
+from .core import check_int, check_real, check_tensor
 from .data import Task, Vocab, batch_stream, make_batch
 from .decoding import greedy_search
 from .plotting import Figure, pyplot
@@ -204,7 +204,8 @@ def words(ids:Tensor, vocab:Vocab)->list[str]:
     out = []
     for i in ids.tolist():
         if i == vocab.eos: break
-        if i not in (vocab.pad, vocab.bos): out.append(vocab.itos[i])
+        if i in (vocab.pad, vocab.bos): continue
+        out.append(vocab.itos[i] if 0 <= i < len(vocab) else vocab.specials[vocab.unk])
     return out
 
 # %% ../nbs/11a_pronouns.ipynb #p022
@@ -232,6 +233,10 @@ def referent_preference(
     Tensor
         (L, H): share of sentences where the referent outweighs the other noun
     """
+    check_tensor(weights, "weights", ndim=4)
+    if len(sources) != weights.shape[1]:
+        raise ValueError(f"sources must hold one sentence per row of weights "
+                         f"(B={weights.shape[1]}), got {len(sources)}")
     agent_first = torch.tensor([refers_to_agent(s) for s in sources])[None, :, None]
     on = lambda k: weights[..., list(k) if isinstance(k, tuple) else [k]].sum(-1)
     on_agent, on_place = on(agent), on(place)                             # (L, B, H)

@@ -89,7 +89,7 @@ def _batch_variant(v:Vocab, pairs:list, real:Tensor, src=None, shift=None, bos=T
     if "cut" in (bos, eos):  # the chapter's way, <s> + target + </s> cut in two
         whole = [ids(t, bos is True, eos is True) for _, t in pairs]
         t_in, t_out = [w[:-1] for w in whole], [w[1:] for w in whole]
-    if shift == "none": t_in = t_out = [ids(t, bos, eos) for _, t in pairs]
+    if shift == "none": t_in = t_out = [ids(t, bool(bos), bool(eos)) for _, t in pairs]
     elif shift == "swap": t_in, t_out = t_out, t_in
     elif shift == "same": t_in = t_out
     return (_padded(sources, pad, left=src == "left"), _padded(t_in, pad),
