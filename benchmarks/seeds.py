@@ -17,9 +17,10 @@ set (10 pronoun models; 10 date, 10 reversal and 10 copy models) takes about 20 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 seeds again and compares every number with the stored rows (the training times excepted), exiting with status 1
 on any difference. --steps N (dates and reverse only) trains N steps instead of the recipe's and keeps those rows
-apart ("quick"; chapter 10 reads only the date models of 1000 steps, the recipe run twice as long, with its
-cooldown over the last 400). --d-model D (dates only) trains a model D wide with a feed-forward network of 2D, rows
-kept apart as "wider" (chapter 10 reads those of 64: the recipe's steps on a wider model). tests/test_seeds.py
+apart ("quick"; chapter 10 reads only the date models of 1000 steps, 32 wide, the recipe of before run twice as
+long, with its cooldown over the last 400). --d-model D (dates only) trains a model D wide with a feed-forward network
+of 2D instead of the recipe's 64 and 128, rows kept apart as "other_widths" (chapter 10 reads those of 32, the width
+of every other task, which the date recipe had until its shortfall was measured). tests/test_seeds.py
 checks a quick row, a reversal model of 40 steps, in a few seconds, so that a change to the training or the measures
 that the stored results do not reflect fails a test.
 
@@ -237,7 +238,8 @@ def run_one(kind, seed, split=0, steps=None, runs=None, d_model=None):
 def recipe(kind):
     "What a row was trained with: stored beside the rows, so that a changed recipe shows"
     if kind == "pronouns": return dict(model=PRONOUN_MODEL, training=PRONOUN_TRAINING)
-    return dict(TASK_SETTINGS[kind], n_train=20_000, n_valid=1000, model="task_config")
+    sizes = "".join(f", {k}={v}" for k, v in TASK_SETTINGS[kind].get("model", {}).items())
+    return dict(TASK_SETTINGS[kind], n_train=20_000, n_valid=1000, model="task_config" + sizes)
 
 
 def key(row): return (row["seed"], row.get("split", 0), row.get("runs"), row.get("d_model"))
@@ -263,8 +265,8 @@ def main():
                    help="reverse and copy: this share of training strings given a run of one digit, rows kept "
                         "apart as 'other_runs' (default: the recipe's)")
     p.add_argument("--d-model", type=int, default=None,
-                   help="dates: a model this wide (d_ff twice that) instead of task_config's 32, rows kept apart as "
-                        "'wider' (default: the recipe's)")
+                   help="dates: a model this wide (d_ff twice that) instead of the recipe's 64, rows kept apart as "
+                        "'other_widths' (default: the recipe's)")
     p.add_argument("--check", action="store_true",
                    help="train again and compare with the stored rows instead of writing")
     p.add_argument("--out", type=Path, default=None, help="directory of the results (default benchmarks/results)")
@@ -283,7 +285,7 @@ def main():
     for kind in kinds:
         path = folder / FILES[kind]
         stored = json.loads(path.read_text()) if path.exists() else {}
-        part = ("quick" if a.steps else "other_runs" if a.runs is not None else "wider" if a.d_model
+        part = ("quick" if a.steps else "other_runs" if a.runs is not None else "other_widths" if a.d_model
                 else "runs")
         rows = stored.get(kind, {}).get(part, [])
         splits = a.splits if kind == "pronouns" else [0]

@@ -629,7 +629,7 @@ def train(
 
 # %% ../nbs/10_training.ipynb #c040
 def task_config(vocab_size:int, **overrides)->TransformerConfig:
-    """The small model of every task: d_model 32, 4 heads, 2 + 2 layers, d_ff 64
+    """The small model of the tasks: d_model 32, 4 heads, 2 + 2 layers, d_ff 64
 
     Parameters
     ----------
@@ -663,14 +663,15 @@ def _with_runs(task:Task, share:float, seed:int)->Task:
     return task._replace(train=out, valid=[p for p in task.valid if p[0] not in seen])
 
 # optimiser steps of batch_size pairs; warm-up, factor and cooldown of the schedule;
-# checkpoints averaged (5 by default); the share of training strings given a run
+# checkpoints averaged (5 by default); the share of training strings given a run;
+# task_config's sizes changed (the dates: twice as wide, under Dates below)
 TASK_SETTINGS = {
     "copy": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300,
                  runs=0.25),
     "reverse": dict(steps=600, batch_size=64, warmup=100, factor=0.5, cooldown=300,
                     average=1, runs=0.25),
     "dates": dict(steps=500, batch_size=64, warmup=100, factor=1.0, cooldown=400,
-                  average=1),
+                  average=1, model=dict(d_model=64, d_ff=128)),
 }
 
 # %% ../nbs/10_training.ipynb #c041
@@ -765,7 +766,7 @@ def train_task(
     cooldown : int | None
         steps of the final cooldown; None: TASK_SETTINGS[name]'s, or 0
     overrides
-        fields of task_config to change, e.g. d_model=16
+        fields of task_config to change, over TASK_SETTINGS[name]["model"]'s
 
     Returns
     -------
@@ -784,7 +785,7 @@ def train_task(
         if runs: task = _with_runs(task, runs, seed)
         steps = steps or s["steps"]
         if average is None: average = s.get("average", 5)
-        config = task_config(len(task.vocab), **overrides)
+        config = task_config(len(task.vocab), **{**s.get("model", {}), **overrides})
         # the schedule does not depend on `steps`: a shorter run is the start of a
         # longer one, and resumes into it exactly
         settings = dict(task=name, seed=seed, n_train=n_train,
