@@ -142,3 +142,55 @@ def test_long_titles_wrap_inside_the_figure_and_labels_keep_whole_words():
     fig = show_attention_grid(torch.rand(3, 4, 5, 5).softmax(-1), words(5), words(5))
     labels = [ax.yaxis.label.get_text() for ax in fig.axes if not ax.get_images() and ax.yaxis.label.get_text()]
     assert labels and all(set(lab.split()) <= {"attention", "weight"} for lab in labels), labels
+
+
+def _panels_of(fig):
+    "tools/build_site.py's figure_panels on the PNG the page shows: (kind, x, y, w, h), in reading order"
+    import importlib.util
+
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location("build_site", ROOT / "tools" / "build_site.py")
+    bs = importlib.util.module_from_spec(spec); spec.loader.exec_module(bs)
+    png, leg = figure_png(fig)
+    return [(p[4], *p[:4]) for p in bs.figure_panels(png, leg["width"])]
+
+
+def test_a_grid_shown_panel_by_panel_keeps_its_title_whole_and_each_panel_named():
+    """A phone shows a layer-by-head grid panel by panel (tools/site.js): the figure's title came out in two pieces
+    over two panels ("reverse:" / "cross-attention"), the colour bar between the rows, and the panels of the second
+    row with no title. Now the title is one piece first, the colour bar after it, and every panel names its layer and
+    head."""
+    torch.manual_seed(0)
+    w = torch.softmax(torch.randn(2, 4, 8, 7), -1)
+    fig = show_attention_grid(w, queries=["<s>"] + list("5912704"), keys=list("4072195"),
+                              title="reverse: cross-attention")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == [f"layer {l}, head {h}" for l in range(2) for h in range(4)]
+    parts = _panels_of(fig)
+    assert [k for k, *_ in parts] == ["t"] + ["p"] * 9
+    title, bar, *panels = parts
+    assert title[3] > 150                                           # the whole title, not one word
+    assert bar[1] > max(p[1] for p in panels)                       # the colour bar, right of every panel
+    assert len({p[2] for p in panels}) == 2                         # two rows of four
+
+
+def test_words_under_panels_stay_with_their_panel():
+    "The 'keys' under two panels were taken for slivers and joined into one strip under both, apart from either"
+    torch.manual_seed(0)
+    fig = show_attention(torch.softmax(torch.randn(2, 40, 40), -1), head_titles=["a", "b"],
+                         title="two panels of forty")
+    parts = _panels_of(fig)
+    assert [k for k, *_ in parts].count("t") == 1, parts             # the title alone
+    assert parts[0][0] == "t" and parts[0][2] < 10
+
+
+def test_a_legend_over_the_curves_moves_under_the_plot():
+    "show_curves: a legend that no place inside the axes keeps clear of the data goes under the plot; else it stays"
+    from transformer_nb.plotting import show_curves
+    x = torch.arange(1, 2001).float()
+    peaks = {f"curve {i}, a long label to fill the corner": torch.exp(-((x.log() - i) ** 2)) for i in range(2, 8)}
+    fig = show_curves(x, peaks, logx=True)
+    assert fig.axes[0].get_legend() is None and len(fig.legends) == 1
+    assert fig.get_figheight() > 3.0                                  # the plot kept its size
+    fig2 = show_curves(torch.arange(1, 11), {"a": torch.arange(1, 11) * 1.0})
+    assert fig2.axes[0].get_legend() is not None and not fig2.legends

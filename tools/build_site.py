@@ -732,7 +732,9 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
     parts at columns without ink at least `gap` px wide. A band lower than `text` px (a line of titles, legends or
     axis labels) joins the band next to it when each of its parts lies over exactly one part there; a band of text
     that joins none stays whole, a title. A part narrower than `sliver` px (an axis label on its side) joins the part
-    beside it. A figure without two parts side by side at least `panel` px wide has no panels to show one by one:
+    beside it, unless it is a word in a line of text. A first line of text over more parts than it has is the
+figure's title, whole; a part beside the grid with nothing under it (a colour bar) comes right after the title. A
+figure without two parts side by side at least `panel` px wide has no panels to show one by one:
     []."""
     import io
 
@@ -759,8 +761,9 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
         for x0, x1 in runs(ink[y0:y1].any(axis=0)):
             ys = np.flatnonzero(ink[y0:y1, x0:x1].any(axis=1))
             parts.append([x0, y0 + int(ys[0]), x1, y0 + int(ys[-1]) + 1])
-        # a sliver (an axis's label set on its side) belongs to the part beside it
-        while len(parts) > 1 and min(p[2] - p[0] for p in parts) < sliver * k:
+        # a sliver (an axis's label set on its side) belongs to the part beside it; in a line of text (a band
+        # lower than `text`) a short word such as "keys" under each panel is no sliver
+        while y1 - y0 >= text * k and len(parts) > 1 and min(p[2] - p[0] for p in parts) < sliver * k:
             i = min(range(len(parts)), key=lambda n: parts[n][2] - parts[n][0])
             j = i + 1 if i + 1 < len(parts) and (i == 0 or parts[i + 1][0] - parts[i][2]
                                                   <= parts[i][0] - parts[i - 1][2]) else i - 1
@@ -781,6 +784,14 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
             q[:] = [min(p[0], q[0]), min(p[1], q[1]), max(p[2], q[2]), max(p[3], q[3])]
         return out
 
+    # a first line of text over more parts than it has (a figure's title over its panels) is the figure's title,
+    # whole, however the gaps between its words happen to fall over the gaps between the panels
+    titles = []
+    if len(bands) > 1 and short(bands[0]) and len(bands[0]) < len(bands[1]):
+        a = bands[0]
+        a[:] = [[min(p[0] for p in a), min(p[1] for p in a), max(p[2] for p in a), max(p[3] for p in a)]]
+        titles.append(a)
+
     def merge(down: bool) -> None:
         "Join text bands to the panels below them (titles, legends), or else (down=False) to those above"
         changed = True
@@ -788,6 +799,7 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
             changed = False
             for i in range(len(bands) - 1):
                 a, b = bands[i], bands[i + 1]
+                if any(a is t or b is t for t in titles): continue
                 if down and short(a) and not short(b) and fits(a, b):
                     bands[i:i + 2] = [join(a, b)]
                 elif down and short(a) and short(b) and len(a) == len(b) >= 2 and fits(a, b) and fits(b, a):
@@ -803,8 +815,8 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
     # panels side by side, or there is nothing to re-flow: a band with two parts at least `panel` px wide
     if not any(not short(b) and sum(p[2] - p[0] >= panel * k for p in b) >= 2 for b in bands):
         return []
-    out = []
-    for b in bands:
+    out, side = [], []
+    for i, b in enumerate(bands):
         if short(b) and not (len(b) >= 2 and any(not short([p]) for p in b)):
             b = [[min(p[0] for p in b), min(p[1] for p in b), max(p[2] for p in b), max(p[3] for p in b)]]
             kind = "t"
@@ -814,8 +826,14 @@ def figure_panels(png: bytes, width: int, gap: float = 8, text: float = 48, sliv
             pad = 2 * k  # a little white around each part
             x0, y0 = max(0, x0 - pad), max(0, y0 - pad)
             x1, y1 = min(img.shape[1], x1 + pad), min(img.shape[0], y1 + pad)
-            out.append((round(x0 / k), round(y0 / k), round((x1 - x0) / k), round((y1 - y0) / k), kind))
-    return out
+            part = (round(x0 / k), round(y0 / k), round((x1 - x0) / k), round((y1 - y0) / k), kind)
+            # a part beside the grid with nothing under it (a colour bar by the first row) is shown before the
+            # panels, under the title, rather than between two rows
+            below = bands[i + 1] if i + 1 < len(bands) else None
+            if kind == "p" and below and not any(over([x0, 0, x1, 0], q) for q in below): side.append(part)
+            else: out.append(part)
+    top = next((n for n, p in enumerate(out) if p[4] == "p"), len(out))
+    return out[:top] + side + out[top:]
 
 
 # the script of an attention explorer as a notebook stored it (transformer_nb.explorer._explorer_script)

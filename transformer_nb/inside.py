@@ -695,7 +695,7 @@ def show_signed(
     ylabel:str="layer",
     title:str|None=None,
     fmt:str="{:.0%}",
-    cbar_label:str="red above zero, blue below",
+    cbar_label:str="value",
 )->Figure:
     """Heatmaps of signed values on one colour scale centred on zero, each value written
     in its cell: patching shares, logit attributions
@@ -719,7 +719,7 @@ def show_signed(
     fmt : str
         the format of the values written in the cells
     cbar_label : str
-        what the colours measure, written along the colour bar
+        what the colours measure, a word or two: the bar is as short as the panels
 
     Returns
     -------

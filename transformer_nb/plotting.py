@@ -371,6 +371,9 @@ def show_heatmaps(
             lab = ylabel if row_titles is None else f"{row_titles[i]}\n{ylabel}"
             if lab: ax.set_ylabel(lab)
         if titles is not None: ax.set_title(titles[n])
+        elif alone and nr > 1 and col_titles is not None:  # a phone shows them one by one:
+            row = "" if row_titles is None else f"{row_titles[i]}, "   # each says which
+            ax.set_title(row + col_titles[j], fontsize="medium")
         elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
     cax = fig.add_axes((0, 0, 0.1, 0.1)) if colorbar else None
     if colorbar: fig.colorbar(im, cax=cax).set_label(cbar_label or "")
@@ -483,8 +486,21 @@ def show_curves(
     if logy: ax.set_yscale("log")
     ax.set_xlabel(xlabel); ax.set_ylabel(ylabel)
     if title: _fit_title(fig, ax.set_title(title))
-    ax.legend(fontsize=9); ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3)
+    if _covers(fig, ax, ax.legend(fontsize=9)):  # no place inside is free of data:
+        ax.get_legend().remove()                  # the legend goes under the plot,
+        leg = fig.legend(loc="outside lower center", fontsize=9)    # the plot's size kept
+        fig.set_figheight(figsize[1] + leg.get_window_extent(fig._get_renderer()).height
+                          / fig.dpi)
     return fig
+
+def _covers(fig, ax, legend)->bool:
+    "Does the legend lie over a point of any curve?"
+    renderer = fig._get_renderer()
+    fig.get_layout_engine().execute(fig)
+    box = legend.get_window_extent(renderer)
+    return any(box.contains(*p) for line in ax.get_lines()
+               for p in ax.transData.transform(line.get_xydata()))
 
 def _fit_title(fig, title, margin:float=0.96):
     ("Wrap a title that runs off the figure (`_wrap_words`): it is centred over its "

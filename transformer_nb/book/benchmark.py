@@ -175,8 +175,10 @@ def show_spread(ranges:dict, targets:dict|None=None, title:str|None=None)->objec
     # ticks a reader can read off, within the ratios' range
     low = min(lo for lo, hi in ranges.values())
     high = max(hi for lo, hi in ranges.values())
-    ticks = [x for x in (0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10)
-             if low / 1.2 <= x <= high * 1.2]
+    # 1-2-5 over a wide range (labels that never touch), more over a narrow one
+    for grid in ((0.1, 0.2, 0.5, 1, 2, 5, 10), (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3)):
+        ticks = [x for x in grid if low / 1.2 <= x <= high * 1.2]
+        if len(ticks) >= 3: break
     ax.set_xticks(ticks, [f"{x:g}×" for x in ticks], fontsize=9)
     ax.xaxis.set_minor_formatter("")
     ax.axvline(1, color="#999999", lw=0.8)
