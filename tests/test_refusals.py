@@ -352,9 +352,19 @@ def test_the_smaller_reports_of_the_later_chapters():
 def test_the_reports_left_from_the_second_review():
     "Each of these returned NaN, divided by zero, truncated, broadcast or read the wrong row before"
     from transformer_nb.data import Vocab
-    from transformer_nb.gpt import bits_per_char, induction_scores, previous_token_scores
+    from transformer_nb.gpt import (
+        bits_per_char,
+        induction_scores,
+        previous_token_scores,
+    )
     from transformer_nb.induction import attention_only, train_induction
-    from transformer_nb.inside import lm_lens, patch_head, patch_position, patching_study, run_with_cache
+    from transformer_nb.inside import (
+        lm_lens,
+        patch_head,
+        patch_position,
+        patching_study,
+        run_with_cache,
+    )
     from transformer_nb.masking import pad_batch, target_mask
     from transformer_nb.numbers import held_out_numbers, source_words
     from transformer_nb.plotting import show_heatmaps
