@@ -371,8 +371,9 @@ def show_heatmaps(
             lab = ylabel if row_titles is None else f"{row_titles[i]}\n{ylabel}"
             if lab: ax.set_ylabel(lab)
         if titles is not None: ax.set_title(titles[n])
-        elif alone and nr > 1 and col_titles is not None:  # a phone shows them one by one:
-            row = "" if row_titles is None else f"{row_titles[i]}, "   # each says which
+        elif alone and nr > 1 and col_titles is not None:
+            # a phone shows the panels one by one (tools/site.js): each says which it is
+            row = "" if row_titles is None else f"{row_titles[i]}, "
             ax.set_title(row + col_titles[j], fontsize="medium")
         elif i == 0 and col_titles is not None: ax.set_title(col_titles[j])
     cax = fig.add_axes((0, 0, 0.1, 0.1)) if colorbar else None
@@ -489,7 +490,7 @@ def show_curves(
     ax.grid(alpha=0.3)
     if _covers(fig, ax, ax.legend(fontsize=9)):  # no place inside is free of data:
         ax.get_legend().remove()                  # the legend goes under the plot,
-        leg = fig.legend(loc="outside lower center", fontsize=9)    # the plot's size kept
+        leg = fig.legend(loc="outside lower center", fontsize=9)  # the plot's size kept
         fig.set_figheight(figsize[1] + leg.get_window_extent(fig._get_renderer()).height
                           / fig.dpi)
     return fig
