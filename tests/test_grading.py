@@ -1040,14 +1040,19 @@ def test_noam_two_mistakes_named_in_order():
 # ---------------------------------------------------------------- chapter 11: greedy decoding
 
 def greedy(after_eos="pad", stop="all", keep_bos=False, steps=0, causal=True):
-    "Greedy decoding as learners write it (no cache), with one configurable mistake"
-    def f(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2):
+    "Greedy decoding as learners write it (a growing tensor, the cache its own way), with one configurable mistake"
+    from transformer_nb.decoding import KVCache, decode_step
+
+    def f(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2, pick=None):
         memory = model.encode(src, src_mask)
+        cache = KVCache(model, memory, src_mask) if use_cache else None
         ys = torch.full((src.shape[0], 1), bos); done = torch.zeros(src.shape[0], dtype=torch.bool); out = []
         for t in range(max_len + steps):
-            m = torch.ones(t + 1, t + 1, dtype=torch.bool).tril() if causal else None
-            logits = model.decode(ys, memory, m, src_mask)[:, -1]
-            nxt = logits.argmax(-1)
+            if cache is not None: logits = decode_step(model, cache, ys[:, -1])
+            else:
+                m = torch.ones(t + 1, t + 1, dtype=torch.bool).tril() if causal else None
+                logits = model.decode(ys, memory, m, src_mask)[:, -1]
+            nxt = logits.argmax(-1) if pick is None else pick(logits)
             if after_eos == "pad": nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
             ys = torch.cat([ys, nxt[:, None]], 1); out.append(logits)
             if eos is None: continue
@@ -1075,6 +1080,19 @@ def test_greedy_one_token_short(): fails_with(grade_greedy_search(greedy(steps=-
 def test_greedy_without_causal_mask(): fails_with(grade_greedy_search(greedy(causal=False)), "without the causal mask")
 def test_greedy_no_pad_and_never_stops_named_in_order():
     fails_with(grade_greedy_search(greedy(after_eos="go on", stop="never")), "(1) you write max_len", "(2) a row that")
+
+
+def test_greedy_pick_and_the_cache_switch_are_checked():
+    "A learner's review: an answer that took the argmax whatever `pick`, or kept the cache on whatever `use_cache`, passed"
+    def argmax_only(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2, pick=None):
+        return greedy()(model, src, src_mask, max_len, use_cache, bos, pad, eos)
+    fails_with(grade_greedy_search(argmax_only), "pick is never called")
+    def cache_always(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2, pick=None):
+        return greedy()(model, src, src_mask, max_len, True, bos, pad, eos, pick)
+    fails_with(grade_greedy_search(cache_always), "use_cache=False: the decoder still read one new position")
+    def cache_never(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2, pick=None):
+        return greedy()(model, src, src_mask, max_len, False, bos, pad, eos, pick)
+    fails_with(grade_greedy_search(cache_never), "use_cache=True: the decoder never got the cache")
 
 
 # ---------------------------------------------------------------- chapter 11: beam search and its stopping rule

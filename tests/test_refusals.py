@@ -411,3 +411,12 @@ def test_the_reports_left_from_the_second_review():
                        (dict(col_titles=["h0"]), r"col_titles must have one label per column of panels \(2\)")]:
         with pytest.raises(ValueError, match=words_):
             show_heatmaps(torch.rand(1, 2, 4, 4), **kw)        # IndexError, or matplotlib's FixedLocator
+
+
+def test_a_process_sum_of_a_plain_number_is_refused_by_both_kinds_of_processes():
+    """procs.sum(int(...)) returned the int with one process and ended in "'int' object has no attribute 'clone'"
+    under DataParallel (a learner's review, grading mean_loss_share): both now say what they need"""
+    from transformer_nb.training import SingleProcess
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got int"):
+        SingleProcess().sum(3)
+    assert SingleProcess().sum(torch.tensor(3)).item() == 3

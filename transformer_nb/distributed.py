@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .core import check_int
+from .core import check_int, check_tensor
 from .data import Batch, Vocab, batch_orders, make_batch
 from .training import SingleProcess, train_task
 
@@ -153,7 +153,7 @@ class DataParallel(SingleProcess):
         Tensor
             its sum over all processes
         """
-        x = x.clone(); dist.all_reduce(x)
+        x = check_tensor(x, "x").clone(); dist.all_reduce(x)
         return x
 
     def check_same(self, value, what:str)->None:

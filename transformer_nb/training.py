@@ -342,7 +342,7 @@ class SingleProcess:
         Tensor
             its sum over all processes
         """
-        return x
+        return check_tensor(x, "x")  # as DataParallel's all-reduce needs
 
     def check_same(self, value, what:str)->None:
         """Raise unless every process has the same `value`: one process always agrees

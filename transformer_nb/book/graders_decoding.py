@@ -199,9 +199,49 @@ def grade_greedy_search(fn)->Verdict:
             f"the ids differ from the argmax at every step: yours have shape "
             f"{shape_of(ids)}, expected {shape_of(want_ids)}; row {r} yours "
             f"{ids[r].tolist()}, expected {want_ids[r].tolist()}.{uncached}"]))
+    _check_pick_and_cache(fn, model, *full)
     return ("the argmax at every step, <pad> after </s>, stopping once every row is "
-            "done, max_len, the masks" + (", with and without the cache"
-                                         if "use_cache" in sig else "") + ".")
+            "done, max_len, the masks, another rule through pick" + (
+                ", with and without the cache" if "use_cache" in sig else "") + ".")
+
+def _decoder_calls(model, call)->list:
+    ("(target length, with a cache) of every call `call()` makes to `model.decode`: "
+     "how a decoding loop runs the decoder, whatever its parts are called")
+    seen, real = [], model.decode
+    def spy(tgt, *args, **kwargs):
+        seen.append((tgt.shape[1], kwargs.get("cache") is not None))
+        return real(tgt, *args, **kwargs)
+    model.decode = spy
+    try: call()
+    finally: del model.decode
+    return seen
+
+def _check_pick_and_cache(fn, model, src, src_mask):
+    "pick is called for the next tokens; use_cache switches the cache on and off"
+    second = lambda logits: logits.topk(2, dim=-1).indices[:, 1]    # (B,): not the argmax
+    want = greedy_search(model, src, src_mask, max_len=6, pick=second)[0]
+    got = expect_tuple(run("your function", fn, model, src, src_mask, max_len=6,
+                           pick=second), 2, "greedy_search", "the ids and the logits")[0]
+    if not (got.shape == want.shape and torch.equal(got.long(), want)):
+        argmax = greedy_search(model, src, src_mask, max_len=6)[0]
+        why = ("yours are the argmax's: pick is never called" if got.shape ==
+               argmax.shape and torch.equal(got.long(), argmax) else
+               f"row 0 yours {got[0].tolist()}, expected {want[0].tolist()}")
+        raise Hint(f"pick=(the second-best token), max_len=6: {why}. When pick is "
+                   "given, the next tokens are pick(logits) of each step's (B, V) "
+                   "logits; chapter 11c samples through it.")
+    for cache in (False, True):
+        calls = _decoder_calls(model, lambda: fn(model, src, src_mask, max_len=6,
+                                                 use_cache=cache))
+        if not cache and calls and max(n for n, _ in calls) == 1:
+            raise Hint("use_cache=False: the decoder still read one new position a "
+                       "step, from the cache; without it, run the decoder over the "
+                       "whole prefix at every step (the chapter's proof that both "
+                       "give the same tokens needs both).")
+        if cache and calls and not any(c for _, c in calls):
+            raise Hint("use_cache=True: the decoder never got the cache and re-read "
+                       "the whole prefix at every step; build a KVCache and run "
+                       "decode_step on the one new position.")
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11c
 def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
