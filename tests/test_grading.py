@@ -184,12 +184,15 @@ class MHA(MultiHeadAttention):
     "The book's module with one configurable mistake"
     split, merge, scale, w_o, use_mask, v_from = "ok", "ok", None, True, True, "value"
     use_dropout, drop_in_eval, return_dropped, weights_always = True, False, False, False
+    invert_mask, q_from = False, "query"
     def forward(self, query, key, value, mask=None, need_weights=True):
         B, T, d = query.shape; S, H, dk = key.shape[1], self.num_heads, self.d_k
         sp = lambda t, L: t.reshape(B, H, L, dk) if self.split == "view" else t.reshape(B, L, H, dk).transpose(1, 2)
-        q, k, v = sp(self.W_q(query), T), sp(self.W_k(key), S), sp(self.W_v(value if self.v_from != "key" else key), S)
+        q = sp(self.W_q(query if self.q_from == "query" else key), T)
+        k, v = sp(self.W_k(key), S), sp(self.W_v(value if self.v_from != "key" else key), S)
         w = (q @ k.transpose(-2, -1) / (self.scale or math.sqrt(dk)))
-        if mask is not None and self.use_mask: w = w.masked_fill(~mask, torch.finfo(w.dtype).min)
+        if mask is not None and self.use_mask:
+            w = w.masked_fill(mask if self.invert_mask else ~mask, torch.finfo(w.dtype).min)
         w = w.softmax(-1)
         p = self.dropout if (self.training or self.drop_in_eval) and self.use_dropout else 0.0
         dropped = F.dropout(w, p)
@@ -207,6 +210,11 @@ def test_multihead_merge_mixes_positions(): fails_with(grade_multihead(mha(merge
 def test_multihead_scaled_by_d_model(): fails_with(grade_multihead(mha(scale=math.sqrt(24))), "√d_model", "√d_k")
 def test_multihead_missing_w_o(): fails_with(grade_multihead(mha(w_o=False)), "W_o")
 def test_multihead_mask_ignored(): fails_with(grade_multihead(mha(use_mask=False)), "mask is ignored")
+def test_multihead_mask_the_wrong_way_round():  # a learner's review: "the output differs ... Follow the steps"
+    fails_with(grade_multihead(mha(invert_mask=True)), "the mask is the wrong way round", "~mask")
+def test_multihead_queries_from_the_keys():  # the same review: a crash without a mask got advice about the mask
+    msg = str(grade_multihead(mha(q_from="key")))
+    assert "Queries come from query (T positions)" in msg and "The mask broadcasts" not in msg, msg
 
 
 # ---------------------------------------------------------------- embeddings and positions

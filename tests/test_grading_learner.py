@@ -50,7 +50,7 @@ def test_greedy_without_the_source_mask_on_the_uncached_paths_cross_attention():
     "The encoder reads the mask, the uncached loop's cross-attention does not; the cached path is right"
     def f(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0, eos=2):
         if use_cache: return greedy_search(model, src, src_mask, max_len, use_cache=True, bos=bos, pad=pad, eos=eos)
-        return greedy()(_NoCross(model), src, src_mask, max_len, bos=bos, pad=pad, eos=eos)
+        return greedy()(_NoCross(model), src, src_mask, max_len, use_cache=False, bos=bos, pad=pad, eos=eos)
     fails_with(grade_greedy_search(f), "The cached cases pass", "the source's padding mask for the cross-attention")
 
 

@@ -193,7 +193,8 @@ def grade_greedy_search(fn)->Verdict:
         # the cases before it passed: only the path without the cache is wrong
         uncached = (" The cached cases pass: without the cache, give the decoder the "
                     "same masks (the source's padding mask for the cross-attention, "
-                    "the causal mask for its own tokens)."
+                    "the causal mask for its own tokens) and read the logits of its "
+                    "last position, [:, -1]."
                     if kw.get("use_cache") is False else "")
         raise Hint(f"{case}: " + several_hints(found or [
             f"the ids differ from the argmax at every step: yours have shape "

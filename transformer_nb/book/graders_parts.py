@@ -874,8 +874,12 @@ def grade_multihead(cls)->Verdict:
                 ke,
                 va,
                 mask=mask,
+                # what the case adds to the one before: a mask, or keys of another length
                 advice="The mask broadcasts to (B, H, T, S) as it is; pass it on to "
-                       "the attention unchanged.",
+                       "the attention unchanged." if mask is not None else
+                       "Queries come from query (T positions), keys and values from "
+                       "key and value (S positions): split each with its own length."
+                       if qu is not ke else "",
             )
             out, w = expect_tuple(
                 res,
@@ -943,6 +947,17 @@ def grade_multihead(cls)->Verdict:
             if scale: raise Hint(f"{case}: {scale}")
             if mask is not None and tensors_close(out, ref(qu, ke, va)[0]):
                 raise Hint(f"{case}: the mask is ignored; pass it to the attention.")
+            if mask is not None and w.shape == want_w.shape:
+                may = mask.expand(want_w.shape)                      # (B, H, T, S)
+                # rows with keys of both kinds: all the weight on the blocked ones
+                mixed = (may.any(-1) & (~may).any(-1))[..., None] & may
+                w0 = torch.nan_to_num(w.float())
+                if (mixed.any() and w0[mixed].abs().max() < 1e-6
+                        and (w0[~may] > 0).any()):
+                    raise Hint(f"{case}: the mask is the wrong way round: True means "
+                               "the key may be attended (F.scaled_dot_product_"
+                               "attention's convention, chapter 2); fill with -inf "
+                               "where the mask is False, ~mask.")
             weights = (
                 max_error(w, want_w)
                 if w.shape == want_w.shape
