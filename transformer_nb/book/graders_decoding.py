@@ -219,10 +219,10 @@ def _decoder_calls(model, call)->list:
 
 def _check_pick_and_cache(fn, model, src, src_mask):
     "pick is called for the next tokens; use_cache switches the cache on and off"
-    second = lambda logits: logits.topk(2, dim=-1).indices[:, 1]    # (B,): not the argmax
+    second = lambda logits: logits.topk(2, dim=-1).indices[:, 1]   # (B,): no argmax
     want = greedy_search(model, src, src_mask, max_len=6, pick=second)[0]
-    got = expect_tuple(run("your function", fn, model, src, src_mask, max_len=6,
-                           pick=second), 2, "greedy_search", "the ids and the logits")[0]
+    got = run("your function", fn, model, src, src_mask, max_len=6, pick=second)
+    got = expect_tuple(got, 2, "greedy_search", "the ids and the logits")[0]
     if not (got.shape == want.shape and torch.equal(got.long(), want)):
         argmax = greedy_search(model, src, src_mask, max_len=6)[0]
         why = ("yours are the argmax's: pick is never called" if got.shape ==

@@ -874,7 +874,7 @@ def grade_multihead(cls)->Verdict:
                 ke,
                 va,
                 mask=mask,
-                # what the case adds to the one before: a mask, or keys of another length
+                # what the case adds to the one before: a mask, or keys of a new length
                 advice="The mask broadcasts to (B, H, T, S) as it is; pass it on to "
                        "the attention unchanged." if mask is not None else
                        "Queries come from query (T positions), keys and values from "
