@@ -1343,3 +1343,21 @@ def test_induction_score_shape():
 def test_induction_score_two_mistakes_named_in_order():
     fails_with(grade_induction_score(ind(key="previous", queries="every")), "(1)", "previous-token score", "(2)",
                "every position")
+
+
+def test_beam_search_first_k_to_finish_and_eos_kept_are_named():
+    """A learner's review: returning the first k hypotheses to finish was explained as two other mistakes (the stopping
+    rule, the unfinished ones), and </s> kept in the tokens as 'sort them by score'"""
+    import inspect
+
+    from transformer_nb import decoding
+    src = inspect.getsource(decoding.beam_search).replace("@torch.no_grad()\n", "")
+    def variant(old, new):
+        assert old in src
+        ns = dict(vars(decoding)); exec(src.replace(old, new), ns); return ns["beam_search"]
+    first_k = variant("return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]",
+                      "return finished[:beam_size]")
+    fails_with(grade_beam_search(first_k), "the first beam_size hypotheses that ended")
+    eos_kept = variant("beams[row], lp, lp / length_penalty(step, alpha), True",
+                       "beams[row] + [eos], lp, lp / length_penalty(step, alpha), True")
+    fails_with(grade_beam_search(eos_kept), "keep </s> (2) in their tokens")

@@ -247,7 +247,7 @@ def _check_pick_and_cache(fn, model, src, src_mask):
 # %% ../../nbs/91d_graders_decoding.ipynb #x11c
 def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
                   eos=Vocab.eos, stop=None, bound=None, penalty=None, keep=None,
-                  unfinished=None)->list:
+                  unfinished=None, order=None)->list:
     ("Beam search without a cache, with classic deviations of the stopping rule, the "
      "length penalty and the finished hypotheses")
     from transformer_nb.decoding import Hypothesis, length_penalty
@@ -284,9 +284,17 @@ def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
             reach = max(new_lp) / (pen(step) if bound == "current" else pen(max_len))
             if sorted(h.score for h in finished)[-k] >= reach: break
         beams, logprobs = new_beams, torch.tensor(new_lp)
+    if order == "first": return finished[:k]                # the first k to finish
     return sorted(finished, key=lambda h: h.score, reverse=True)[:k]
 
 _BEAM_MISTAKES = [
+    (
+        "order",
+        {
+            "first": "you return the first beam_size hypotheses that ended, not the "
+            "beam_size best: sort them by score, best first, then keep beam_size.",
+        },
+    ),
     (
         "stop",
         {
@@ -400,6 +408,18 @@ def grade_beam_search(fn)->Verdict:
         want = _hyps(beam_search(model, src, beam_size=k, max_len=L, alpha=a), "")
         got = call(model, src, k, L, a)
         if _same_hyps(got, want): continue
+        # two slips that leave the search itself right, named before any deviation
+        scores = [h[2] for h in got]
+        if scores != sorted(scores, reverse=True):
+            raise Hint(f"{case}: your hypotheses are not in order of score "
+                       f"({', '.join(f'{s:.3f}' for s in scores)}): return the "
+                       "beam_size best, sorted by score, best first.")
+        strip = lambda h: (h[0][:-1] if h[3] and h[0][-1:] == [Vocab.eos] else h[0],
+                           *h[1:])                                # tokens without </s>
+        if any(strip(h) != h for h in got) and _same_hyps(list(map(strip, got)), want):
+            raise Hint(f"{case}: your finished hypotheses keep </s> ({Vocab.eos}) in "
+                       "their tokens: a Hypothesis's tokens are those written before "
+                       "it (its logprob counts it).")
         # one explanation for every case, or each case's own
         found = explain_cases(
             cases, lambda c: call(*c),
