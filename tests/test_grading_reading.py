@@ -151,3 +151,17 @@ def test_unfilled_exercises_are_told_to_fill_in_without_a_model():
                               (grade_costliest_head, costliest_head, "costliest_head")):
         v = check(stub, None)
         fails_with(v, "fill in the TODO", f"the book's `{book}`")
+
+
+def test_costliest_head_read_off_the_training_pairs(copy_q):
+    "A learner's review: a function that scored the training pairs instead of the held-out ones passed"
+    from transformer_nb.reading import every_head, teacher_forced_accuracy
+    from transformer_nb.transformer import ablate_heads
+    def on_train(run):
+        m, v, pairs = run.model, run.task.vocab, run.task.train[:300]
+        full = teacher_forced_accuracy(m, v, pairs).sequences
+        lost = {}
+        for h in every_head(m):
+            with ablate_heads(m, [h]): lost[h] = full - teacher_forced_accuracy(m, v, pairs).sequences
+        return max(lost, key=lost.get)
+    fails_with(grade_costliest_head(on_train, copy_q), "moves when the training pairs change", "run.task.valid")

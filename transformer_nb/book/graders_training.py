@@ -1046,6 +1046,19 @@ def grade_costliest_head(fn, trained=None)->Verdict:
         raise Hint(f"{kind} has layers 0..{layers[kind] - 1} and heads 0..{H - 1}, "
                    f"counted from 0; got layer {layer}, head {head}.")
     got = (kind, layer, head)
+    # an answer read off the held-out pairs does not move when the training pairs do
+    # (here: each source given the next pair's target, which no model can write)
+    pairs = trained.task.train[:len(valid)]
+    wrong = [(s, t) for (s, _), (_, t) in zip(pairs, pairs[1:] + pairs[:1])]
+    other = trained._replace(task=trained.task._replace(train=wrong))
+    try: again = run("your function", fn, other)
+    finally: model.load_state_dict(before)
+    again = tuple(int(x) if isinstance(x, Tensor) else x for x in again) if isinstance(
+        again, (tuple, list)) else again
+    if again != got:
+        raise Hint(f"your answer moves when the training pairs change ({got} becomes "
+                   f"{again!r:.40}): score the held-out pairs, run.task.valid, which "
+                   "the model never saw.")
     with torch.no_grad():
         costs = ablation_costs(model, vocab, valid)                   # kind: (L, H)
     cost = {(k, l, h): float(v[l, h]) for k, v in costs.items()
