@@ -786,11 +786,9 @@ figure without two parts side by side at least `panel` px wide has no panels to 
 
     # a first line of text over more parts than it has (a figure's title over its panels) is the figure's title,
     # whole, however the gaps between its words happen to fall over the gaps between the panels
-    titles = []
-    if len(bands) > 1 and short(bands[0]) and len(bands[0]) < len(bands[1]):
-        a = bands[0]
-        a[:] = [[min(p[0] for p in a), min(p[1] for p in a), max(p[2] for p in a), max(p[3] for p in a)]]
-        titles.append(a)
+    title = bands[0] if len(bands) > 1 and short(bands[0]) and len(bands[0]) < len(bands[1]) else None
+    if title: title[:] = [[min(p[0] for p in title), min(p[1] for p in title), max(p[2] for p in title),
+                           max(p[3] for p in title)]]
 
     def merge(down: bool) -> None:
         "Join text bands to the panels below them (titles, legends), or else (down=False) to those above"
@@ -799,7 +797,7 @@ figure without two parts side by side at least `panel` px wide has no panels to 
             changed = False
             for i in range(len(bands) - 1):
                 a, b = bands[i], bands[i + 1]
-                if any(a is t or b is t for t in titles): continue
+                if title is not None and (a is title or b is title): continue  # the title stays
                 if down and short(a) and not short(b) and fits(a, b):
                     bands[i:i + 2] = [join(a, b)]
                 elif down and short(a) and short(b) and len(a) == len(b) >= 2 and fits(a, b) and fits(b, a):

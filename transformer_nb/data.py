@@ -76,6 +76,21 @@ class Vocab:
         str
             the text
         """
+        return "".join(self.tokens(ids))
+    def tokens(self, ids:Sequence[int]|Tensor)->list[str]:
+        """The tokens `decode` joins: <s> and <pad> left out, up to the first </s>, an
+        id outside the vocabulary read as <unk>
+
+        Parameters
+        ----------
+        ids : Sequence[int] | Tensor
+            token ids, one sequence
+
+        Returns
+        -------
+        list[str]
+            the tokens, e.g. the words of a word-level vocabulary (chapter 11a)
+        """
         if isinstance(ids, Tensor) and ids.dim() != 1:
             raise ValueError(f"ids must be one sequence, shape (T,), got shape "
                              f"{tuple(ids.shape)}: decode each row")
@@ -88,7 +103,7 @@ class Vocab:
             out.append(
                 self.itos[i] if 0 <= i < len(self.itos) else self.specials[self.unk]
             )
-        return "".join(out)
+        return out
 
 # %% ../nbs/09_data.ipynb #c010
 def digit_pairs(

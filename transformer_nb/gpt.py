@@ -781,7 +781,7 @@ def previous_token_scores(model:GPT, ids:Tensor)->Tensor:
     Tensor
         (L, H) mean attention from each position t >= 1 to t - 1
     """
-    if isinstance(ids, Tensor) and ids.dim() == 2 and ids.shape[1] < 2:
+    if check_tensor(ids, "ids", ndim=2, floating=False).shape[1] < 2:
         raise ValueError(f"ids must have T >= 2, got shape {tuple(ids.shape)}")
     model.eval()
     _, attn = model(ids, need_weights=True)

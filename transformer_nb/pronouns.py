@@ -201,12 +201,7 @@ def words(ids:Tensor, vocab:Vocab)->list[str]:
     list[str]
         the words, without <s> and </s>
     """
-    out = []
-    for i in ids.tolist():
-        if i == vocab.eos: break
-        if i in (vocab.pad, vocab.bos): continue
-        out.append(vocab.itos[i] if 0 <= i < len(vocab) else vocab.specials[vocab.unk])
-    return out
+    return vocab.tokens(ids)
 
 # %% ../nbs/11a_pronouns.ipynb #p022
 def referent_preference(

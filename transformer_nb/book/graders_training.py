@@ -1032,11 +1032,13 @@ def grade_costliest_head(fn, trained=None)->Verdict:
         "cross": len(model.decoder.layers),
     }
     H = model.num_heads
+    # a head given with tensors for its numbers is the same head
+    as_ints = lambda h: tuple(int(x) if isinstance(x, Tensor) else x for x in h)
     if not (isinstance(got, (tuple, list)) and len(got) == 3):
         raise Hint("return one head as (kind, layer, head), e.g. ('cross', 1, 2); got "
                    f"{got!r:.60}.")
     kind, layer, head = got
-    layer, head = (int(x) if isinstance(x, Tensor) else x for x in (layer, head))
+    layer, head = as_ints((layer, head))
     if kind not in layers:
         raise Hint(f"the kind must be one of {list(layers)}, as the fields of "
                    f"Attention and ablate_heads name them; got {kind!r}.")
@@ -1053,8 +1055,7 @@ def grade_costliest_head(fn, trained=None)->Verdict:
     other = trained._replace(task=trained.task._replace(train=wrong))
     try: again = run("your function", fn, other)
     finally: model.load_state_dict(before)
-    again = tuple(int(x) if isinstance(x, Tensor) else x for x in again) if isinstance(
-        again, (tuple, list)) else again
+    if isinstance(again, (tuple, list)): again = as_ints(again)
     if again != got:
         raise Hint(f"your answer moves when the training pairs change ({got} becomes "
                    f"{again!r:.40}): score the held-out pairs, run.task.valid, which "
