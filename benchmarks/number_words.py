@@ -7,7 +7,10 @@ baseline and the ablation table (`number_report`).
     python benchmarks/number_words.py --langs de --seeds 0 --steps 30 --print   # one small run, printed as JSON
 
 Every run below 99 % held-out exact match is trained again for twice the steps, under "longer": whether its
-shortfall is one of training time. It also trains French once per "...-one" pair on the split as it was before `UNGUESSABLE` (seeds that hold out 21,
+shortfall is one of training time. Under "fewer_merges", French is trained again on every seed with the 40 BPE
+merges it had before `NUMBER_MERGES` gave it 45: held-out exact match, how BPE cut each tens word, and for a run
+below 99 % what it wrote wrong and its exact match at twice the steps. It also trains French once per "...-one"
+pair on the split as it was before `UNGUESSABLE` (seeds that hold out 21,
 31, 41, 51, 71, 81 and 91), under "unguessable": why the split now keeps 21, 71, 81 and 91 in training.
 
 The committed file also holds, under "check", the small run that tests/test_numbers.py re-runs and compares.
@@ -42,6 +45,28 @@ def unguessable(seed: int) -> dict:
                 wrong=[n for n, o in zip(run_.task.valid_numbers, ok) if not o])
 
 
+def fewer_merges(seed: int, merges: int = 40) -> dict:
+    "French with `merges` BPE merges (its former recipe): exact match, the tens' pieces, the wrong numbers"
+    from transformer_nb import numbers
+    saved, numbers.NUMBER_MERGES = numbers.NUMBER_MERGES, dict(numbers.NUMBER_MERGES, fr=merges)
+    try:
+        run_ = numbers.train_numbers("fr", seed=seed)
+        t = run_.task
+        tens = {w: numbers.bpe_encode(w, t.merges) for w in
+                (numbers.number_words(10 * d, "fr") for d in range(2, 7))}
+        out = dict(seed=seed, merges=merges, exact=numbers.held_out_exact(run_)["all"], tens=tens)
+        if out["exact"] < 0.99:
+            ok = numbers.number_exact_match(run_.model, t).tolist()
+            wrong = [(n, s) for n, s, o in zip(t.valid_numbers, t.valid, ok) if not o]
+            written = numbers.write_numbers(run_.model, t.vocab, [s for _, (s, _) in wrong])
+            out["wrong"] = {n: w for (n, _), w in zip(wrong, written)}
+            twice = numbers.train_numbers("fr", seed=seed, steps=2 * len(run_.history.loss))
+            out["exact_twice_the_steps"] = numbers.held_out_exact(twice)["all"]
+    finally:
+        numbers.NUMBER_MERGES = saved
+    return out
+
+
 def run(lang: str, seed: int, steps: int | None) -> dict:
     "Train one run and report it (`number_report`)"
     from transformer_nb.numbers import number_report, train_numbers
@@ -53,13 +78,14 @@ def main(argv=None) -> int:
     p.add_argument("--langs", nargs="+", default=["de", "fr"])
     p.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     p.add_argument("--no-unguessable", action="store_true", help="skip the French '...-one' runs")
+    p.add_argument("--no-fewer-merges", action="store_true", help="skip French at its former 40 merges")
     p.add_argument("--steps", type=int, default=None, help="default: NUMBER_SETTINGS")
     p.add_argument("--print", action="store_true", help="print the runs as JSON, write nothing")
     p.add_argument("--out", default=str(OUT))
     args = p.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    from transformer_nb.numbers import NUMBER_MODEL, NUMBER_SETTINGS
+    from transformer_nb.numbers import NUMBER_MERGES, NUMBER_MODEL, NUMBER_SETTINGS
     runs = []
     for lang in args.langs:
         for seed in args.seeds:
@@ -79,14 +105,19 @@ def main(argv=None) -> int:
     ones = [] if args.no_unguessable else [unguessable(seed) for seed in ONE_PAIRS]
     for r in ones:
         print(f"fr seed {r['seed']}, {r['pair']} held out: exact {r['exact']:.1%}", file=sys.stderr)
+    fewer = [] if args.no_fewer_merges or "fr" not in args.langs else [
+        fewer_merges(seed) for seed in args.seeds]
+    for r in fewer:
+        print(f"fr seed {r['seed']}, {r['merges']} merges: exact {r['exact']:.1%}", file=sys.stderr)
     result = dict(
-        recipe=dict(model=NUMBER_MODEL, settings=NUMBER_SETTINGS),
+        recipe=dict(model=NUMBER_MODEL, settings=NUMBER_SETTINGS, merges=NUMBER_MERGES),
         torch=torch.__version__, threads=1,
         kernels=os.environ.get("ATEN_CPU_CAPABILITY", "default"),
         note="seconds are wall-clock on a shared 2-core machine under other jobs' load",
         runs=runs,
         longer=longer,
         unguessable=ones,
+        fewer_merges=fewer,
         check=run(CHECK["lang"], CHECK["seed"], CHECK["steps"]),
     )
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

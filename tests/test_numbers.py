@@ -14,6 +14,7 @@ from transformer_nb.numbers import (
     HIGH,
     LANGUAGES,
     LOW,
+    NUMBER_MERGES,
     UNGUESSABLE,
     C,
     E,
@@ -93,7 +94,7 @@ def test_held_out_pairs_and_numbers_never_occur_in_training():
 
 def test_french_never_holds_out_a_one_it_cannot_infer():
     """21, 71, 81 and 91 say their "...-one" in a way no other French number shows (the first split held them out:
-    93.8 % held-out exact match in the seeds that drew 21, 71 or 91); French trades such a draw's unit with another
+    93.8 % held-out exact match in the seeds that drew 71 or 91); French trades such a draw's unit with another
     tens, German keeps every draw, and both stay one pair per tens with eight different units"""
     fr_ones = {(2, 1), (7, 1), (8, 1), (9, 1)}
     assert UNGUESSABLE == {"fr": fr_ones}
@@ -108,6 +109,19 @@ def test_french_never_holds_out_a_one_it_cannot_infer():
     assert traded >= 10                                       # the check is not vacuous
     assert make_number_task("fr", 2).held_pairs[:2] == [(2, 2), (3, 1)]   # seed 2 drew 21 and 32
     assert make_number_task("de", 2).held_pairs == held_out_numbers(2)[1]
+
+
+def test_french_merges_keep_every_tens_word_one_piece():
+    """French learns NUMBER_MERGES["fr"] = 45 merges: with 40, splits 1 and 3 cut *trente* into tr·ent·e, and split 3
+    (which holds out 31) wrote every 31 as *trente-un* (benchmarks/results/numbers.json, "fewer_merges")"""
+    assert NUMBER_MERGES == {"de": 40, "fr": 45}
+    tens = [number_words(10 * d, "fr") for d in range(2, 7)]
+    for seed in range(10):
+        task = make_number_task("fr", seed)
+        assert len(task.merges) == 45 and all(bpe_encode(w, task.merges) == [w] for w in tens), seed
+    assert bpe_encode("trente", make_number_task("fr", 3, merges=40).merges) == ["tr", "ent", "e"]
+    assert len(make_number_task("de", 0).merges) == 40
+    with pytest.raises(ValueError, match="merges must be"): make_number_task("fr", 0, merges=-1)
 
 
 def test_gold_alignment_and_crossing_of_97():

@@ -28,10 +28,10 @@ from .training import Trained, task_config, train
 from .transformer import Transformer
 
 # %% auto #0
-__all__ = ['LANGUAGES', 'LOW', 'HIGH', 'NUMBER_TASKS', 'H', 'C', 'T', 'U', 'E', 'ROLE_NAMES', 'UNGUESSABLE', 'NUMBER_MODEL',
-           'NUMBER_SETTINGS', 'check_lang', 'check_number', 'number_words', 'english_words', 'english_roles',
-           'number_parts', 'learn_bpe', 'bpe_encode', 'NumberTask', 'held_out_numbers', 'make_number_task',
-           'gold_alignment', 'train_numbers', 'source_words', 'write_numbers', 'translate_numbers',
+__all__ = ['LANGUAGES', 'LOW', 'HIGH', 'NUMBER_TASKS', 'H', 'C', 'T', 'U', 'E', 'ROLE_NAMES', 'UNGUESSABLE', 'NUMBER_MERGES',
+           'NUMBER_MODEL', 'NUMBER_SETTINGS', 'check_lang', 'check_number', 'number_words', 'english_words',
+           'english_roles', 'number_parts', 'learn_bpe', 'bpe_encode', 'NumberTask', 'held_out_numbers',
+           'make_number_task', 'gold_alignment', 'train_numbers', 'source_words', 'write_numbers', 'translate_numbers',
            'number_exact_match', 'held_out_exact', 'held_out_shares', 'show_alignment', 'said_in_order',
            'number_ablation', 'ablation_groups', 'number_report', 'summarise_numbers', 'save_number_plots']
 
@@ -331,6 +331,10 @@ class NumberTask(NamedTuple):
 # French "...-one" forms no training number shows (21 against 81, 71 the only "et
 # onze", 81 and 91 against 21 and 71): held out, they test French, not composition
 UNGUESSABLE = {"fr": {(2, 1), (7, 1), (8, 1), (9, 1)}}
+# BPE merges per language. At 40, two French splits of ten cut *trente* into
+# tr·ent·e, and the one that holds out 31 wrote every 31 as trente-un; at 45,
+# every French tens word is one piece in every split (see the last section)
+NUMBER_MERGES = {"de": 40, "fr": 45}
 
 def held_out_numbers(seed:int=0, share:float=0.1, avoid=frozenset())->tuple[dict, list]:
     """One (tens, units) pair per tens digit, each in all hundreds, and some
@@ -364,7 +368,7 @@ def held_out_numbers(seed:int=0, share:float=0.1, avoid=frozenset())->tuple[dict
     kinds |= {n: "hundreds/rest" for n in rng.sample(rest, round(share * len(rest)))}
     return kinds, pairs
 
-def make_number_task(lang:str="de", seed:int=0, merges:int=40)->NumberTask:
+def make_number_task(lang:str="de", seed:int=0, merges:int|None=None)->NumberTask:
     """English number words -> `lang` pieces; held-out numbers combine parts never seen
     together
 
@@ -374,8 +378,8 @@ def make_number_task(lang:str="de", seed:int=0, merges:int=40)->NumberTask:
         one of LANGUAGES
     seed : int
         draws the held-out split
-    merges : int
-        BPE merges learned on the training targets
+    merges : int | None
+        BPE merges learned on the training targets; NUMBER_MERGES[lang] by default
 
     Returns
     -------
@@ -387,6 +391,7 @@ def make_number_task(lang:str="de", seed:int=0, merges:int=40)->NumberTask:
     kinds, pairs = held_out_numbers(seed, avoid=UNGUESSABLE.get(lang, ()))
     train_n = [n for n in range(LOW, HIGH + 1) if n not in kinds]
     valid_n = sorted(kinds)
+    merges = NUMBER_MERGES[lang] if merges is None else check_int(merges, "merges", 0)
     bpe = learn_bpe([number_words(n, lang) for n in train_n], merges)
     pair = lambda n: (english_words(n), bpe_encode(number_words(n, lang), bpe))
     train_p, valid_p = [pair(n) for n in train_n], [pair(n) for n in valid_n]
