@@ -1,6 +1,8 @@
 "The built site (`_docs/`), checked as files: offline, complete, every link and image resolving, plots on every chapter."
+import os
 import re
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -366,6 +368,30 @@ def test_every_chapter_links_its_notebook(docs):
         main = html.find("<main")
         assert m.start() < html.find("<h2", main), f"{page}: the download comes after the first section"
         assert (docs / "notebooks" / nb).exists()
+
+
+def test_a_downloaded_chapter_notebook_sets_the_books_kernels_first(docs):
+    """A chapter notebook downloaded from its page runs its first code cell before any import of torch, and that cell
+    has torch use the AVX2 kernels the stored outputs come from (on x86-64): chapter 10's asserts about one trained
+    model hold there only with them."""
+    import json
+    import platform
+
+    from transformer_nb.book.exercises import kernels_source
+    names = sorted(p.name for p in (docs / "notebooks").glob("*.ipynb"))
+    assert "10_training.ipynb" in names
+    for name in names:
+        cells = json.loads((docs / "notebooks" / name).read_text(encoding="utf-8"))["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        assert code[0] + "\n" == kernels_source(), name               # the first code of the notebook
+    if platform.machine().lower() not in ("x86_64", "amd64") or "avx2" not in Path("/proc/cpuinfo").read_text():
+        return
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                                                            "ONEDNN_MAX_CPU_ISA")}
+    run = lambda src: subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, env=env,
+                                     timeout=120).stdout.strip()
+    probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    assert run(kernels_source() + probe) == "AVX2"
 
 
 def test_exercises_page_lists_every_exercise(docs):

@@ -15,9 +15,10 @@ from typing import NamedTuple
 
 # %% auto #0
 __all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'EXTRA_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives',
-           'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'setup_source', 'check_source',
-           'grader_module', 'embed_results', 'comment_out_error_lessons', 'embed_images', 'make_exercise_notebook',
-           'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals', 'exercise_table']
+           'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'kernels_source', 'setup_source',
+           'check_source', 'grader_module', 'embed_results', 'comment_out_error_lessons', 'embed_images',
+           'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals',
+           'exercise_table']
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc006
 # the directive: `#| exercise CHECKER [NAME ...]`, the names passed to the checker
@@ -278,6 +279,21 @@ EXERCISE_NEEDS = {"fastcore": "fastcore", "matplotlib": "matplotlib"}
 # code: {module: (distribution, the package's extra that installs it)}
 EXTRA_NEEDS = {"num2words": ("num2words", "numbers")}
 
+def kernels_source()->str:
+    """Code that has torch use the AVX2 kernels on x86-64, as tools/kernels.sh does; it
+    must run before torch loads: the first code of a notebook downloaded alone"""
+    return (
+        "# on x86-64, torch's AVX2 kernels even where the processor has AVX-512,\n"
+        "# set before torch loads: the book's outputs come from them (its\n"
+        "# tools/kernels.sh), and a model trained here is the book's to the digit\n"
+        "import os, platform, sys\n"
+        "x86 = platform.machine().lower() in ('x86_64', 'amd64')\n"
+        "if x86 and 'torch' not in sys.modules:\n"
+        "    os.environ.setdefault('ATEN_CPU_CAPABILITY', 'avx2')\n"
+        "    os.environ.setdefault('MKL_ENABLE_INSTRUCTIONS', 'AVX2')\n"
+        "    os.environ.setdefault('ONEDNN_MAX_CPU_ISA', 'AVX2')\n"
+    )
+
 def setup_source(needs:dict=EXERCISE_NEEDS, extras:tuple=("exercises",))->str:
     """The set-up cell: say and check what the notebook needs, before any import fails
 
@@ -302,7 +318,8 @@ def setup_source(needs:dict=EXERCISE_NEEDS, extras:tuple=("exercises",))->str:
         "# Set-up: this notebook needs Python 3.11 or later, PyTorch and the package\n"
         f"# transformer_nb with its {names} {extra} ({', '.join(needs.values())}):\n"
         f"#     {pip}\n"
-        "import importlib.util, os, platform, sys\n"
+        + kernels_source() +
+        "import importlib.util\n"
         f"missing = [m for m in ({mods}) if importlib.util.find_spec(m) is None]\n"
         "if sys.version_info < (3, 11) or missing:\n"
         "    raise SystemExit(\n"
@@ -310,14 +327,6 @@ def setup_source(needs:dict=EXERCISE_NEEDS, extras:tuple=("exercises",))->str:
         "        f\"{sys.version.split()[0]}) and {', '.join(missing) or 'no "
         "more'}:\"\n"
         f"        ' {pip}')\n"
-        "# on x86-64, torch's AVX2 kernels even where the processor has AVX-512,\n"
-        "# set before torch loads: the book's outputs come from them (its\n"
-        "# tools/kernels.sh), and a model trained here is the book's to the digit\n"
-        "x86 = platform.machine().lower() in ('x86_64', 'amd64')\n"
-        "if x86 and 'torch' not in sys.modules:\n"
-        "    os.environ.setdefault('ATEN_CPU_CAPABILITY', 'avx2')\n"
-        "    os.environ.setdefault('MKL_ENABLE_INSTRUCTIONS', 'AVX2')\n"
-        "    os.environ.setdefault('ONEDNN_MAX_CPU_ISA', 'AVX2')\n"
         "import torch\n"
         "import transformer_nb\n"
         "print(f\"ready: Python {sys.version.split()[0]}, \"\n"
