@@ -420,3 +420,70 @@ def test_a_process_sum_of_a_plain_number_is_refused_by_both_kinds_of_processes()
     with pytest.raises(TypeError, match="x must be a torch.Tensor, got int"):
         SingleProcess().sum(3)
     assert SingleProcess().sum(torch.tensor(3)).item() == 3
+
+
+def test_every_public_function_that_takes_a_seed_checks_it():
+    """A seed torch's generators cannot take (2**64) failed inside torch ('Overflow when unpacking long long'), a
+    float inside torch or, in the functions that seed Python's `random`, was taken silently. Every public function
+    with a `seed` parameter is listed here, and each refuses both, naming the argument, before any work."""
+    import inspect
+    import pkgutil
+    from importlib import import_module
+
+    import torch.nn as nn
+
+    import transformer_nb
+    from transformer_nb import attention, core, data, gpt, induction, numbers, pronouns
+    from transformer_nb.distributed import shard_stream
+    pairs, vocab = TASK.train[:8], TASK.vocab
+    lm = GPT(12, d_model=8, num_heads=2, d_ff=16, num_layers=2, max_len=32)
+    calls = {
+        "attention.softmax_saturation": lambda s: attention.softmax_saturation(4, seed=s),
+        "core.compare_modules": lambda s: core.compare_modules(nn.Linear(2, 2), nn.Linear(2, 2), torch.ones(1, 2),
+                                                                seed=s),
+        # these two seed Python's `random`, which takes any int: only ints >= 0, below
+        "data.digit_pairs": None,
+        "data.date_pairs": None,
+        "data.make_task": lambda s: data.make_task("copy", n_train=8, n_valid=8, seed=s),
+        "data.batch_orders": lambda s: next(data.batch_orders(8, 2, s)),
+        "data.batch_stream": lambda s: next(data.batch_stream(pairs, vocab, 2, seed=s)),
+        "distributed.shard_stream": lambda s: next(shard_stream(pairs, vocab, 2, 0, 1, s)),
+        # train_replica runs under torchrun: its seed goes to train_task, below
+        "distributed.train_replica": None,
+        "gpt.train_lm": lambda s: gpt.train_lm(lm, torch.arange(40) % 12, steps=1, context=8, seed=s),
+        "gpt.char_lm": lambda s: gpt.char_lm(gpt.CharText("abc", torch.arange(90) % 3, torch.arange(90) % 3), seed=s),
+        "gpt.generate": lambda s: gpt.generate(lm, torch.tensor([1]), 2, seed=s),
+        "gpt.sampler": lambda s: gpt.sampler(seed=s),
+        "gpt.induction_scores": lambda s: gpt.induction_scores(lm, torch.arange(12), length=4, seed=s),
+        "induction.attention_only": lambda s: induction.attention_only(seed=s),
+        "induction.eval_batch": lambda s: induction.eval_batch(lm, seed=s),
+        "induction.train_induction": lambda s: induction.train_induction(lm, steps=1, seed=s),
+        "induction.composition": lambda s: induction.composition(lm, seed=s),
+        "induction.k_composition": lambda s: induction.k_composition(lm, seed=s),
+        "numbers.held_out_numbers": lambda s: numbers.held_out_numbers(s),
+        "numbers.make_number_task": lambda s: numbers.make_number_task("de", s),
+        "numbers.train_numbers": lambda s: numbers.train_numbers("de", s),
+        "pronouns.make_pronoun_task": lambda s: pronouns.make_pronoun_task(seed=s),
+        "pronouns.train_pronoun_model": lambda s: pronouns.train_pronoun_model(seed=s),
+        "training.train_task": lambda s: train_task("copy", steps=1, seed=s, progress=False),
+        "core.check_seed": core.check_seed,
+    }
+    found = set()
+    for m in pkgutil.iter_modules(transformer_nb.__path__):
+        if m.name.startswith("_") or m.ispkg: continue
+        mod = import_module(f"transformer_nb.{m.name}")
+        for name in getattr(mod, "__all__", []):
+            fn = getattr(mod, name)
+            try: params = inspect.signature(fn).parameters if callable(fn) else {}
+            except ValueError: params = {}           # a built-in type (an exception class)
+            if "seed" in params: found.add(f"{m.name}.{name}")
+    assert found == set(calls), found ^ set(calls)
+    for call in calls.values():
+        if call is None: continue
+        for seed, error, words in ((2**64, ValueError, "seed must be < 2\\*\\*63, got 18446744073709551616"),
+                                   (1.5, TypeError, "seed must be an int, got float 1.5")):
+            with pytest.raises(error, match=words): call(seed)
+    for pairs_of in (data.digit_pairs, data.date_pairs):
+        with pytest.raises(TypeError, match="seed must be an int, got float 1.5"): pairs_of(4, 1.5)
+        with pytest.raises(ValueError, match="seed must be >= 0, got -1"): pairs_of(4, -1)
+    with pytest.raises(ValueError, match="split must be < 2\\*\\*63"): pronouns.train_pronoun_model(split=2**64)

@@ -16,6 +16,7 @@ from transformer_nb.core import (
     check_dropout,
     check_mask,
     check_nonempty,
+    check_seed,
     check_tensor,
     dropout,
     log_shapes,
@@ -136,7 +137,7 @@ def softmax_saturation(
     tuple[float, float]
         (mean largest weight, mean gradient norm per query)
     """
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     q, k = (
         torch.randn(n_queries, d_k, generator=g),
         torch.randn(n_keys, d_k, generator=g),

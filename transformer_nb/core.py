@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_bool', 'check_real', 'check_dropout', 'check_loss',
-           'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name', 'check_mask',
-           'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
+__all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
+           'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
+           'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
            'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
@@ -92,6 +92,26 @@ def check_int(value, name:str, min_value:int=1)->int:
     if value < min_value:
         raise ValueError(f"{name} must be >= {min_value}, got {value}")
     return value
+
+def check_seed(seed, name:str="seed")->int:
+    """Check that `seed` is an int that torch's generators take, 0 <= seed < 2**63 (a
+    float or a seed too large would fail inside torch)
+
+    Parameters
+    ----------
+    seed
+        the seed to check
+    name : str
+        the argument's name, used in the message
+
+    Returns
+    -------
+    int
+        seed, unchanged
+    """
+    check_int(seed, name, 0)
+    if seed >= 2**63: raise ValueError(f"{name} must be < 2**63, got {seed}")
+    return seed
 
 # %% ../nbs/00_core.ipynb #c013
 def check_bool(flag, name:str)->bool:
@@ -606,7 +626,7 @@ def compare_modules(
             raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor or a "
                             f"tuple of Tensors, got {type(out).__name__}")
         # the same upstream gradient for both
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator().manual_seed(check_seed(seed))
         torch.autograd.backward(
             outs, [torch.randn(o.shape, generator=g).to(o) for o in outs]
         )

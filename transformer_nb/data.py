@@ -12,7 +12,7 @@ from typing import Iterator, NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_bool, check_device_name, check_int
+from .core import check_bool, check_device_name, check_int, check_seed
 from .masking import pad_batch, padding_mask, target_mask
 
 # %% auto #0
@@ -132,7 +132,7 @@ def digit_pairs(
     check_int(n, "n")
     check_int(min_len, "min_len")
     check_int(max_len, "max_len", min_value=min_len)
-    rng = random.Random(seed)
+    rng = random.Random(check_int(seed, "seed", 0))
     srcs = [
         "".join(rng.choices("0123456789", k=rng.randint(min_len, max_len)))
         for _ in range(n)
@@ -233,7 +233,7 @@ def date_pairs(
     for f in names:
         if f not in DATE_FORMATS: raise ValueError(f"unknown date format {f!r}; "
                                                    f"known: {list(DATE_FORMATS)}")
-    rng = random.Random(seed)
+    rng = random.Random(check_int(seed, "seed", 0))
     lo, hi = first.toordinal(), last.toordinal()
     out = []
     for _ in range(n):
@@ -291,8 +291,7 @@ def make_task(name:str, n_train:int=20_000, n_valid:int=1000, seed:int=0)->Task:
     """
     if name not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {name!r}")
     check_int(n_train, "n_train"); check_int(n_valid, "n_valid")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    check_seed(seed)
     if name == "dates": gen, chars = date_pairs, DATE_CHARS
     else:
         gen, chars = (
@@ -407,7 +406,7 @@ def batch_orders(n:int, batch_size:int, seed:int=0)->Iterator[list[int]]:
     check_int(batch_size, "batch_size")
     if n < batch_size:
         raise ValueError(f"batch_size {batch_size} exceeds the number of pairs {n}")
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     def orders():
         while True:
             order = torch.randperm(n, generator=g).tolist()

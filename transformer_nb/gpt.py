@@ -22,6 +22,7 @@ from transformer_nb.core import (
     check_int,
     check_loss,
     check_real,
+    check_seed,
     check_tensor,
     inside,
 )
@@ -373,7 +374,7 @@ def train_lm(
         raise ValueError(
             f"context {context} exceeds the model's max_len {model.max_len}"
         )
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
     def at(step):
@@ -417,7 +418,7 @@ def char_lm(
     tuple[GPT, list[float], float]
         the model, its losses, seconds of training
     """
-    torch.manual_seed(seed)
+    torch.manual_seed(check_seed(seed))
     model = GPT(len(text.chars), **(model_kw or CHAR_LM))
     start = time.perf_counter()
     losses = train_lm(model, text.train, seed=seed, **(train_kw or LM_TRAINING))
@@ -668,7 +669,7 @@ def sampler(
         logits (B, V) -> token ids (B,)
     """
     _check_sampling(temperature, top_k, top_p)
-    if seed is not None: check_int(seed, "seed", min_value=0)
+    if seed is not None: check_seed(seed)
     gen = {}
     def pick(logits):
         if seed is not None and not gen:       # on the logits' device, seeded once
@@ -830,7 +831,7 @@ def induction_scores(
     Induction
         per-head induction scores and the loss on each half
     """
-    check_int(length, "length", 2); g = torch.Generator().manual_seed(seed)
+    check_int(length, "length", 2); g = torch.Generator().manual_seed(check_seed(seed))
     r = pool[torch.randint(0, len(pool), (batch, length), generator=g)]   # (B, n)
     seq = torch.cat([r, r], dim=1)                                        # (B, 2n)
     model.eval()

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_int, check_loss, check_real
+from .core import check_int, check_loss, check_real, check_seed
 from .gpt import GPT
 from .plotting import Figure, pyplot
 from .transformer import ablate_heads
@@ -112,7 +112,7 @@ def attention_only(num_layers:int=2, seed:int=0, **kw)->GPT:
     GPT
         a new model
     """
-    torch.manual_seed(seed)
+    torch.manual_seed(check_seed(seed))
     return GPT(**{**INDUCTION_MODEL, "num_layers": num_layers, **kw})
 
 # %% ../nbs/11e_induction.ipynb #i013
@@ -188,7 +188,7 @@ def eval_batch(model:GPT, seed:int=1000, batch_size:int=128)->Repeats:
     Repeats
         the batch
     """
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     return repeat_batch(batch_size, model.vocab_size, model.max_len, generator=g)
 
 # %% ../nbs/11e_induction.ipynb #ex1
@@ -279,7 +279,7 @@ def train_induction(
     if model.max_len < 16:  # repeat_batch's shortest segment, 8 tokens, twice
         raise ValueError(f"model.max_len must be >= 16 to hold a repeat, got "
                          f"{model.max_len}")
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     data = eval_batch(model)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
@@ -466,7 +466,7 @@ def composition(
     if kind not in ("K", "Q", "V"):
         raise ValueError(f'kind must be "K", "Q" or "V", got {kind!r}')
     H = model.num_heads
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     def score(ov, h1):
         qk, ov1 = head_matrices(model, 1, h1)
         a, b = {"K": (qk, ov.T), "Q": (ov, qk), "V": (ov, ov1)}[kind]

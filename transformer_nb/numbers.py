@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_int, check_real
+from .core import check_int, check_real, check_seed
 from .data import Vocab, batch_stream
 from .decoding import greedy_search
 from .masking import pad_batch, padding_mask
@@ -356,7 +356,7 @@ def held_out_numbers(seed:int=0, share:float=0.1, avoid=frozenset())->tuple[dict
         {number: kind}, [(tens, units)]
     """
     check_real(share, "share", lambda v: 0 <= v < 1, "in [0, 1)")
-    rng = random.Random(seed)
+    rng = random.Random(check_seed(seed))
     pairs = list(zip(range(2, 10), rng.sample(range(1, 10), 8)))
     for i, (t, u) in enumerate(pairs):
         if (t, u) not in avoid: continue

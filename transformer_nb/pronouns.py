@@ -10,7 +10,7 @@ import random
 import torch
 from torch import Tensor
 
-from .core import check_int, check_real, check_tensor
+from .core import check_real, check_seed, check_tensor
 from .data import Task, Vocab, batch_stream, make_batch
 from .decoding import greedy_search
 from .plotting import Figure, pyplot
@@ -97,7 +97,7 @@ def make_pronoun_task(held_out:float=0.2, seed:int=0)->Task:
         the task: vocabulary, training and held-out sentences
     """
     check_real(held_out, "held_out", lambda v: 0 < v < 1, "in (0, 1)")
-    rng = random.Random(seed)
+    rng = random.Random(check_seed(seed))
     kinds = ((AGENTS, AGENT_ADJECTIVES), (PLACES, PLACE_ADJECTIVES))
     pairs = [sorted((n, a) for n in nouns for a in adjs) for nouns, adjs in kinds]
     for p in pairs: rng.shuffle(p)
@@ -170,7 +170,7 @@ def train_pronoun_model(seed:int=0, split:int=0)->tuple[Transformer, Task, Histo
     tuple[Transformer, Task, History]
         the model (in eval mode), its task, its record
     """
-    check_int(seed, "seed", 0); check_int(split, "split", 0)
+    check_seed(seed); check_seed(split, "split")
     task = make_pronoun_task(seed=split)
     torch.manual_seed(seed)
     model = Transformer(len(task.vocab), len(task.vocab), **PRONOUN_MODEL)
