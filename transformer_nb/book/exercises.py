@@ -281,7 +281,13 @@ EXTRA_NEEDS = {"num2words": ("num2words", "numbers")}
 
 def kernels_source()->str:
     """Code that has torch use the AVX2 kernels on x86-64, as tools/kernels.sh does; it
-    must run before torch loads: the first code of a notebook downloaded alone"""
+    must run before torch loads: the first code of a notebook downloaded alone
+
+    Returns
+    -------
+    str
+        Python source that sets the three environment variables, unless torch is loaded
+    """
     return (
         "# on x86-64, torch's AVX2 kernels even where the processor has AVX-512,\n"
         "# set before torch loads: the book's outputs come from them (its\n"
