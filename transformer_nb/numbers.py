@@ -332,7 +332,7 @@ class NumberTask(NamedTuple):
 # onze", 81 and 91 against 21 and 71): held out, they test French, not composition
 UNGUESSABLE = {"fr": {(2, 1), (7, 1), (8, 1), (9, 1)}}
 # BPE merges per language. At 40, two French splits of ten cut *trente* into
-# tr·ent·e, and the one that holds out 31 wrote every 31 as trente-un; at 45,
+# tr·ent·e, and the one that holds out 31 wrote every number ending in 31 wrong; at 45,
 # every French tens word is one piece in every split (see the last section)
 NUMBER_MERGES = {"de": 40, "fr": 45}
 
