@@ -247,18 +247,24 @@ def make_exercises() -> list[Path]:
 
 def standalone(nb_path: Path) -> str:
     """A chapter notebook as a reader downloads it: without the nbdev export cell (which needs this repository), with
-    the diagrams embedded as attachments, and with a first code cell that has torch use the AVX2 kernels the stored
+    the diagrams embedded as attachments and the committed results it reads (JSON) written by a cell before the
+    reading one (`embed_results`, as in the exercise notebooks), and with a first code cell that has torch use the AVX2 kernels the stored
     outputs come from (`kernels_source`, as the exercise notebooks' set-up cell does), so that it runs, shows everything
     and trains the book's models to the digit on its own."""
     import json
 
-    from transformer_nb.book.exercises import embed_images, kernels_source
+    from transformer_nb.book.exercises import (
+        embed_images,
+        embed_results,
+        kernels_source,
+    )
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     nb["cells"] = [c for c in nb["cells"] if "nbdev_export()" not in "".join(c["source"])]
     kernels = dict(cell_type="code", execution_count=None, id="kernels", metadata={}, outputs=[],
                    source=kernels_source().rstrip("\n").splitlines(keepends=True))
     first_code = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code")
     nb["cells"].insert(first_code, kernels)   # before any cell can import torch
+    embed_results(nb["cells"], ROOT / "benchmarks" / "results")
     embed_images(nb["cells"], nb_path.parent)
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 

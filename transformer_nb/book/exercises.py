@@ -475,8 +475,10 @@ def embed_results(cells:list, results:Path)->list:
     out = []
     for cell in cells:
         src = _src(cell)
-        names = [n for r in _RESULT_READS for n in r.findall(src)] \
-            if cell["cell_type"] == "code" else []
+        # JSON travels inside the notebook; a binary file (a saved model) is read
+        # where it is
+        names = [n for r in _RESULT_READS for n in r.findall(src)
+                 if n.endswith(".json")] if cell["cell_type"] == "code" else []
         for name in dict.fromkeys(names):
             text = json.dumps(json.loads((results / name).read_text(encoding="utf-8")),
                               separators=(",", ":"), ensure_ascii=False)
@@ -488,8 +490,9 @@ def embed_results(cells:list, results:Path)->list:
             writer["metadata"] = {"jupyter": {"source_hidden": True}}
             out.append(writer)
         for r in _RESULT_READS:
-            src = r.sub(lambda m: f'Path("{m.group(1)}")' if m.group(0).startswith(
-                "Path") else f'"{m.group(1)}"', src)
+            src = r.sub(lambda m: m.group(0) if m.group(1) not in names else
+                        f'Path("{m.group(1)}")' if m.group(0).startswith("Path")
+                        else f'"{m.group(1)}"', src)
         if names: cell["source"] = src.splitlines(keepends=True)
         out.append(cell)
     for i, cell in enumerate(out): cell["id"] = f"x{i:03d}"   # in order again
