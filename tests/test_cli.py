@@ -317,13 +317,13 @@ def test_generate_and_decode_refuse_what_is_not_their_checkpoint_in_one_line(tra
     notes = tmp_path / "notes.txt"; notes.write_text("not a model")
     empty = tmp_path / "empty.pt"; empty.write_bytes(b"")
     module = tmp_path / "module.pt"; torch.save(torch.nn.Linear(2, 2), module)
-    cases = [(["generate", "--checkpoint", notes, "x"], "torch.load failed"),
-             (["generate", "--checkpoint", empty, "x"], "torch.load failed"),
-             (["generate", "--checkpoint", module, "x"], "torch.load failed"),
+    cases = [(["generate", "--checkpoint", notes, "x"], "model: torch.save did not write it"),
+             (["generate", "--checkpoint", empty, "x"], "model: the file is empty"),
+             (["generate", "--checkpoint", module, "x"], "Python objects that torch.load(weights_only=True)"),
              (["generate", "--checkpoint", tmp_path, "x"], "is a directory"),
              (["generate", "--checkpoint", out / "copy.pt", "x"], "'transformer_nb.checkpoint/2'"),
              (["decode", "--checkpoint", lm, "123"], "'transformer_nb.gpt/1'"),
-             (["decode", "--checkpoint", empty, "123"], "torch.load failed")]
+             (["decode", "--checkpoint", empty, "123"], "checkpoint: the file is empty")]
     for i, (args, words) in enumerate(cases):  # the first through the script
         r = cli(*args, cwd=tmp_path) if i == 0 else in_process(capsys, *args)
         assert r.returncode == 1, (args, r.returncode, r.stderr)

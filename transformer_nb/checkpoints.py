@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import os
+import pickle
+import zipfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -170,9 +172,7 @@ def read_checkpoint(
     # not a torch file at all (text, an empty file), or a pickled object that
     # weights_only refuses to run: pickle, zip, EOF errors...
     except Exception as e:
-        raise ValueError(
-            f"{path} is not a {what} (torch.load failed: {type(e).__name__})"
-        ) from None
+        raise ValueError(f"{path} is not a {what}: {_unreadable(path, e)}") from None
     found = ckpt.get("format") if isinstance(ckpt, dict) else None
     if found != format:
         other = f"; it holds format {found!r}" if isinstance(found, str) else ""
@@ -184,6 +184,18 @@ def read_checkpoint(
             raise ValueError(f"{path} is not a complete {what}: its '{key}' is of type "
                              f"{type(ckpt[key]).__name__}, not {kind.__name__}")
     return ckpt
+
+def _unreadable(path, error:Exception)->str:
+    "Why torch.load could not read the file, in the words of someone who opened it"
+    if os.path.getsize(path) == 0: return "the file is empty"
+    # torch.save writes a zip archive (a pickle only with an old option)
+    if not zipfile.is_zipfile(path):
+        name = type(error).__name__
+        return f"torch.save did not write it (torch.load failed: {name})"
+    if isinstance(error, pickle.UnpicklingError):   # weights_only's refusal
+        return ("it holds Python objects that torch.load(weights_only=True) does not "
+                "run, such as a whole module: save its state_dict")
+    return f"torch.load failed: {type(error).__name__}"
 
 def _check_map_location(map_location)->None:
     "Raise a ValueError if map_location names a device that is not here"
