@@ -383,3 +383,22 @@ def test_default_norm_builds_the_same_model():
     for k, v in a.state_dict().items(): torch.testing.assert_close(v, b.state_dict()[k],
                                                                    rtol=0, atol=0)
     assert sum(type(x).__name__ == "LayerNorm" for x in a.modules()) == 2 * 2 + 1
+
+
+@pytest.mark.parametrize("positions", ["learned", "rope"])
+def test_generate_runs_in_inference_mode_and_hands_back_tensors_autograd_takes(positions):
+    """generate runs the model under torch.inference_mode (cheaper per operation than no_grad), yet what it returns,
+    and the rotary tables it keeps for later calls, are normal tensors: written in place, and trained on after"""
+    m, modes = _gpt(positions=positions), []
+    m.register_forward_hook(lambda mod, args, out: modes.append(torch.is_inference_mode_enabled()))
+    prompt = torch.tensor([[1, 2, 3]])
+    for use_cache in (True, False):
+        modes.clear()
+        out = generate(m, prompt, 5, greedy=True, use_cache=use_cache)
+        assert modes and all(modes), (use_cache, modes)
+        assert not torch.is_inference(out)
+        out[0, 0] = 4                                   # an inference tensor refuses this outside the mode
+    m.train()
+    # the prompt's length and offset 0: the rotary tables generate kept are read again, and saved for backward
+    m(out[:, :3]).logsumexp(-1).mean().backward()
+    assert m.embed.tokens.embed.weight.grad is not None

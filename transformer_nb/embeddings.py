@@ -282,8 +282,8 @@ def rotary(x:Tensor, offset:int=0, base:float=10000.0)->Tensor:
     """
     T, d_k = x.shape[-2], x.shape[-1]
     # every layer rotates q and k at the same positions: the tables are kept (not
-    # under inference mode, whose tensors autograd refuses later, nor compiling)
-    keep = not (torch.is_inference_mode_enabled() or torch.compiler.is_compiling())
+    # while compiling)
+    keep = not torch.compiler.is_compiling()
     tables = _kept_rotary_tables if keep else _rotary_tables
     cos, sin = tables(T, d_k, offset, base, x.device, x.dtype)      # (T, d_k)
     x1, x2 = x.chunk(2, dim=-1)                                     # (..., T, d_k/2)
@@ -297,7 +297,12 @@ def _rotary_tables(T, d_k, offset, base, device, dtype):
     angles = (m[:, None] * theta).repeat(1, 2)                      # (T, d_k)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
-_kept_rotary_tables = functools.lru_cache(maxsize=512)(_rotary_tables)
+@functools.lru_cache(maxsize=512)
+def _kept_rotary_tables(T, d_k, offset, base, device, dtype):
+    ("The same, kept: made outside inference mode (generation runs under it), whose "
+     "tensors autograd refuses later")
+    with torch.inference_mode(False):
+        return _rotary_tables(T, d_k, offset, base, device, dtype)
 
 class NoPositions(nn.Module):
     ('positions="rope": the embedding adds no position vector; attention rotates '

@@ -461,7 +461,6 @@ def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
     return step
 
 # %% ../nbs/11c_gpt.ipynb #g036
-@torch.no_grad()
 def generate(
     model:GPT,
     prompt:Tensor,
@@ -534,10 +533,12 @@ def generate(
     # with eos None no row ends: the filler is never written
     pad = pad if pad is not None else eos if eos is not None else 0
     check_token_ids(ys, model.output.out_features, "prompt")
-    # every step inside the door: the prompt was checked once, above
-    with inside(): out = _extend(step, ys, max_new_tokens, pick, eos, pad)
+    # every step inside the door (the prompt was checked above), in inference mode:
+    # no_grad, and cheaper per operation; its tensors autograd refuses: a copy out
+    with inside(), torch.inference_mode():
+        out = _extend(step, ys, max_new_tokens, pick, eos, pad)
     model.train(was_training)
-    return out[0] if one else out
+    return (out[0] if one else out).clone()
 
 
 # %% ../nbs/11c_gpt.ipynb #g005
