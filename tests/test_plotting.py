@@ -184,6 +184,27 @@ def test_words_under_panels_stay_with_their_panel():
     assert parts[0][0] == "t" and parts[0][2] < 10
 
 
+def test_every_panel_of_a_map_without_labels_shows_its_own_positions_in_whole_numbers():
+    """A phone shows the panels one by one (tools/site.js): the second panel of a map without tick labels (the
+    positions of chapter 11e's induction heads, chapter 5's 5 x 2 batch) showed no numbers on its left, the first none
+    under it, and a map two columns wide was numbered -0.5, 0.0, 0.5, 1.0, 1.5. Now each panel numbers both of its
+    axes, with whole positions only."""
+    torch.manual_seed(0)
+    for w in (torch.softmax(torch.randn(4, 10, 10), -1), torch.randn(2, 5, 2)):
+        fig = show_heatmaps(w, title="no labels")
+        fig.canvas.draw()
+        panels = [ax for ax in fig.axes if ax.images and ax.get_label() != "<colorbar>"]
+        assert len(panels) == len(w)
+        for ax in panels:
+            for axis, size in ((ax.xaxis, w.shape[2]), (ax.yaxis, w.shape[1])):
+                shown = [t.get_text() for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+                assert shown, (w.shape, axis)
+                lo, hi = sorted(axis.get_view_interval())
+                ticks = [v for v in axis.get_ticklocs() if lo <= v <= hi]
+                assert ticks and all(float(v).is_integer() for v in ticks), ticks
+                assert set(range(size)) >= {int(v) for v in ticks}
+
+
 def test_a_legend_over_the_curves_moves_under_the_plot():
     "show_curves: a legend that no place inside the axes keeps clear of the data goes under the plot; else it stays"
     from transformer_nb.plotting import show_curves

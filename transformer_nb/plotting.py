@@ -285,6 +285,8 @@ def show_heatmaps(
     """
     plt = pyplot()
     from matplotlib.colors import LogNorm
+    from matplotlib.ticker import MaxNLocator
+    whole = lambda: MaxNLocator(nbins="auto", steps=[1, 2, 5, 10], integer=True)
     m = _as_numpy(matrices)
     if m.ndim == 2: m = m[None, None]
     elif m.ndim == 3: m = m[None]
@@ -326,9 +328,9 @@ def show_heatmaps(
     right = 90 if colorbar else 15
     avail = max_width * PX_PER_INCH - left - right
     smallest = k * least if read else 120  # a picture of a matrix: 1.2 inches at least
-    # several maps read cell by cell: each panel carries its own tick labels, so that a
-    # phone, which shows the panels one under the other (tools/site.js), keeps them
-    alone = read and nr * nc > 1
+    # several maps: each panel carries its own tick labels, so that a phone, which shows
+    # the panels one under the other (tools/site.js), keeps them
+    alone = nr * nc > 1
     own = 0.62 * px * ylen + 12 if alone else 0  # labels of a column after the first
     if nr == 1 and nc > 1 and nc * (smallest + 12 + own) - own > avail:
         fit = max(1, int((avail + own) // (smallest + 12 + own)))
@@ -359,9 +361,11 @@ def show_heatmaps(
         if xticks is not None:
             ax.set_xticks(range(k), list(xticks), rotation=90, fontsize=label_size)
         elif read: ax.set_xticks(range(k))  # a map read cell by cell: every column
+        else: ax.xaxis.set_major_locator(whole())  # positions: whole numbers
         if yticks is not None:
             ax.set_yticks(range(q), list(yticks), fontsize=label_size)
         elif read: ax.set_yticks(range(q))
+        else: ax.yaxis.set_major_locator(whole())
         if annotate: _annotate(ax, grid[n], annotate, im, label_size)
         if alone: ax.tick_params(labelleft=True, labelbottom=True)
         if (alone or i == nr - 1 or n + nc >= len(grid)) and xlabel:
