@@ -320,3 +320,24 @@ def test_beam_search_steps_equal_recomputation(norm_first, monkeypatch):
         # a sum of up to 40 log-probabilities, added in another order: within 1e-6 of its size
         want = sequence_logprob(m, src, h.tokens, h.finished)
         assert abs(h.logprob - want) <= 1e-5 + 1e-6 * abs(want), (h.logprob, want)
+
+
+def test_greedy_and_beam_decode_in_inference_mode_and_hand_back_tensors_autograd_takes():
+    """greedy_search and beam_search run their decoder steps under torch.inference_mode (cheaper per operation than
+    no_grad); greedy's ids and logits are normal tensors all the same: written in place, and trained on after"""
+    m, modes = _model(), []
+    m.decoder.register_forward_hook(lambda mod, args, out: modes.append(torch.is_inference_mode_enabled()))
+    src = torch.tensor([[4, 5, 6, 7, 2]])
+    for use_cache in (True, False):
+        modes.clear()
+        ids, logits = greedy_search(m, src, max_len=5, eos=None, use_cache=use_cache)
+        assert modes and all(modes), (use_cache, modes)
+        assert not torch.is_inference(ids) and not torch.is_inference(logits)
+        ids[0, 0] = 3; logits[0, 0, 0] = 0.0       # an inference tensor refuses these outside the mode
+    modes.clear()
+    beam_search(m, src[0], beam_size=2, max_len=5)
+    assert modes and all(modes), modes
+    m.train()
+    tgt = torch.cat([torch.full((1, 1), Vocab.bos), ids], 1)
+    m(src, tgt[:, :-1]).logsumexp(-1).mean().backward()      # the embedding keeps the ids for backward
+    assert m.decoder.layers[0].self_attn.W_q.weight.grad is not None

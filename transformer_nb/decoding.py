@@ -266,8 +266,8 @@ def greedy_search(
     _check_room(model, max_len)
     # (B, S, d_model), once: the model checks src and src_mask at its door
     memory = model.encode(src, src_mask)
-    # every step inside the door: all was checked once, above
-    with inside():
+    # every step inside the door (all was checked once, above), in inference mode
+    with inside(), torch.inference_mode():
         B = src.shape[0]
         if use_cache: cache = KVCache(model, memory, src_mask, capacity=max_len)
         # (B, 1 + max_len): <s>, then the tokens written
@@ -290,7 +290,8 @@ def greedy_search(
             done |= nxt == eos
             if done.all(): break
     model.train(was_training)
-    return ys[:, 1:len(all_logits) + 1], torch.stack(all_logits, dim=1)
+    # copies, made outside inference mode: tensors autograd and in-place writes take
+    return ys[:, 1:len(all_logits) + 1].clone(), torch.stack(all_logits, dim=1)
 
 # %% ../nbs/11_decoding.ipynb #c017b
 def translate(
@@ -441,7 +442,8 @@ def beam_search(
     _check_room(model, max_len)
     # one row; k rows after step 1 (the model checks src at its door)
     cache = KVCache(model, model.encode(src[None]))
-    with inside():     # every step inside the door: all was checked once, above
+    # every step inside the door (all was checked once, above), in inference mode
+    with inside(), torch.inference_mode():
         # token lists of the live hypotheses
         beams = [[]]
         # (k,) their log-probabilities
