@@ -205,9 +205,9 @@ def profile_cuda(b, runs):
 
 def profile_all(b, runs):
     "Profile ours and theirs, training and generation, per shape; print and return each `ceiling`"
-    out = {}
+    out, calls = {}, 1 if b is QUICK else 5   # --quick checks that it runs: one call (the profiler's parse is slow)
     for name, what, ratio, (fo, ft) in to_profile(b, runs):
-        c = out.setdefault(name, {})[what] = ceiling(fo, ft, ratio)
+        c = out.setdefault(name, {})[what] = ceiling(fo, ft, ratio, calls)
         g = c["groups"]["ours"]
         print(f"  {name}, {what}: {ratio:.2f} (median); ours {c['ms']['ours']:.1f} ms, {100 * c['share']:.0f} % "
               f"in operators ({g.get('matrix multiplies', 0):.1f} ms matrix multiplies, "
