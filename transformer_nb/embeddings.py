@@ -127,7 +127,7 @@ def sinusoidal_encoding(max_len:int, d_model:int, base:float=10000.0)->Tensor:
     d_model : int
         width of each position vector; must be even
     base : float
-        the paper's 10000: the longest wavelength is base·2π
+        the paper's 10000: the wavelengths grow towards base·2π
 
     Returns
     -------
