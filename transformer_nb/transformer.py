@@ -160,8 +160,8 @@ class Transformer(CheckedModule):
                 self.src_embed.tokens.embed.weight = self.tgt_embed.tokens.embed.weight
 
     def _reset_parameters(self):
-        ("Xavier-uniform for every matrix, as the paper's implementations "
-         "(tensor2tensor) and nn.Transformer do")
+        ("Xavier-uniform for every matrix, as the Annotated Transformer does (and "
+         "nn.Transformer for the matrices of its stacks)")
         for p in self.parameters():
             if p.dim() > 1: nn.init.xavier_uniform_(p)
 
