@@ -266,3 +266,21 @@ def test_generate_names_a_prompt_on_another_device():
     prompt = torch.ones(1, 3, dtype=torch.long, device="meta")
     with pytest.raises(ValueError, match=r"prompt is on meta, but the model is on cpu: move it with prompt.to\('cpu'\)"):
         generate(model, prompt, 2)
+
+
+def test_core_helpers_name_what_is_wrong():
+    "dropout's p, compare_modules' cut-off outputs and missing gradients, a device torch names but cannot use"
+    from transformer_nb.core import check_device_name, compare_modules, dropout
+    from transformer_nb.plotting import smooth
+    for p in (1.5, -0.5, float("nan")):
+        with pytest.raises(ValueError, match=r"p must be .*in \[0, 1\]"): dropout(torch.ones(6), p)
+    assert torch.equal(dropout(torch.ones(6), 1.0), torch.zeros(6))  # F.dropout's p = 1: all dropped
+    lin = torch.nn.Linear(4, 3)
+    with pytest.raises(ValueError, match="ours' output 0 does not require grad"):
+        compare_modules(lambda x: lin(x).detach(), lin, torch.randn(2, 4))
+    with pytest.raises(ValueError, match="grad input 0: theirs has one, ours none"):
+        compare_modules(lambda x: lin(x.detach()), lin, torch.randn(2, 4))
+    with pytest.raises(ValueError, match="device is 'mps', but torch cannot put a tensor there"):
+        check_device_name("mps")
+    for k in (0, -1, 2.5):
+        with pytest.raises((ValueError, TypeError), match="k must be"): smooth([1.0, 2.0], k=k)

@@ -215,3 +215,9 @@ def test_a_legend_over_the_curves_moves_under_the_plot():
     assert fig.get_figheight() > 3.0                                  # the plot kept its size
     fig2 = show_curves(torch.arange(1, 11), {"a": torch.arange(1, 11) * 1.0})
     assert fig2.axes[0].get_legend() is not None and not fig2.legends
+
+
+def test_one_row_title_names_every_row_its_heads_wrap_into():
+    fig = show_heatmaps(torch.rand(1, 8, 11, 11), row_titles=["layer 0"], xticks=words(11), yticks=words(11))
+    labels = [ax.get_ylabel() for ax in fig.axes if ax.get_images() and ax.get_ylabel()]
+    assert len(labels) > 1 and all(l.startswith("layer 0") for l in labels)

@@ -94,8 +94,8 @@ def check_int(value, name:str, min_value:int=1)->int:
     return value
 
 def check_seed(seed, name:str="seed")->int:
-    """Check that `seed` is an int that torch's generators take, 0 <= seed < 2**63 (a
-    float or a seed too large would fail inside torch)
+    """Check that `seed` is an int in [0, 2**63): the package's range for seeds, inside
+    the [-2**63, 2**64) that torch's generators take (a float fails inside torch)
 
     Parameters
     ----------
@@ -332,6 +332,13 @@ def check_device_name(device, name:str="device")->torch.device:
                          f"{device!r}") from None
     if d.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{name} is {device!r}, but torch sees no CUDA device here")
+    if d.type not in ("cpu", "meta"):
+        # "mps" on Linux, "cuda:7" on a machine with one GPU: torch names them, but
+        # cannot put a tensor there
+        try: torch.empty(0, device=d)
+        except Exception as e:
+            raise ValueError(f"{name} is {device!r}, but torch cannot put a tensor "
+                             f"there on this machine ({type(e).__name__})") from None
     return d
 
 # %% ../nbs/00_core.ipynb #c017
@@ -378,7 +385,10 @@ def check_mask(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to the "
             f"attention scores of shape {tuple(scores_shape)}"
         )
-    if device is not None and mask.device != torch.device(device):
+    # "cuda" (no index) means the current device: it matches the type alone
+    want = torch.device(device) if device is not None else None
+    if want is not None and (mask.device.type != want.type or (
+            want.index is not None and mask.device.index != want.index)):
         raise ValueError(
             f"{name} is on {mask.device}, but the attention scores are on {device}: "
             f"move it with {name}.to({str(device)!r})"
@@ -477,6 +487,7 @@ def dropout(x:Tensor, p:float=0.5, training:bool=True)->Tensor:
     Tensor
         same shape as x
     """
+    if outside(): check_real(p, "p", lambda v: 0 <= v <= 1, "in [0, 1]")
     if not training or p == 0.0: return x
     if (p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling()
             or torch_dropout_masks.active):
@@ -622,9 +633,15 @@ def compare_modules(
         if modules: modules[side].zero_grad(set_to_none=True)
         out = fn(*xs)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        who = "theirs" if side else "ours"
         if not all(isinstance(o, Tensor) for o in outs):
-            raise TypeError(f"{'theirs' if side else 'ours'} must return a Tensor or a "
-                            f"tuple of Tensors, got {type(out).__name__}")
+            raise TypeError(f"{who} must return a Tensor or a tuple of Tensors, got "
+                            f"{type(out).__name__}")
+        for i, o in enumerate(outs):
+            if o.is_floating_point() and not o.requires_grad:
+                raise ValueError(f"{who}' output {i} does not require grad: it is cut "
+                                 "off from the inputs and parameters (a .detach(), "
+                                 "torch.no_grad()?), so no gradient can be compared")
         # the same upstream gradient for both
         g = torch.Generator().manual_seed(check_seed(seed))
         torch.autograd.backward(
@@ -654,12 +671,15 @@ def compare_modules(
             res |= {f"grad {n}": v for n, v in g.items()}
         return res
     a, b = run(ours, 0), run(theirs, 1)
-    for k in a.keys() | b.keys():
-        if k not in a or k not in b or a[k].shape != b[k].shape:
-            shape = lambda d: tuple(d[k].shape) if k in d else "missing"
-            raise ValueError(
-                f"{k} differs in shape: ours {shape(a)}, theirs {shape(b)}"
-            )
+    for k in sorted(a.keys() | b.keys()):
+        if k not in a or k not in b:
+            has, lacks = ("ours", "theirs") if k in a else ("theirs", "ours")
+            why = ("its gradient does not reach that input" if k.startswith("grad")
+                   else "it returned fewer outputs")
+            raise ValueError(f"{k}: {has} has one, {lacks} none ({why})")
+        if a[k].shape != b[k].shape:
+            raise ValueError(f"{k} differs in shape: ours {tuple(a[k].shape)}, theirs "
+                             f"{tuple(b[k].shape)}")
     return {k: (a[k].float() - b[k].float()).abs().max().item() for k in a}
 
 # %% ../nbs/00_core.ipynb #pb02
