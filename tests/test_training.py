@@ -136,6 +136,25 @@ def test_trained_config_is_a_transformer_config_and_resume_is_exact(tmp_path):
         train_task("copy", steps=6, resume=tmp_path / "a.pt", seed=1, **small)
     with pytest.raises(ValueError, match="already done 3 steps"):
         train_task("copy", steps=3, resume=tmp_path / "a.pt", **small)
+    with pytest.raises(ValueError, match="is a run with runs 0.25, not 0.0"):    # other data
+        train_task("copy", steps=6, resume=tmp_path / "a.pt", runs=0.0, **small)
+
+
+def test_training_refuses_settings_it_cannot_honour():
+    "runs on dates (it rewrote every target as its source), a cooldown without its end (it trained at rate 0)"
+    with pytest.raises(ValueError, match="runs is for copy and reverse, got runs=0.25 for dates"):
+        train_task("dates", steps=1, runs=0.25, n_train=200, n_valid=4, progress=False)
+    with pytest.raises(ValueError, match="cooldown=5 needs end"):
+        make_optimizer(nn.Linear(2, 2), 16, warmup=2, cooldown=5)
+    rates = [make_optimizer(nn.Linear(2, 2), 16, warmup=2, cooldown=2, end=4)[1].get_last_lr()]
+    assert rates[0][0] > 0
+
+
+def test_label_smoothing_without_an_ignored_id_counts_every_token():
+    torch.manual_seed(0)
+    logits, target = torch.randn(6, 5), torch.randint(0, 5, (6,))
+    ours = LabelSmoothingLoss(0.1, ignore_index=None)(logits, target)
+    torch.testing.assert_close(ours, nn.CrossEntropyLoss(label_smoothing=0.1)(logits, target))
 
 
 TINY = dict(n_train=200, n_valid=4, progress=False, average=3, average_every=2, d_model=16,

@@ -128,7 +128,8 @@ class LabelSmoothingLoss(CheckedModule):
         V = logits.shape[-1]
         logp = logits.reshape(-1, V).log_softmax(dim=-1)                 # (N, V)
         target = target.reshape(-1)                                      # (N,)
-        keep = target != self.ignore_index                               # (N,)
+        keep = (target != self.ignore_index if self.ignore_index is not None
+                else torch.ones_like(target, dtype=torch.bool))          # (N,)
         # -Σ_k q(k) log p(k) with q = (1-ε) one-hot + ε/V: a weighted sum of two
         # familiar terms
         nll = -logp.gather(1, target.clamp(0, V - 1)[:, None])[:, 0]    # (N,) -log p(y)
@@ -231,14 +232,14 @@ def make_optimizer(
     tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]
         the optimizer and its learning-rate scheduler
     """
+    if cooldown and end is None:  # (the run's last step)
+        raise ValueError(f"cooldown={cooldown} needs end, its last step; got end=None")
     # foreach: one call per operation for all parameters; the same numbers as a loop
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                            foreach=True)
-    # i counts from 0
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda i: noam_lr(i + 1, d_model, warmup, factor)
-        * cooldown_scale(i + 1, end or 1, cooldown)
-    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: (      # i counts from 0
+        noam_lr(i + 1, d_model, warmup, factor)
+        * cooldown_scale(i + 1, end if cooldown else 1, cooldown)))
     return opt, sched
 
 # %% ../nbs/10_training.ipynb #c028
@@ -452,11 +453,9 @@ def _epochs(batches:Iterable, steps:int)->Iterator:
             if n == 0: raise ValueError("batches is empty")
             raise ValueError(f"batches ran out after {n} of {steps} steps")
         if one_shot:
-            raise ValueError(
-                f"batches ran out after {n} of {steps} steps: pass an endless iterator "
-                "such as batch_stream(...), or a list or DataLoader, which train "
-                "restarts at each epoch"
-            )
+            raise ValueError(f"batches ran out after {n} of {steps} steps: pass an "
+                             "endless iterator such as batch_stream(...), or a list or "
+                             "DataLoader, which train restarts at each epoch")
 
 def _checksum(weights:dict)->tuple[float, float]:
     "Two sums that tell two sets of weights apart: to compare processes' checkpoints"
@@ -560,7 +559,7 @@ def train(
     Returns
     -------
     History
-        the losses and learning rates recorded, and the steps taken
+        what the run recorded: losses, learning rates, tokens, seconds
     """
     procs = processes or SingleProcess()
     end = (steps if cooldown_end is None else cooldown_end) if cooldown else None
@@ -646,9 +645,8 @@ def task_config(vocab_size:int, **overrides)->TransformerConfig:
     check_int(vocab_size, "vocab_size")
     small = dict(d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=2,
                  d_ff=64, dropout=0.0, max_len=64)
-    return TransformerConfig.from_dict(
-        dict(src_vocab=vocab_size, tgt_vocab=vocab_size, **{**small, **overrides})
-    )
+    return TransformerConfig.from_dict(dict(src_vocab=vocab_size, tgt_vocab=vocab_size,
+                                            **{**small, **overrides}))
 
 def _with_runs(task:Task, share:float, seed:int)->Task:
     ("`share` of the training strings (of 2+ digits) with one digit written over a "
@@ -700,8 +698,9 @@ def _check_resume(ckpt:dict, path, config:TransformerConfig, settings:dict):
         raise ValueError(f"resume={str(path)!r} holds no training state: save it with "
                          "save_model(..., training=history.state)")
     had = ckpt["training"].get("settings", {})
-    for k in ("task", "seed", "n_train"):
-        if had.get(k) != settings[k]:
+    # the data: runs changes the training strings (a run saved before runs had none)
+    for k in ("task", "seed", "n_train", "runs"):
+        if had.get(k, 0 if k == "runs" else None) != settings[k]:
             raise ValueError(f"resume={str(path)!r} is a run with {k} {had.get(k)!r}, "
                              f"not {settings[k]!r}")
     old, new = asdict(ckpt["config"]), asdict(config)
@@ -782,6 +781,8 @@ def train_task(
         check_int(n_train, "n_train", min_value=s["batch_size"])    # one batch at least
         runs = s.get("runs", 0) if runs is None else runs
         check_real(runs, "runs", lambda v: 0 <= v <= 1, "in [0, 1]")
+        if runs and name == "dates":   # runs of one digit: copy's and reverse's strings
+            raise ValueError(f"runs is for copy and reverse, got runs={runs} for dates")
         if runs: task = _with_runs(task, runs, seed)
         steps = steps or s["steps"]
         if average is None: average = s.get("average", 5)
