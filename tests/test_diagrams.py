@@ -24,7 +24,7 @@ CALLS = [lambda: D.draw_architecture(), lambda: D.draw_architecture(norm_first=F
          lambda: D.draw_layer("encoder", True), lambda: D.draw_layer("encoder", False),
          lambda: D.draw_layer("decoder", True), lambda: D.draw_layer("decoder", False),
          lambda: D.draw_masks(), lambda: D.draw_masks(lengths=(7, 4, 2), T=7),
-         D.draw_data_parallel, lambda: D.draw_data_parallel(world_size=3),
+         D.draw_data_parallel, lambda: D.draw_data_parallel(world_size=1),
          D.draw_checkpoint]
 
 

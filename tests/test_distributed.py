@@ -267,3 +267,21 @@ def test_resume_on_two_processes_is_exact_with_dropout_and_averaging(ranks):
     assert plain == ("the run was saved by 1 process(es) and resumes on 2: it goes on as a run on 2 would, equal to "
                      "rounding at each step but not bit for bit")
     assert dropout == plain + ", and dropout draws other random numbers"
+
+
+def test_init_processes_takes_rank_and_world_size_given_without_a_port(monkeypatch):
+    "torchrun's environment gives MASTER_ADDR and MASTER_PORT; a rank and world_size passed are used, not ignored"
+    import socket
+
+    import torch.distributed as dist
+
+    from transformer_nb.distributed import init_processes
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1"); monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.delenv("RANK", raising=False); monkeypatch.delenv("WORLD_SIZE", raising=False)
+    init_processes(rank=0, world_size=1)
+    try:
+        assert (dist.get_rank(), dist.get_world_size()) == (0, 1)
+    finally:
+        dist.destroy_process_group()

@@ -636,3 +636,12 @@ def test_browser_heads_coloured_by_a_score(browser, tmp_path, maps):
         pg.context.close()
     finally:
         httpd.shutdown()
+
+
+def test_the_papers_name_for_cross_attention_gets_source_keys():
+    "'encoder-decoder attention' contains 'decoder': it is cross-attention all the same"
+    from transformer_nb.explorer import _token_args
+    for name in ("cross", "encoder-decoder attention", "Memory attention", "source-target"):
+        assert _token_args(name) == ("tgt_tokens", "src_tokens"), name
+    assert _token_args("decoder self") == ("tgt_tokens", "tgt_tokens")
+    assert _token_args("encoder self") == ("src_tokens", "src_tokens")

@@ -51,7 +51,11 @@ WRITTEN = "the piece being written"
 def _token_args(name:str)->tuple[str, str]:
     "The arguments whose tokens label the queries and the keys of the map called `name`"
     n = name.lower()
-    if "cross" in n: return "tgt_tokens", "src_tokens"
+    # cross-attention by any of its names: the paper's "encoder-decoder attention",
+    # "memory", "source-target"; before "decoder", which the first of them contains
+    if any(w in n for w in ("cross", "encoder-decoder", "enc-dec", "memory",
+                            "source-target", "src-tgt")):
+        return "tgt_tokens", "src_tokens"
     if any(w in n for w in ("decoder", "target", "tgt")):
         return "tgt_tokens", "tgt_tokens"
     return "src_tokens", "src_tokens"

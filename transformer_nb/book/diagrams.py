@@ -211,6 +211,8 @@ class _Sketch:
         ("Fit the canvas to the drawing (which ends at height `top`) and write the "
          "title above it")
         h = top + (1.05 if subtitle else 0.7)
+        # a title the page reads as the figure's alt text; the drawn one is below
+        self.ax.set_title(title).set_visible(False)
         self.ax.set_xlim(0, self.width); self.ax.set_ylim(0, h)
         self.fig.set_size_inches(self.width * self.inch, h * self.inch)
         self.ax.text(
@@ -802,6 +804,9 @@ def draw_data_parallel(world_size:int=2)->Figure:
         how many processes to draw
     """
     check_int(world_size, "world_size")
+    if world_size > 2:  # three columns' labels run out of their boxes
+        raise ValueError(f"world_size must be 1 or 2 (wider does not fit the page), "
+                         f"got {world_size}")
     sk = _Sketch()
     xs = [sk.width * (r + 0.5) / world_size for r in range(world_size)]
     w = min(3.6, sk.width / world_size - 0.5)
@@ -818,7 +823,7 @@ def draw_data_parallel(world_size:int=2)->Figure:
         shard = sk.box(
             x,
             batch.top + 0.75,
-            f"rank {r}: pairs {r}, {r} + N, {r} + 2N, …",
+            f"rank {r}: pairs {r}, {r} + R, {r} + 2R, …",
             "io",
             w=w,
             h=0.42,
@@ -833,11 +838,11 @@ def draw_data_parallel(world_size:int=2)->Figure:
     reduce = sk.box(
         sk.width / 2,
         tops[0].top + 0.85,
-        "all-reduce: Σ_r ∇ S_r and Σ_r N_r",
+        "all-reduce: Σ_r N_r with the loss, Σ_r ∇ S_r",
         "attention",
         w=sk.width - 1.0,
         h=0.6,
-        detail="gloo on CPUs, NCCL on GPUs; overlapped with backward",
+        detail="gloo on CPUs, NCCL on GPUs; the gradients' during backward",
     )
     for x, b in zip(xs, tops): sk.arrow((x, b.top), (x, reduce.bottom))
     for x in xs:
@@ -845,7 +850,7 @@ def draw_data_parallel(world_size:int=2)->Figure:
                       w=w, h=0.42)
         sk.arrow((x, reduce.top), (x, step.bottom))
     return sk.finish(step.top, "Data parallelism (DDP)",
-                     f"N = {world_size} processes; every copy takes the same step")
+                     f"R = {world_size} processes; every copy takes the same step")
 
 # %% ../../nbs/00b_diagrams.ipynb #c042e
 def draw_checkpoint()->Figure:
