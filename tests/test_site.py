@@ -488,8 +488,9 @@ def test_no_source_link_leaves_the_package(docs):
     assert not bad, "\n".join(bad[:10])
 
 
-ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|sixth|1st|2nd|3rd)\s+(layer|head)s?\b(?!\s+of\s+the\s+FFN)",
-                     re.I)
+# "the second layer", and "the first decoder layer", "the second cross-attention layer"
+ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|sixth|1st|2nd|3rd)\s+(?:(?:encoder|decoder|"
+                     r"cross-attention|self-attention|attention)\s+)?(layer|head)s?\b(?!\s+of\s+the\s+FFN)", re.I)
 # a layer of the feed-forward network, not of the Transformer: not a layer the figures number
 NOT_A_BLOCK = re.compile(r"FFN['’]s (first|second) layer|activation after the second layer")
 
