@@ -225,3 +225,16 @@ def test_summary_of_the_committed_runs():
     for s in summary.values():
         assert len(s["seeds"]) >= 5 and s["exact"]["low"] <= s["exact"]["median"] <= s["exact"]["high"]
     assert summary["fr"]["best_crossing"] is None and summary["de"]["best_crossing"] is not None
+
+
+def test_number_helpers_refuse_what_they_cannot_read():
+    "pieces that do not spell the word (the lengths matched: 'neunzig' + 'undsieben' passed for 97), '--5', steps=0"
+    import pytest
+
+    from transformer_nb.numbers import gold_alignment, source_words, train_numbers
+    with pytest.raises(ValueError, match="do not spell"):
+        gold_alignment(97, "de", ["neunzig", "undsieben"])
+    with pytest.raises(ValueError, match="text"):
+        source_words("--5")
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        train_numbers("de", steps=0)

@@ -422,7 +422,7 @@ def gold_alignment(n:int, lang:str, pieces:Sequence[str])->list[set]:
     """
     roles = english_roles(n)
     chars = [r for part, rs in number_parts(n, lang) for r in [rs] * len(part)]
-    if len(chars) != sum(len(p) for p in pieces):
+    if "".join(pieces) != number_words(n, lang):
         raise ValueError(
             f"pieces {list(pieces)} do not spell {number_words(n, lang)!r}"
         )
@@ -459,7 +459,8 @@ def train_numbers(
         the trained model with its task, configuration and history
     """
     task = make_number_task(lang, seed)
-    steps = steps or NUMBER_SETTINGS["steps"]
+    if steps is None: steps = NUMBER_SETTINGS["steps"]
+    check_int(steps, "steps")
     config = task_config(len(task.vocab), **NUMBER_MODEL)
     torch.manual_seed(seed)
     model = Transformer.from_config(config)
@@ -494,7 +495,7 @@ def source_words(text:str, vocab:Vocab|None=None, name:str="text")->list[str]:
     if not isinstance(text, str):
         raise TypeError(f"{name} must be a string, got {type(text).__name__} {text!r}")
     t = text.strip()
-    if t.lstrip("-").isdecimal():  # "²" is a digit that int() cannot read
+    if t.removeprefix("-").isdecimal():  # "²" is a digit that int() cannot read
         n = int(t)
         if not LOW <= n <= HIGH:
             raise ValueError(f"{name} {text!r} is outside the numbers {LOW} to {HIGH}")
