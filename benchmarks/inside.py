@@ -1,7 +1,7 @@
 """Chapter 11d's questions over several seeds: train the numbers recipe (chapter 11b, English -> German) once per
 seed and record, per model (`inside_report`): the share of the clean-corrupt logit difference restored by patching
 each head, each sublayer and each residual position; each head's ablation cost on the same metric and on
-teacher-forced accuracy (chapter 10's `ablation_costs`); their rank correlations; the direct logit attribution and
+teacher-forced accuracy (chapter 9b's `ablation_costs`); their rank correlations; the direct logit attribution and
 its error; the recomposition error of the residual stream; and the logit lens over the held-out set. Then why no
 single head restores much (`why_report`): layer 1's cross-attention heads patched in groups of 1 to 4, each head
 patched the other way (the corrupted head into the clean run), per pair, at the answer position only, and for
@@ -106,8 +106,9 @@ def inside_report(run) -> dict:
 
 
 def _shares(model, pairs, patches, into="corrupted"):
-    """Per pair, the share of its clean-corrupt logit difference that a patch restores (into the corrupted run)
-    or removes (into the clean run)"""
+    """Per pair, the logit difference a patch restores (into the corrupted run) or removes (into the clean run), as a
+    share of the clean-corrupt difference averaged over the pairs (not of the pair's own): the mean over the pairs
+    is then the share of the mean difference, patching_study's measure"""
     from transformer_nb.inside import run_with_cache
     from transformer_nb.masking import causal_mask
     kw = dict(tgt_mask=causal_mask(pairs.clean[1].shape[1]))
@@ -146,7 +147,7 @@ def why_report(model, task, names) -> dict:
                                                                   int(n[-1])), into="clean").mean() for n in names])
             row["noising"] = _r(noise)
             row["heads"] = _r(per.mean(1))
-            # per pair: the share of the best head of that pair
+            # per pair: the share (of the mean difference) of the best head of that pair
             best = per.max(0).values
             row["per_pair_best"] = dict(median=round(float(best.median()), 4), max=round(float(best.max()), 4),
                                         over_half=int((best >= 0.5).sum()))

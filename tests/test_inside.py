@@ -89,6 +89,36 @@ def test_recomposition_and_attribution_gpt(gpt):
     torch.testing.assert_close(logit_lens(gpt, cache)[-1], logits, atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("norm", ["layer", "none"])
+def test_attention_only_gpt(norm):
+    """Chapter 11e's GPT has no FFN (d_ff=0): no `ffn` place, and the stream after its one
+    attention is `resid_post`. place_names listed decoder.0.resid_mid and decoder.0.ffn, which
+    do not exist, and run_with_cache failed with a bare KeyError 'decoder.0.self_attn.z'"""
+    torch.manual_seed(5)
+    gpt = GPT(17, d_model=32, num_heads=4, d_ff=0, num_layers=2, max_len=16, norm=norm).eval()
+    names = place_names(gpt)
+    assert names[:6] == ["decoder.embed", "decoder.0.resid_pre", "decoder.0.self_attn.z",
+                         "decoder.0.self_attn.heads", "decoder.0.self_attn", "decoder.0.resid_post"]
+    assert len(names) == 1 + 2 * 5 + 2  # embed, 5 places a layer, the final norm (or identity), logits
+    ids = torch.randint(0, 17, (3, 9), generator=torch.Generator().manual_seed(6))
+    logits, cache = run_with_cache(gpt, ids)
+    assert list(cache) == names and torch.equal(logits, gpt(ids))
+    assert recomposition_error(gpt, cache)["decoder"] <= 1e-6
+    for i in range(2):
+        c = lambda k, i=i: cache[f"decoder.{i}.{k}"]
+        torch.testing.assert_close(c("resid_pre") + c("self_attn"), c("resid_post"), atol=1e-6, rtol=0)
+    att = logit_attribution(gpt, cache, 8, torch.tensor([1, 2, 3]), 4)
+    assert not any(k.endswith("ffn") for k in att)
+    diff = logits[:, 8, [1, 2, 3]].diagonal() - logits[:, 8, 4]
+    assert (sum(att.values()) - diff).abs().max() <= 1e-5
+    torch.testing.assert_close(logit_lens(gpt, cache)[-1], logits, atol=1e-6, rtol=0)
+    ids2 = ids.clone(); ids2[:, 2] = (ids[:, 2] + 1) % 17
+    p = patching_study(gpt, (ids,), (ids2,), lambda l: (l[:, -1, 1] - l[:, -1, 2]).mean())
+    assert set(p.sublayers) == {"decoder.0.self_attn", "decoder.1.self_attn"}
+    assert p.heads["decoder"].shape == (2, 4) and p.resid["decoder"][0].tolist() == [0, 0, 1] + [0] * 6
+    with pytest.raises(UnknownPlace, match="unknown place 'decoder.0.ffn'; the places of this GPT"):
+        run_with_cache(gpt, ids, places=["decoder.0.ffn"])
+
 def test_attribution_encoder_decoder_sums_to_the_difference(tr, inputs):
     logits, cache = run_with_cache(tr, *inputs, tgt_mask=causal_mask(5))
     att = logit_attribution(tr, cache, 4, torch.tensor([5, 6]), torch.tensor([7, 8]))

@@ -53,10 +53,18 @@ def _check_model(model, cls)->None:
     if not isinstance(model, cls):
         raise TypeError(f"model must be a {cls.__name__}, got {type(model).__name__}")
 
+def _parts(layer)->list[tuple]:
+    ("(sublayer, the residual place after it, the norm that reads it there), in the "
+     "order they run (no FFN if d_ff=0); the last is followed by resid_post: None")
+    has = lambda n: getattr(layer, n, None) is not None
+    parts = [n for n in ("self_attn", "cross_attn", "ffn") if has(n)]
+    norms = [getattr(layer, n) for n in ("norm2", "norm3") if has(n)]  # of parts[1:]
+    after = ("resid_mid", "resid_cross")[:len(parts) - 1]
+    return list(zip(parts, [*after, None], [*norms, None]))
+
 def _attentions(layer)->list[str]:
     "The names of a layer's attentions, in the order they run"
-    return ["self_attn"] + (["cross_attn"] if getattr(layer, "cross_attn", None)
-                            is not None else [])
+    return [part for part, _, _ in _parts(layer) if part != "ffn"]
 
 # %% ../nbs/11d_inside.ipynb #i007
 def place_names(model:nn.Module)->list[str]:
@@ -77,19 +85,17 @@ def place_names(model:nn.Module)->list[str]:
     for prefix, _, stack in _stacks(model):
         names.append(f"{prefix}.embed")
         for i, layer in enumerate(stack.layers):
-            p = f"{prefix}.{i}"
-            names.append(f"{p}.resid_pre")
-            for att, resid in zip(_attentions(layer), ("resid_mid", "resid_cross")):
-                names += [f"{p}.{att}.z", f"{p}.{att}.heads", f"{p}.{att}",
-                          f"{p}.{resid}"]
-            names += [f"{p}.ffn", f"{p}.resid_post"]
+            p = f"{prefix}.{i}"; names.append(f"{p}.resid_pre")
+            for part, resid, _ in _parts(layer):
+                if part != "ffn": names += [f"{p}.{part}.z", f"{p}.{part}.heads"]
+                names += [f"{p}.{part}"] + ([f"{p}.{resid}"] if resid else [])
+            names.append(f"{p}.resid_post")
         if stack.norm is not None: names.append(f"{prefix}.norm")
     return names + ["logits"]
 
 # %% ../nbs/11d_inside.ipynb #i010
 class UnknownPlace(KeyError, ValueError):
-    ("A place name the model does not have; a KeyError (for `in`, `get`) and a "
-     "ValueError")
+    "A place name the model does not have: a KeyError (for `in`, `get`), a ValueError"
     def __str__(self): return str(self.args[0])
 
 def check_places(model:nn.Module, names:Sequence[str])->list[str]:
@@ -122,31 +128,26 @@ _DERIVED = ("heads", "resid_mid", "resid_cross")
 def _sites(model)->dict:
     ("place -> (module, 'pre' or 'out', read, write): where each place is seen and "
      "how a patch is put back")
-    first = lambda t: t[0]
-    put_first = lambda t, v: (v, *t[1:])
-    same, put = (lambda t: t), (lambda t, v: v)
-    sites = {}
+    first, put_first = (lambda t: t[0]), (lambda t, v: (v, *t[1:]))
+    same, put, sites = (lambda t: t), (lambda t, v: v), {}
     for prefix, embed, stack in _stacks(model):
         sites[f"{prefix}.embed"] = (embed, "out", same, put)
         for i, layer in enumerate(stack.layers):
             p = f"{prefix}.{i}"
             sites[f"{p}.resid_pre"] = (layer, "pre", first, put_first)
-            atts = _attentions(layer)
-            # the residual stream before each later sublayer is the input of its norm
-            norms = [n for n in ("norm2", "norm3")
-                     if getattr(layer, n, None) is not None]
-            for att, resid, norm in zip(atts, ("resid_mid", "resid_cross"), norms):
-                mha = getattr(layer, att)
-                H, d_k = mha.num_heads, mha.d_k
-                # W_o's input: the H heads' outputs side by side (B, T, H * d_k)
-                z = lambda t, H=H, d_k=d_k: t[0].unflatten(-1, (H, d_k))
-                sites[f"{p}.{att}.z"] = (mha.W_o, "pre", z,
-                                         lambda t, v: (v.flatten(-2), *t[1:]))
-                heads = lambda t, z=z, W=mha.W_o: _per_head(z(t), W)
-                sites[f"{p}.{att}.heads"] = (mha.W_o, "pre", heads, None)
-                sites[f"{p}.{att}"] = (mha, "out", first, put_first)
-                sites[f"{p}.{resid}"] = (getattr(layer, norm), "pre", first, None)
-            sites[f"{p}.ffn"] = (layer.ffn, "out", same, put)
+            for part, resid, norm in _parts(layer):
+                m = getattr(layer, part)
+                if part == "ffn": sites[f"{p}.ffn"] = (m, "out", same, put)
+                else:
+                    # W_o's input: the H heads' outputs side by side (B, T, H * d_k)
+                    z = lambda t, H=m.num_heads, d_k=m.d_k: t[0].unflatten(-1, (H, d_k))
+                    sites[f"{p}.{part}.z"] = (m.W_o, "pre", z,
+                                              lambda t, v: (v.flatten(-2), *t[1:]))
+                    heads = lambda t, z=z, W=m.W_o: _per_head(z(t), W)
+                    sites[f"{p}.{part}.heads"] = (m.W_o, "pre", heads, None)
+                    sites[f"{p}.{part}"] = (m, "out", first, put_first)
+                # the stream after a sublayer is the input of the next one's norm
+                if resid: sites[f"{p}.{resid}"] = (norm, "pre", first, None)
             sites[f"{p}.resid_post"] = (layer, "out", first, put_first)
         if stack.norm is not None:
             sites[f"{prefix}.norm"] = (stack.norm, "out", same, put)
@@ -295,8 +296,7 @@ def recomposition_error(model:nn.Module, cache:ActivationCache)->dict:
     for prefix, _, stack in _stacks(model):
         r = cache[f"{prefix}.embed"]
         for i, layer in enumerate(stack.layers):
-            for part in _attentions(layer) + ["ffn"]:
-                r = r + cache[f"{prefix}.{i}.{part}"]
+            for part, _, _ in _parts(layer): r = r + cache[f"{prefix}.{i}.{part}"]
         last = cache[f"{prefix}.{len(stack.layers) - 1}.resid_post"]
         out[prefix] = float((r - last).abs().max())
     return out
@@ -412,7 +412,8 @@ def logit_attribution(
             W_o = getattr(layer, att).W_o
             if W_o.bias is not None:
                 out[f"{p}.{i}.{att}.bias"] = direct(W_o.bias.expand(B, -1))
-        out[f"{p}.{i}.ffn"] = direct(at(cache[f"{p}.{i}.ffn"]))
+        if layer.ffn is not None:
+            out[f"{p}.{i}.ffn"] = direct(at(cache[f"{p}.{i}.ffn"]))
     if bias is not None: out[f"{p}.norm.bias"] = (bias * u).sum(-1)
     if model.output.bias is not None:
         out["output.bias"] = model.output.bias[good] - model.output.bias[bad]
@@ -573,7 +574,7 @@ def patching_study(
     for prefix, _, stack in _stacks(model):
         layers = stack.layers
         for i, layer in enumerate(layers):
-            for part in _attentions(layer) + ["ffn"]:
+            for part, _, _ in _parts(layer):
                 p = f"{prefix}.{i}.{part}"
                 sublayers[p] = run({p: cache[p]})
         for att in _attentions(layers[0]):
@@ -614,7 +615,8 @@ class NumberPairs(NamedTuple):
     bad: Tensor
     numbers: list
 
-# the corrupted number of each kind: the next word of that kind, nine wrapping to one
+# the corrupted number of each kind: the next word of that kind, the last wrapping to
+# the first (units nine -> one, tens ninety -> twenty, hundreds nine -> one)
 CHANGE = {"units": lambda n: n - n % 10 + n % 10 % 9 + 1,
           "tens": lambda n: n + 10 if n % 100 < 90 else n - 70,
           "hundreds": lambda n: n + 100 if n < 900 else n - 800}
