@@ -75,3 +75,13 @@ def test_command_line_draws_what_images_holds(tmp_path):
     assert [Path(p).name for p in out.stdout.split()] == EXPECTED
     committed = {k: v for k, v in digests(ROOT / "images").items() if k in EXPECTED}
     assert committed == digests(tmp_path)
+
+
+def test_diagram_arguments_are_checked_by_name():
+    "norm_first='no' drew a pre-LN layer titled 'our default'; a string of names was read letter by letter"
+    with pytest.raises(TypeError, match="norm_first"):
+        D.draw_layer("encoder", norm_first="no")
+    with pytest.raises(TypeError, match="norm_first"):
+        D.draw_architecture(norm_first=1)
+    with pytest.raises(TypeError, match="names must be a list of file names, got the string 'masks.png'"):
+        D.save_diagrams("/tmp", "masks.png")

@@ -512,8 +512,9 @@ def run_benchmark(
     reps : int
         timed rounds per measurement
     quick : bool
-        tiny sizes, few rounds and no profiles (torch's profiler takes seconds to
-        start): checks that the measurements run, measures nothing
+        tiny sizes and no profiles, except the compiled step's (torch's profiler
+        takes seconds to start): checks that the measurements run, measures nothing;
+        `reps` rounds as given
     compiled : bool
         also train the fast path through torch.compile (seconds to a minute of compiling
         per setting)
@@ -919,14 +920,14 @@ def bench_gpt(reps:int=7, batch_sizes=(1, 8), quick:bool=False, log=print)->dict
     batch_sizes
         generation batch sizes
     quick : bool
-        tiny sizes, few rounds: checks that it runs, measures nothing
+        tiny sizes (`reps` rounds as given): checks that it runs, measures nothing
     log
         where progress goes
 
     Returns
     -------
     dict
-        {"train": impl -> timings, "generate B=b": impl -> timings, "memory": ...}
+        {"train": impl -> timings, "generate B=b": impl -> timings, "memory_mb": ...}
     """
     batch = dict(batch_size=2, seq_len=16, prompt=4, new_tokens=4) if quick else None
     b = batch or GPT_BATCH
