@@ -243,3 +243,8 @@ def test_a_run_stopped_inside_the_cooldown_resumes_into_it_exactly():
 def test_a_negative_cooldown_is_refused():
     with pytest.raises(ValueError, match="cooldown must be >= 0"):
         _tiny_run(2, cooldown=-1)
+
+
+def test_smoothed_targets_are_made_on_the_targets_device():
+    "it built them on the CPU whatever the target's device (meta here; CUDA on a GPU)"
+    assert smoothed_targets(torch.tensor([1, 2], device="meta"), 5).device.type == "meta"

@@ -72,7 +72,7 @@ def smoothed_targets(
     check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")
     check_int(num_classes, "num_classes")
     _check_targets(target, num_classes, ignore_index, of="num_classes")
-    q = torch.full((target.shape[0], num_classes), eps / num_classes)    # (N, V)
+    q = torch.full((len(target), num_classes), eps / num_classes, device=target.device)
     hi = 1 - eps + eps / num_classes                                 # on the true token
     q.scatter_(1, target[:, None].clamp(0, num_classes - 1), hi)
     if ignore_index is not None: q[target == ignore_index] = 0.0
