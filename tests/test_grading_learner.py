@@ -72,5 +72,9 @@ def test_multihead_dropout_in_eval_names_the_float_it_keeps():
 
 
 def test_target_mask_hiding_queries_as_well_as_keys():
-    "With padding at the end this mask equals hiding the rows alone: one hint for both"
-    fails_with(grade_target_mask(tmask(lambda p, c, q: p & c & q)), "queries (rows)", "on the keys (columns) alone")
+    """It hides the padded keys as asked, and the padded queries' rows too, whose outputs are never read: it passes
+    (it was told "a padded query's output is never read" and failed, notes/review_grading.md 10). Hiding the rows
+    alone, which equals it with the padding at the end, is told apart with the padding at the start"""
+    assert grade_target_mask(tmask(lambda p, c, q: p & c & q))
+    fails_with(grade_target_mask(tmask(lambda p, c, q: q & c)), "padding at the start", "queries (rows)",
+               "goes on the keys")

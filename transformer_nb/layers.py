@@ -341,7 +341,7 @@ class LayerCache:
     def __init__(self):
         self.k = self.v = None  # self-attention's, (B, H, t, d_k): all positions so far
         self.cross = None  # cross-attention's (k, v) of the memory, (B, H, S, d_k)
-        # self-attention's stacked projection weights, kept by `fused_projection`
+        # where chapter 3's attention keeps its stacked W_q, W_k, W_v (set if absent)
         self.stacked = None
 
     def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:

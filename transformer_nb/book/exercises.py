@@ -165,17 +165,26 @@ def _todo(
         else "the comment after the signature describes"
     )
     if fn.name == "__init__" and cls is not None:
-        made = ", ".join(_attrs(fn))
-        base = ast.unparse(cls.bases[0]) if cls.bases else "nn.Module"
-        lines = [
-            f"TODO: call super().__init__(), then build the parts of {cls.name}, with "
-            "these names (the checker "
-            f"gives them the book's weights): {made}.{where}"
-            if made else
+        attrs = _attrs(fn)
+        made = ", ".join(attrs)
+        base = ast.unparse(cls.bases[0]) if cls.bases else None
+        # parts made by a module's class (nn.Linear, LayerNorm), or buffers: the
+        # checker gives those the book's weights by name
+        parts = any(a.endswith(")") for a in attrs)
+        if not made:
             # the parts are made by the base class (Encoder and Decoder: _Stack)
-            f"TODO: build {cls.name}'s parts through its base class: call "
-            f"super().__init__(...) with what {base}.__init__ above asks for.{where}"
-        ]
+            todo = (f"build {cls.name}'s parts through its base class: call "
+                    f"super().__init__(...) with what {base}.__init__ above asks for")
+        elif base is None:                  # a plain class (LayerCache): no weights
+            todo = f"set up the state of {cls.name} under the chapter's names: {made}"
+        elif parts:
+            todo = (f"call super().__init__(), then build the parts and settings of "
+                    f"{cls.name} under the chapter's names (the checker gives the "
+                    f"parts the book's weights by name): {made}")
+        else:                               # settings only (LabelSmoothingLoss)
+            todo = (f"call super().__init__(), then keep the settings of {cls.name} "
+                    f"under the chapter's names: {made}")
+        lines = [f"TODO: {todo}.{where}"]
     elif fn.name == "forward" and cls is not None:
         lines = [
             f"TODO: {doc.rstrip('.')}.{where} Return what {returns}."
@@ -513,7 +522,9 @@ def comment_out_error_lessons(code:str)->str:
     Returns
     -------
     str
-        the same source with every top-level `test_fail(...)` statement commented out
+        the same source with every top-level `test_fail(...)` statement commented out,
+        under a line that says they are optional, placed just above the first of them:
+        the rest of the cell is a lesson like any other
     """
     try: tree = ast.parse(code)
     except SyntaxError: return code
@@ -529,11 +540,10 @@ def comment_out_error_lessons(code:str)->str:
     if not spans: return code
     for a, b in spans:
         for i in range(a, b): lines[i] = "# " + lines[i]
-    return (
-        "# optional: the book's implementation raises these clear errors; uncomment "
-        "to hold yours to them\n"
-        + "\n".join(lines)
-    )
+    first = spans[0][0]
+    lines.insert(first, "# optional: the book's implementation raises these clear "
+                        "errors; uncomment to hold yours to them")
+    return "\n".join(lines)
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #e3a42ba0
 def embed_images(cells:list, base:Path)->list:
@@ -827,17 +837,22 @@ EFFORT = {
     "grade_encoder_layer": (
         30,
         2,
-        "Two sublayer connections: self-attention (queries, keys and values all the "
-        "input, with the source mask), then the feed-forward network. Give the first "
-        "a function h -> attn(h, h, h).",
+        "Two residual connections, each with its own LayerNorm under the scaffold's "
+        "names (norm1, norm2): pre-LN x + dropout(sublayer(norm(x))), post-LN "
+        "norm(x + dropout(sublayer(x))). The first sublayer is self-attention "
+        "(queries, keys and values all the sublayer's input, with the source mask), "
+        "the second the feed-forward network.",
     ),
     "grade_decoder_layer": (
         40,
         3,
-        "Three sublayer connections: masked self-attention (target mask), "
+        "Three residual connections (norm1, norm2, norm3): masked self-attention "
+        "(target mask), "
         "cross-attention with queries from the decoder and keys and values from the "
         "memory (memory mask), then "
-        "the feed-forward network. Keep both attention weights to return them.",
+        "the feed-forward network. Keep both attention weights to return them. With "
+        "cross_attention=False there is no cross-attention (nor norm2), and `cache` "
+        "goes on to the attentions.",
     ),
     "grade_encoder": (
         20,
@@ -882,7 +897,8 @@ EFFORT = {
         1,
         "Encode the sources plainly and the targets with <s> and </s>, and pad "
         "both with `pad_batch`; tgt_in is all but the last token, tgt_out all but "
-        "the first; the masks are chapter 8's `padding_mask` and `target_mask`.",
+        "the first, and a shorter target's </s> left in tgt_in becomes <pad>; the "
+        "masks are chapter 8's `padding_mask` and `target_mask`.",
     ),
     "grade_label_smoothing": (
         30,
@@ -916,9 +932,10 @@ EFFORT = {
     "grade_alignment_weight": (
         25,
         2,
-        "Run the model once with need_weights=True, in eval mode; for each example "
-        "i and each (query q, key k) of its alignment, read attn.cross[:, i, :, q, k], "
-        "one number per layer and head; average them all.",
+        "Run the model once with need_weights=True and the source mask for the "
+        "cross-attention too (memory_mask); the model comes in eval mode. For each "
+        "example i and each (query q, key k) of its alignment, read "
+        "attn.cross[:, i, :, q, k], one number per layer and head; average them all.",
     ),
     "grade_layer_cache": (
         15,
@@ -998,7 +1015,9 @@ class Exercise(NamedTuple):
     Parameters
     ----------
     checker : str
-        the check that grades it, in transformer_nb.book.grading
+        the check that grades it, in the module of its part of the book
+        (`grader_module`: transformer_nb.book.graders_parts, ..._stack, ..._training
+        or ..._decoding)
     names : list
         the functions and classes the learner writes
     summary : str

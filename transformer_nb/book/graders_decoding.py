@@ -206,12 +206,18 @@ def grade_greedy_search(fn)->Verdict:
                 ", with and without the cache" if "use_cache" in sig else "") + ".")
 
 def _decoder_calls(model, call)->list:
-    ("(target length, with a cache) of every call `call()` makes to `model.decode`: "
-     "how a decoding loop runs the decoder, whatever its parts are called")
+    ("(target length, with a cache) of every call `call()` makes to `model.decode`, "
+     "the cache passed by keyword or by position: how a decoding loop runs the "
+     "decoder, whatever its parts are called")
     seen, real = [], model.decode
-    def spy(tgt, *args, **kwargs):
-        seen.append((tgt.shape[1], kwargs.get("cache") is not None))
-        return real(tgt, *args, **kwargs)
+    sig = inspect.signature(real)
+    def spy(*args, **kwargs):
+        try: given = sig.bind(*args, **kwargs).arguments
+        except TypeError: given = {}
+        tgt = given.get("tgt")
+        seen.append((tgt.shape[1] if isinstance(tgt, Tensor) and tgt.dim() > 1 else 0,
+                     given.get("cache") is not None))
+        return real(*args, **kwargs)
     model.decode = spy
     try: call()
     finally: del model.decode
@@ -240,9 +246,12 @@ def _check_pick_and_cache(fn, model, src, src_mask):
                        "whole prefix at every step (the chapter's proof that both "
                        "give the same tokens needs both).")
         if cache and calls and not any(c for _, c in calls):
-            raise Hint("use_cache=True: the decoder never got the cache and re-read "
-                       "the whole prefix at every step; build a KVCache and run "
-                       "decode_step on the one new position.")
+            longest = max(n for n, _ in calls)
+            raise Hint("use_cache=True: the decoder never got the cache"
+                       + (f" and re-read the prefix ({longest} positions at the last "
+                          "step)" if longest > 1 else "")
+                       + "; build a KVCache and run decode_step on the one new "
+                       "position.")
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11c
 def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,

@@ -30,6 +30,7 @@ from transformer_nb.book.grading import (
     several_hints,
     shape_of,
     tensors_close,
+    unfilled_parts,
 )
 from ..embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
 from ..ffn import PositionwiseFeedForward
@@ -1105,6 +1106,17 @@ def grade_ffn(cls)->Verdict:
                    "linear2(act(linear1(x))): "
                 f"{how_far(got, ref(x))}."
             )
+        # bias=False: a cell after the exercise builds one (Llama's, chapter 11f)
+        ref = PositionwiseFeedForward(d, dff, dropout=0.0, bias=False).eval()
+        m = build(cls, d, dff, dropout=0.0, bias=False)
+        if any(p.dim() == 1 for p in m.parameters()):
+            raise Hint("bias=False is ignored: build both linear layers with "
+                       "nn.Linear(..., bias=bias).")
+        load_reference(ref, m)
+        got = run("your module", m, x)
+        if not tensors_close(got, ref(x)):
+            raise Hint(f"with bias=False the output differs from the book's: "
+                       f"{how_far(got, ref(x))}.")
     ref, m = (
         PositionwiseFeedForward(d, dff, dropout=0.5),
         build(cls, d, dff, dropout=0.5),
@@ -1124,7 +1136,8 @@ def grade_ffn(cls)->Verdict:
                       "your new PositionwiseFeedForward")
     if init: raise Hint(init)
     return ("linear1 → activation (relu and gelu) → dropout on the hidden units in "
-            "training only → linear2; a new module starts as the book's does.")
+            "training only → linear2, bias=False; a new module starts as the book's "
+            "does.")
 
 # %% ../../nbs/91a_graders_parts.ipynb #c033
 def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True, used=None):
@@ -1184,13 +1197,19 @@ def grade_layer_norm(cls)->Verdict:
     d = 12
     # entries of size 10, and tiny ones
     x = torch.cat([3 + 10 * torch.randn(2, 5, d), 1e-3 * torch.randn(2, 5, d)])
-    # a new LayerNorm is the plain normalisation: γ = 1, β = 0 (the weights the
-    # checks below copy in cannot show that)
-    init = init_hint(build(cls, d), LayerNorm(d), "your new LayerNorm(12)")
+    init = pairs = None
     for eps, kw in ((1e-5, {}), (1e-2, {}), (1e-5, {"fused": False})):
         case = f"LayerNorm({d}, eps={eps}{', fused=False' if kw else ''})"
         ref, m = nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
-        load_reference(ref, m)
+        # γ and β by name; under other names, in the order that computes the book's
+        # output if one does (`beta` may be declared before `gamma`)
+        pairs = load_reference(
+            ref, m, lambda mod: tensors_close(mod(x.clone()), ref(x)))
+        if init is None:
+            # a new LayerNorm is the plain normalisation: γ = 1, β = 0 (the weights
+            # the checks copy in cannot show that)
+            init = init_hint(build(cls, d), LayerNorm(d), "your new LayerNorm(12)",
+                             pairs) or ""
         expect_same_parts(ref, m, f"your {case}")
         w, b = ref.weight.detach(), ref.bias.detach()
         with torch.no_grad():
@@ -1236,16 +1255,69 @@ def _norm_of(m:nn.Module):
     )
 
 # %% ../../nbs/91a_graders_parts.ipynb #c036
+def _connection_hint(got:Tensor, x:Tensor, f, norm:nn.Module, nf:bool)->str:
+    ("What a residual connection that gives `got` does, against the chapter's with the "
+     "book's LayerNorm `norm`")
+    pre, post = x + f(norm(x)), norm(x + f(x))
+    asked = (
+        "norm_first=True asks for pre-LN, x + sublayer(norm(x))"
+        if nf
+        else "norm_first=False asks for the paper's post-LN, norm(x + "
+             "sublayer(x))"
+    )
+    hint = first_match(
+        got,
+        [
+            (
+                f"{asked}; you computed {'post-LN' if nf else 'pre-LN'}.",
+                lambda: post if nf else pre,
+            ),
+            (
+                f"the residual is missing: add the input x. {asked}.",
+                lambda: f(norm(x)) if nf else norm(f(x)),
+            ),
+            (f"the LayerNorm is missing. {asked}.", lambda: x + f(x)),
+            (
+                f"pre-LN leaves the sum unnormalised; {asked}.",
+                lambda: norm(x + f(norm(x))),
+            ),
+            (
+                "the residual adds the normalised input, not x itself; "
+                f"{asked}.",
+                lambda: norm(x) + f(norm(x)),
+            ),
+        ],
+    )
+    return hint or (f"{asked}; your output differs from it: "
+                    f"{how_far(got, pre if nf else post)}.")
+
+def _zero_sublayer(what:str, out:Tensor, x:Tensor, norm:nn.Module, nf:bool):
+    "A sublayer that returns zeros: the connection must give x (pre-LN) or norm(x)"
+    asked = "pre-LN" if nf else "post-LN"
+    if not tensors_close(out, x if nf else norm(x)):
+        raise Hint(
+            f"{what}: with a sublayer that returns zeros, {asked} must return "
+            f"{'x' if nf else 'norm(x)'} "
+            "unchanged even in training mode: dropout belongs on the "
+            "sublayer's output, before the addition: "
+            + ("x + dropout(sublayer(norm(x)))." if nf
+               else "norm(x + dropout(sublayer(x))).")
+        )
+
 @checker(book=SublayerConnection, also=(residual,))
-def grade_sublayer(cls)->Verdict:
+def grade_sublayer(cls, residual_fn=None)->Verdict:
     """Check the residual connection in both placements of the norm (section 3.1; pre-LN
-    and post-LN), with dropout
+    and post-LN), with dropout, against the book's LayerNorm; and the function
+    `residual` of the same exercise
 
     Parameters
     ----------
     cls
         your SublayerConnection class: (d_model, dropout, norm_first) -> module,
         forward(x, sublayer)
+    residual_fn
+        your residual(x, sublayer, norm, dropout, norm_first), run with the book's
+        LayerNorm and dropout; None: not checked
 
     Returns
     -------
@@ -1257,86 +1329,73 @@ def grade_sublayer(cls)->Verdict:
     lin = nn.Linear(d, d)
     # a sublayer, (B, T, d) -> (B, T, d)
     f = lambda h: torch.tanh(lin(h))
+    if residual_fn is not None and unfilled_parts(residual_fn):
+        raise Hint("`residual` still holds the `...` of the exercise: fill in its TODO "
+                   "too, run that cell, then run this check again.")
+    def connection(p:float, nf:bool):
+        ("The book's connection with γ and β away from 1 and 0, and the learner's "
+         "holding them: the output is compared with the book's LayerNorm")
+        ref = nontrivial(SublayerConnection(d, dropout=p, norm_first=nf)).eval()
+        m = build(cls, d, dropout=p, norm_first=nf)
+        if not any(True for _ in m.parameters()):
+            raise Hint("your SublayerConnection has no weights: the connection "
+                       "normalises with chapter 5's LayerNorm, whose γ and β are "
+                       "learned, `self.norm = LayerNorm(d_model)`.")
+        want = lambda mod: (x + f(ref.norm(x))) if nf else ref.norm(x + f(x))
+        # the norm's γ and β by name, or in the order that computes the book's output
+        load_reference(ref, m, lambda mod: tensors_close(mod(x, f), want(mod)))
+        return ref, m
     with torch.no_grad():
         for nf in (True, False):
-            m = build(cls, d, dropout=0.0, norm_first=nf)
-            expect_same_parts(
-                SublayerConnection(d, dropout=0.0, norm_first=nf),
-                m,
-                "your SublayerConnection",
-            )
-            norm = _norm_of(m)
-            if norm is None:
-                raise Hint(
-                    "create the LayerNorm of the connection as `self.norm = "
-                    "LayerNorm(d_model)`."
-                )
-            # make γ and β visible
-            for p in norm.parameters(): p.normal_()
+            ref, m = connection(0.0, nf)
+            expect_same_parts(ref, m, "your SublayerConnection")
             got = expect_tensor(
                 run("your module", m, x, f), "the output", (B, T, d), "(B, T, d_model)"
             )
-            pre, post = x + f(norm(x)), norm(x + f(x))
-            if tensors_close(got, pre if nf else post): continue
-            asked = (
-                "norm_first=True asks for pre-LN, x + sublayer(norm(x))"
-                if nf
-                else "norm_first=False asks for the paper's post-LN, norm(x + "
-                     "sublayer(x))"
-            )
-            hint = first_match(
-                got,
-                [
-                    (
-                        f"{asked}; you computed {'post-LN' if nf else 'pre-LN'}.",
-                        lambda: post if nf else pre,
-                    ),
-                    (
-                        f"the residual is missing: add the input x. {asked}.",
-                        lambda: f(norm(x)) if nf else norm(f(x)),
-                    ),
-                    (f"the LayerNorm is missing. {asked}.", lambda: x + f(x)),
-                    (
-                        f"pre-LN leaves the sum unnormalised; {asked}.",
-                        lambda: norm(x + f(norm(x))),
-                    ),
-                    (
-                        "the residual adds the normalised input, not x itself; "
-                        f"{asked}.",
-                        lambda: norm(x) + f(norm(x)),
-                    ),
-                ],
-            )
-            raise Hint(
-                hint
-                or f"{asked}; your output differs from it: "
-                   f"{how_far(got, pre if nf else post)}."
-            )
+            want = (x + f(ref.norm(x))) if nf else ref.norm(x + f(x))
+            if tensors_close(got, want): continue
+            mine = _norm_of(m)
+            if (mine is not None and not tensors_close(mine(x), ref.norm(x))
+                    and tensors_close(got, (x + f(mine(x))) if nf else mine(x + f(x)))):
+                far = how_far(mine(x), ref.norm(x))
+                raise Hint(
+                    "the connection is right, but its norm does not compute chapter "
+                    f"5's LayerNorm with the same γ and β: {far} (grade_layer_norm "
+                    "says more)."
+                )
+            raise Hint(_connection_hint(got, x, f, ref.norm, nf))
         for nf in (True, False):
-            m = build(cls, d, dropout=0.5, norm_first=nf)
-            norm = _norm_of(m)
+            ref, m = connection(0.5, nf)
             asked = "pre-LN" if nf else "post-LN"
             _dropout_modes(
                 "your module",
                 m,
                 lambda mod: mod(x, f),
-                (x + f(norm(x))) if nf else norm(x + f(x)),
+                (x + f(ref.norm(x))) if nf else ref.norm(x + f(x)),
                 f"({asked}) to the sublayer's output, before the addition",
             )
-            out = run("your module", m.train(), x, torch.zeros_like)
-            if not tensors_close(out, x if nf else norm(x)):
-                raise Hint(
-                    f"with a sublayer that returns zeros, {asked} must return "
-                    f"{'x' if nf else 'norm(x)'} "
-                    "unchanged even in training mode: dropout belongs on the "
-                    "sublayer's output, before the "
-                    "addition: "
-                    + (
-                        "x + dropout(sublayer(norm(x)))."
-                        if nf
-                        else "norm(x + dropout(sublayer(x)))."
-                    )
-                )
+            _zero_sublayer("your module", run("your module", m.train(), x,
+                                              torch.zeros_like), x, ref.norm, nf)
             m.eval()
+        if residual_fn is None:
+            return ("pre-LN and post-LN residual connections, with dropout on the "
+                    "sublayer's output in training only.")
+        what = "your residual(x, sublayer, norm, dropout, norm_first)"
+        for nf in (True, False):
+            norm = nontrivial(LayerNorm(d))
+            drop = nn.Dropout(0.5)
+            call = lambda dr, s=f: run(what, residual_fn, x, s, norm, dr, nf)
+            got = expect_tensor(call(drop.eval()), f"{what}", (B, T, d),
+                                "(B, T, d_model)")
+            want = residual(x, f, norm, drop, nf)
+            if not tensors_close(got, want):
+                raise Hint(f"{what}, norm_first={nf}: "
+                           + _connection_hint(got, x, f, norm, nf))
+            _dropout_modes(what, drop, call, want,
+                           f"({'pre' if nf else 'post'}-LN) to the sublayer's "
+                           "output, before the addition",
+                           off="use the dropout module it is given, which eval() "
+                               "turns off")
+            _zero_sublayer(what, call(drop.train(), torch.zeros_like), x, norm, nf)
     return ("pre-LN and post-LN residual connections, with dropout on the sublayer's "
-            "output in training only.")
+            "output in training only; `residual` the same with the parts it is given.")

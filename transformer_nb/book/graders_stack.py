@@ -69,7 +69,7 @@ def _pair(cls, ref_cls, *args, **kwargs):
                     f"norm_first={not nf} (final norms only in pre-LN)."
                 ) from None
         raise
-    expect_same_parts(ref, m, f"your {ref_cls.__name__}")
+    expect_same_parts(ref, m, f"your {ref_cls.__name__}", (cls, args, kwargs))
     return ref, m
 
 def _twin(ref, ref_cls, *args, **kwargs):
@@ -347,11 +347,69 @@ def grade_decoder_layer(cls)->Verdict:
                    f"{how_far(out, want)}."
             )
     _layer_modes(cls, DecoderLayer, (y, mem, tgt, pad_S), 3, d, H, dff)
+    _decoder_layer_later(cls, d, H, dff)
     return (
         "masked self-attention, cross-attention over the memory, feed-forward; masks "
         "and both placements; "
-        "activation, need_weights and dropout passed on."
+        "activation, need_weights and dropout passed on; without cross-attention, and "
+        "one position at a time with a LayerCache."
     )
+
+def _decoder_layer_later(cls, d, H, dff):
+    ("What the cells after the exercise ask of a DecoderLayer: cross_attention=False "
+     "(a decoder-only model's layer), and one position at a time with a LayerCache")
+    y, mem, pad_S, _ = _inputs()
+    T = y.shape[1]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    with torch.no_grad():
+        m = build(cls, d, H, dff, dropout=0.0, cross_attention=False)
+        both = {n for n, _ in DecoderLayer(d, H, dff).named_parameters()}
+        if {n for n, _ in m.named_parameters()} == both:
+            raise Hint("cross_attention=False is ignored: build no cross-attention "
+                       "then (self.cross_attn = None, and no norm2), the layer of a "
+                       "decoder-only model, which the cells after this check use.")
+        for cross in (True, False):
+            kw = {} if cross else {"cross_attention": False}
+            what = "" if cross else "cross_attention=False: "
+            ref, m = _pair(cls, DecoderLayer, d, H, dff, dropout=0.0, **kw)
+            args = (mem, causal, pad_S) if cross else (None, causal)
+            out = expect_tuple(
+                run("your module", m, y, *args,
+                    advice="" if cross else "Without cross-attention there is no "
+                    "memory: forward(y, tgt_mask=...) runs the self-attention and the "
+                    "feed-forward network only."),
+                3, "forward", "the output, the self-attention and the cross-attention "
+                "weights (None without cross-attention)")
+            want = ref(y, *args)
+            if not tensors_close(out[0], want[0]):
+                raise Hint(f"{what}the output differs from the book's: "
+                           f"{how_far(out[0], want[0])}.")
+            if not cross and out[2] is not None:
+                raise Hint("cross_attention=False: return None in place of the "
+                           "cross-attention weights; there are none.")
+            cache = LayerCache()
+            steps = [expect_tuple(
+                run("your module", m, y[:, t:t + 1], *([mem] if cross else []),
+                    **({"memory_mask": pad_S} if cross else {}), cache=cache,
+                    advice="The cells after this check run the layer one position at "
+                    "a time, forward(y[:, t:t + 1], memory, memory_mask=..., "
+                    "cache=LayerCache()): take `cache` and pass it on to the "
+                    "attentions."),
+                3, "forward", "the output and the weights")[0] for t in range(T)]
+            got = torch.cat(steps, 1)
+            if not tensors_close(got, want[0], 1e-5):
+                alone = torch.cat([ref(y[:, t:t + 1], *([mem] if cross else []),
+                                       **({"memory_mask": pad_S} if cross else {}))[0]
+                                   for t in range(T)], 1)
+                raise Hint(
+                    f"{what}fed one position at a time with a LayerCache "
+                    "(cache=cache), the outputs differ from those of the whole "
+                    "target with the causal mask: "
+                    + ("the cache is not used, each position saw only itself; "
+                       if tensors_close(got, alone, 1e-5) else
+                       f"{how_far(got, want[0], 1e-5)}; ")
+                    + "pass it on to the attentions, self_attn(..., cache=cache)"
+                    + (" and cross_attn(..., cache=cache)" if cross else "") + ".")
 
 # %% ../../nbs/91b_graders_stack.ipynb #c041
 def _check_stack(cls, ref_cls, decoder:bool)->str:
@@ -374,6 +432,20 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
             extra = sum(p.numel() for p in m.parameters()) - sum(
                 p.numel() for p in ref.parameters()
             )
+            if extra == -2 * d and final is not None and any(
+                    c.__name__ == "_Stack" for c in type(m).__mro__):
+                # built through the scaffold's base class, which makes self.norm
+                raise Hint(
+                    f"{case}: the stack has no final LayerNorm after the last layer: "
+                    + ("final_norm=True is not passed on to the base class, "
+                       "super().__init__(layers, norm_first, final_norm); _Stack "
+                       "builds self.norm when final_norm is True, even in post-LN."
+                       if fn else
+                       "pass norm_first and final_norm on to the base class, "
+                       "super().__init__(layers, norm_first, final_norm); _Stack "
+                       "builds self.norm when final_norm is True, or when it is None "
+                       "and norm_first is True.")
+                )
             if extra == -2 * d and final is not None:
                 raise Hint(
                     f"{case}: this stack ends with a final LayerNorm after the last "
@@ -515,6 +587,22 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                 'activation="gelu" is not passed on to the layers: '
                 f'{how_far(got, want)}.'
             )
+        if decoder:
+            # a cell after the exercise builds a decoder-only stack (chapter 11c's)
+            kw = dict(num_layers=N, dropout=0.0, cross_attention=False)
+            ref = nontrivial(ref_cls(d, H, dff, **kw).eval())
+            m = build(cls, d, H, dff, **kw)
+            if any("cross_attn" in n for n, _ in m.named_parameters()):
+                raise Hint("cross_attention=False is not passed on to the layers: "
+                           "Decoder(..., cross_attention=False) is a decoder-only "
+                           "stack, whose layers have no cross-attention, "
+                           "DecoderLayer(..., cross_attention=False); a cell after "
+                           "this check builds one.")
+            load_reference(ref, m)
+            got, want = run("your module", m, y, None, tgt), ref(y, None, tgt)
+            if not tensors_close(got, want):
+                raise Hint("cross_attention=False: the output differs from the "
+                           f"book's: {how_far(got, want)}.")
     ref, m = _pair(cls, ref_cls, d, H, dff, num_layers=N, dropout=0.5)
     with torch.no_grad(): want = ref.eval()(*args)
     _dropout_modes(
@@ -1016,7 +1104,9 @@ def grade_target_mask(fn)->Verdict:
         )
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         want = real[:, None, None, :] & causal
-        if torch.equal(got, want): continue
+        # hiding the padded queries' rows as well changes no output that is read
+        if torch.equal(got, want) or torch.equal(got, want & real[:, None, :, None]):
+            continue
         for mask, hint in (
             (causal.expand(3, 1, T, T), "the padding is missing: AND the causal mask "
                                         "with the padding mask."),
@@ -1025,13 +1115,6 @@ def grade_target_mask(fn)->Verdict:
                                                         "the causal mask."),
             (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be "
                                               "real and not in the future."),
-            # with padding at the end, hiding the rows and hiding rows and keys alike
-            # give one mask
-            (real[:, None, :, None] & causal, "the padding hides the padded queries "
-                                              "(rows): it belongs on the keys "
-                                              "(columns) alone, a padding mask of "
-                                              "shape (B, 1, 1, T); a padded query's "
-                                              "output is never read."),
             (real[:, None, None, :] & causal.tril(-1), "the causal part is off by "
                                                        "one: the diagonal must be "
                                                        "True."),
@@ -1049,4 +1132,22 @@ def grade_target_mask(fn)->Verdict:
             "0 … t only; first wrong "
             f"(b, 0, row, column): {bad}."
         )
-    return "padding AND causal for any pad_id, (B, 1, T, T)."
+    # padding at the start: a real query must not see the padded keys before it
+    ids = torch.tensor([[0, 0, 5, 6, 7], [5, 6, 7, 8, 9]])
+    real, causal = ids != 0, torch.ones(5, 5, dtype=torch.bool).tril()
+    want = real[:, None, None, :] & causal
+    got = expect_tensor(run("your function", fn, ids, 0), "the mask", (2, 1, 5, 5))
+    if not (torch.equal(got, want) or torch.equal(got, want & real[:, None, :, None])):
+        bad = tuple(int(i) for i in (got != want).nonzero()[0])
+        raise Hint(
+            "with the padding at the start, ids [[0, 0, 5, 6, 7], ...], "
+            + ("the real queries attend to the padded keys before them: your padding "
+               "hides the padded queries (rows), not the padded keys (columns). A key "
+               "may be attended to if it is real: the padding mask (B, 1, 1, T) goes "
+               "on the keys. (With the padding at the end the two masks coincide.)"
+               if torch.equal(got, real[:, None, :, None] & causal) else
+               f"row t of sequence b must be True at the real tokens 0 … t only; "
+               f"first wrong (b, 0, row, column): {bad}.")
+        )
+    return ("padding AND causal for any pad_id, padding at the end or at the start, "
+            "(B, 1, T, T).")

@@ -255,6 +255,24 @@ def grade_make_batch(fn)->Verdict:
             hints += [h for h in mask_hints if h]
             break
     if hints: raise Hint(several_hints(hints))
+    # the positions after a shorter target are padding in tgt_in too: the lessons
+    # after the check read the ids there (and its mask, the keys that are real)
+    for pairs, got, _ in books:
+        want = make_batch(pairs, v).tgt_in
+        if not _eq_ids(got.tgt_in, want):
+            kept = _eq_ids(got.tgt_in.masked_fill(got.tgt_in == v.eos, v.pad), want)
+            r = next(i for i in range(len(want)) if got.tgt_in[i].tolist() !=
+                     want[i].tolist())
+            raise Hint(
+                f"batch.tgt_in is {got.tgt_in.tolist()[r]} for {pairs[r]!r} in "
+                f"{pairs}, expected {want.tolist()[r]}: "
+                + ("a shorter target's </s> stays in tgt_in, where the chapter "
+                   "writes <pad>: no prediction the loss counts reads it (tgt_out is "
+                   "padding there), but the lesson after this check reads these ids, "
+                   "and with <pad> target_mask hides the position as padding: "
+                   "tgt_in.masked_fill(tgt_in == vocab.eos, vocab.pad)." if kept else
+                   "after a shorter target, tgt_in holds <pad>, as tgt_out does.")
+            )
     v, pairs = _batch_cases()[0]
     meta = run("your function", fn, pairs, v, device="meta")
     off = [n for n in names if getattr(meta, n).device.type != "meta"]
@@ -496,14 +514,13 @@ def grade_noam_lr(fn)->Verdict:
             "d_model^-0.5 and factor; step 0 read as 1.")
 
 # %% ../../nbs/91c_graders_training.ipynb #x10e
-def _align_variant(model, vocab, pairs, align, kind=None, order=None, avg=None,
-                   mode=None):
-    ("alignment_weight with classic deviations: which attention, query and key "
-     "swapped, mean of means or max, dropout left on")
+def _align_variant(model, vocab, pairs, align, kind=None, memory=None, order=None,
+                   avg=None):
+    ("alignment_weight with classic deviations: which attention, the source mask "
+     "left out of the cross-attention, query and key swapped, mean of means or max")
     b = make_batch(pairs, vocab)
-    if mode is None: model.eval()
-    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask,
-                    need_weights=True)
+    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
+                    None if memory == "none" else b.src_mask, need_weights=True)
     maps = {None: attn.cross, "encoder": attn.encoder, "decoder": attn.decoder}[kind]
     per = []
     for i, (s, t) in enumerate(pairs):
@@ -519,21 +536,25 @@ _ALIGN_MISTAKES = [
                          "the decoder looks in the source: attn.cross.",
               "decoder": "you read the decoder's self-attention; the question is where "
                          "the decoder looks in the source: attn.cross."}),
+    ("memory", {"none": "the cross-attention saw the padded source keys: pass the "
+                        "source mask as memory_mask too, model(b.src, b.tgt_in, "
+                        "b.src_mask, b.tgt_mask, b.src_mask, need_weights=True) (with "
+                        "memory_mask=None the model lets every query see the "
+                        "padding)."}),
     ("order", {"swapped": "queries and keys are swapped: a map is (..., T, S), rows "
                           "are the decoder's queries, so index [..., q, k]."}),
     ("avg", {"mean of means": "you averaged each example, then the examples; the "
                               "chapter averages over every (query, key) pair of every "
                               "example, so a longer example counts more.",
              "max": "take the mean weight on the expected key, not the largest."}),
-    ("mode", {"train": "dropout was on: call model.eval() before reading the maps "
-                       "(dropout would change the weights from run to run)."}),
 ]
 
 # %% ../../nbs/91c_graders_training.ipynb #x10f
 @checker(book=alignment_weight)
 def grade_alignment_weight(fn)->Verdict:
     """Check the reading of cross-attention maps against `alignment_weight`: the maps
-    read, queries and keys, the average, eval mode
+    read, the source mask, queries and keys, the average; on a model in eval mode, as
+    `train` leaves a trained model
 
     Parameters
     ----------
@@ -556,24 +577,26 @@ def grade_alignment_weight(fn)->Verdict:
     mirror = lambda s, t: [(q, len(s) - 1 - q) for q in range(len(s))]
     first = lambda s, t: [(q, 0) for q in range(len(t))]
     for name, align in (("mirror", mirror), ("first key", first)):
-        call = lambda train: run("your function", fn, model.train(train), vocab, pairs,
-                                 align)
+        # the model as the exercise hands it over: trained models are in eval mode
+        call = lambda: run("your function", fn, model.eval(), vocab, pairs, align)
         with torch.no_grad():
-            got = expect_tensor(call(True), f"the result ({name} alignment)", (2, 2),
-                          "(layers, H): one number per cross-attention head")
+            got = expect_tensor(call(), f"the result ({name} alignment)", (2, 2),
+                                "(layers, H): one number per cross-attention head")
             want = alignment_weight(model, vocab, pairs, align)
             if tensors_close(got, want, 1e-5): continue
-            # dropout left on shows as a result that changes from call to call
-            found = [] if tensors_close(call(True), got, 1e-6) else [
-                _ALIGN_MISTAKES[3][1]["train"]]
-            found = explain([call(False)], [lambda **kw: _align_variant(
-                model.eval(), vocab, pairs, align, **kw)], _ALIGN_MISTAKES[:3]) + found
+            # dropout switched on shows as a result that changes from call to call
+            if not tensors_close(call(), got, 1e-6):
+                raise Hint(f"{name} alignment: your result changes from call to call: "
+                           "dropout is on. The model comes in eval mode, as train() "
+                           "leaves it; read its maps in eval mode (model.eval()).")
+            found = explain([got], [lambda **kw: _align_variant(
+                model.eval(), vocab, pairs, align, **kw)], _ALIGN_MISTAKES)
         raise Hint(f"{name} alignment: " + several_hints(found or [
             f"the per-head weights differ from the chapter's: {how_far(got, want)}; "
             "average attn.cross[:, i, :, q, k] over every (q, k) of every "
             "example i."]))
-    return ("cross-attention, queries then keys, the mean over every aligned pair of "
-            "every example, in eval mode.")
+    return ("cross-attention with the source mask, queries then keys, the mean over "
+            "every aligned pair of every example.")
 
 # %% ../../nbs/91c_graders_training.ipynb #x10g1
 def _importable(v)->bool:

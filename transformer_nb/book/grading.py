@@ -490,7 +490,7 @@ def several_hints(hints:list[str])->str:
             + " ".join(f"({i}) {h}" for i, h in enumerate(hints, 1)))
 
 def explain(gots:list, computes:list, axes:list, same=None)->list[str]:
-    """The hints of the fewest deviations (at most two) that explain the learner's
+    """The hints of the fewest deviations (none, one or two) that explain the learner's
     results in every case at once; else each case's own, merged in the axes' order
 
     Parameters
@@ -507,7 +507,7 @@ def explain(gots:list, computes:list, axes:list, same=None)->list[str]:
     Returns
     -------
     list[str]
-        the hints, in the axes' order
+        the hints, in the axes' order; [] when every result is the book's
     """
     import itertools
     same = same or (lambda a, b: tensors_close(a, b, 1e-4))
@@ -517,6 +517,7 @@ def explain(gots:list, computes:list, axes:list, same=None)->list[str]:
                 if not same(g, c(**kw)): return False
             except Exception: return False
         return True
+    if fits({}): return []                        # nothing deviates: nothing to name
     for n in (1, 2):
         for chosen in itertools.combinations(range(len(axes)), n):
             for opts in itertools.product(*(list(axes[i][1]) for i in chosen)):
@@ -590,9 +591,9 @@ def build(cls, *args, **kwargs)->nn.Module:
         )
     return m.eval()
 
-def load_reference(ours:nn.Module, theirs:nn.Module):
-    """Copy the book's parameters into the learner's module, by name or else in order;
-    raise a `Hint` if impossible
+def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
+    """Copy the book's parameters into the learner's module, by name, or else by
+    shape in the order declared; raise a `Hint` if impossible
 
     Parameters
     ----------
@@ -600,6 +601,16 @@ def load_reference(ours:nn.Module, theirs:nn.Module):
         the book's module, whose weights are copied
     theirs : nn.Module
         the learner's module, which receives them
+    fits
+        fits(theirs) -> bool: does the learner's module compute the book's output with
+        the weights copied in? Given, and the names are not the chapter's, parameters
+        of one shape are tried in each order until one fits (a LayerNorm that declares
+        `beta` before `gamma` gets γ where its forward multiplies); none fits: in order
+
+    Returns
+    -------
+    dict[str, str]
+        for each parameter of the learner's module, the name of the book's it received
     """
     ref, mine = dict(ours.named_parameters()), dict(theirs.named_parameters())
     if len(mine) < len(ref) and len(
@@ -623,11 +634,16 @@ def load_reference(ours:nn.Module, theirs:nn.Module):
     with torch.no_grad():
         if set(mine) == set(ref) and all(mine[k].shape == ref[k].shape for k in ref):
             for k in ref: mine[k].copy_(ref[k])
-            return
-        a, b = list(ref.values()), list(mine.values())
-        if len(a) == len(b) and all(x.shape == y.shape for x, y in zip(a, b)):
-            for x, y in zip(a, b): y.copy_(x)
-            return
+            return {k: k for k in ref}
+        a, b = list(ref), list(mine)
+        if len(a) == len(b) and all(
+            ref[x].shape == mine[y].shape for x, y in zip(a, b)
+        ):
+            for order in _orders(ref, a, fits is not None):
+                for x, y in zip(order, b): mine[y].copy_(ref[x])
+                if fits is None or _fits(fits, theirs): return dict(zip(b, order))
+            for x, y in zip(a, b): mine[y].copy_(ref[x])
+            return dict(zip(b, a))
     show = lambda d: (
         ", ".join(f"{k} {tuple(v.shape)}" for k, v in list(d.items())[:6])
         + (" …" if len(d) > 6 else "")
@@ -642,6 +658,27 @@ def load_reference(ours:nn.Module, theirs:nn.Module):
         f"{show(extra or mine) or 'no parameters at all'}."
     )
 
+def _orders(ref:dict, names:list, permute:bool, most:int=120):
+    ("The book's parameter names in order, then (permute) in every other order that "
+     "swaps only parameters of one shape; none beyond the first if that makes more "
+     "than `most`")
+    yield names
+    if not permute: return
+    import itertools
+    groups = {}
+    for i, n in enumerate(names): groups.setdefault(tuple(ref[n].shape), []).append(i)
+    groups = [g for g in groups.values() if len(g) > 1]
+    if math.prod(math.factorial(len(g)) for g in groups) > most: return
+    for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
+        order = list(names)
+        for g, p in zip(groups, perms):
+            for i, j in zip(g, p): order[i] = names[j]
+        if order != names: yield order
+
+def _fits(fits, m:nn.Module)->bool:
+    "fits(m), False where it raises: an answer's error is the checks' to report"
+    try: return bool(fits(m))
+    except Exception: return False
 
 def shared_parameters(m:nn.Module)->list[tuple[str, str]]:
     """Pairs of names that hold one and the same parameter in `m`
@@ -690,12 +727,46 @@ def nontrivial(m:nn.Module)->nn.Module:
             if p.dim() == 1: p.add_(0.5 * torch.randn(p.shape, generator=g))
     return m
 
-# parts without weights that later cells of an exercise notebook read by name
-_READ_LATER = {"PositionwiseFeedForward": ("act",)}
+# what later cells of each exercise notebook read of the learner's module by name,
+# beyond its parts with weights: settings (mha.d_k) and parts without weights (ffn.act).
+# Only these are asked for; tests/test_grading_review.py checks the table against the
+# exercise notebooks
+_READ_LATER = {
+    "TokenEmbedding": ("vocab_size",),
+    "MultiHeadAttention": ("d_model", "num_heads", "d_k", "dropout", "n_kv_heads",
+                           "rope", "qk_norm"),
+    "PositionwiseFeedForward": ("d_model", "act"),
+    "LayerNorm": ("d_model",),
+    "EncoderLayer": ("d_model", "num_heads", "norm_first"),
+    "DecoderLayer": ("d_model", "num_heads", "norm_first", "cross_attn"),
+    "Encoder": ("d_model", "norm"),
+    "Decoder": ("d_model", "num_layers"),
+    "Transformer": ("d_model", "num_heads", "norm_first"),
+    "GPT": ("vocab_size", "d_model", "num_heads", "max_len"),
+}
 
-def expect_same_parts(ref:nn.Module, m:nn.Module, what:str):
-    """The learner's module must have the book's parts and settings under the chapter's
-    names, since later cells use them; else raise a `Hint` naming the first missing
+def _same_setting(got, v)->bool:
+    "Does the learner's `got` hold the book's setting `v` (a number, str, bool, None)?"
+    if v is None: return got is None
+    if not isinstance(got, (int, float, str, bool)): return False
+    return got == v or (isinstance(v, float) and isinstance(got, (int, float))
+                        and math.isclose(got, v, rel_tol=1e-6))
+
+def _ignores(built:tuple|None, k:str, v, got)->bool:
+    ("Did the checker pass k=v, and does the learner's module hold `got` with or "
+     "without it? Then the argument is not passed on")
+    if built is None: return False
+    cls, args, kwargs = built
+    if k not in kwargs or not _same_setting(kwargs[k], v): return False
+    try: other = cls(*args, **{a: b for a, b in kwargs.items() if a != k})
+    except Exception: return False
+    return _same_setting(getattr(other, k, None), got) if got is not None else \
+        getattr(other, k, 0) is None
+
+def expect_same_parts(ref:nn.Module, m:nn.Module, what:str, built:tuple|None=None):
+    """The learner's module must have, under the chapter's names, the parts with weights
+    (the checks find them by name) and the settings and parts that later cells of the
+    exercise notebook read (`_READ_LATER`); else raise a `Hint` naming the first missing
 
     Parameters
     ----------
@@ -705,41 +776,30 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str):
         the learner's, built with the same arguments
     what : str
         the module, as the hint names it
+    built : tuple | None
+        (the learner's class, args, kwargs) m was built with: a setting that stays the
+        same without its keyword is said to be not passed on
     """
+    read = _READ_LATER.get(type(ref).__name__, ())
     for k, v in vars(ref).items():
         setting = v is None or isinstance(v, (bool, int, float, str))
-        if k.startswith("_") or k == "training" or not setting: continue
+        if k.startswith("_") or k not in read or not setting: continue
         if k not in vars(m) and not hasattr(m, k):
             raise Hint(
-                f"{what} has no attribute `{k}`: the TODO asks for `self.{k}`, and "
-                "later cells of the "
-                f"exercise read it (the book's is {v!r})."
+                f"{what} has no attribute `{k}`: later cells of the exercise read "
+                f"`.{k}` (the book's is {v!r}); keep it as `self.{k}`, as the TODO "
+                "names it."
             )
         got = getattr(m, k)
-        same = (
-            got is None
-            if v is None
-            else (
-                isinstance(got, (int, float, str, bool))
-                and type(got) is not type(None)
-                and (
-                    got == v
-                    or (
-                        isinstance(v, float)
-                        and isinstance(got, (int, float))
-                        and math.isclose(got, v, rel_tol=1e-6)
-                    )
-                )
-            )
-        )
-        if not same:
-            try: args = inspect.signature(type(ref).__init__).parameters
-            except (TypeError, ValueError): args = {}
-            passed = f"{k}={v!r} is not passed on: " if k in args else ""
+        if not _same_setting(got, v):
+            t = type(v).__name__
+            kind = (f", {'an' if t[0] in 'aeiou' else 'a'} {t}"
+                    if v is not None and type(got) is not type(v) else "")
+            passed = (f"{k}={v!r} is not passed on: "
+                      if _ignores(built, k, v, got) else "")
             raise Hint(
-                f"{what}: {passed}`self.{k}` is {got!r} where the chapter has {v!r}; "
-                "later cells of the "
-                "exercise read it."
+                f"{what}: {passed}`self.{k}` is {got!r} where the chapter's is "
+                f"{v!r}{kind}; later cells of the exercise read it."
             )
     for k in ref._buffers:
         if not isinstance(getattr(m, k, None), Tensor):
@@ -752,15 +812,16 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str):
     for k, sub in ref.named_children():
         # parts without weights (dropout, activation) may have any name, the checks
         # judge what they do, unless later cells of the exercise read them
-        if (not any(True for _ in sub.parameters())
-                and not any(True for _ in sub.buffers())
-                and k not in _READ_LATER.get(type(ref).__name__, ())):
-            continue
+        weights = (any(True for _ in sub.parameters())
+                   or any(True for _ in sub.buffers()))
+        if not weights and k not in read: continue
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
+            why = ("later cells of the exercise use it" if k in read else
+                   "the checks find the parts, and give them the book's weights, by "
+                   "these names")
             raise Hint(
                 f"{what} has no part `self.{k}`: name the parts as the TODO does "
-                f"(the book's is a {type(sub).__name__}); later cells of the exercise "
-                "use it."
+                f"(the book's is a {type(sub).__name__}); {why}."
             )
         for b in sub._buffers:
             if not isinstance(getattr(getattr(m, k), b, None), Tensor):
@@ -770,7 +831,9 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str):
                     f"self.register_buffer({b!r}, ...), and later cells of the "
                     "exercise read it."
                 )
-def init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
+
+def init_hint(mine:nn.Module, book:nn.Module, what:str,
+              pairs:dict|None=None)->str|None:
     """Compare how the learner's new module and the book's start: constant parameters
     exactly, random ones by their spread
 
@@ -782,19 +845,26 @@ def init_hint(mine:nn.Module, book:nn.Module, what:str)->str|None:
         the book's, built with the same arguments
     what : str
         the module, as the hint names it
+    pairs : dict | None
+        {learner's parameter: the book's} as `load_reference` paired them; None: by
+        name where the names are the chapter's, else in order
 
     Returns
     -------
     str | None
         a hint about the first parameter that starts otherwise; None if all start alike
     """
-    ref, got = list(book.named_parameters()), list(mine.named_parameters())
-    if len(ref) != len(got) or any(
-        a.shape != b.shape for (_, a), (_, b) in zip(ref, got)
-    ):
+    ref, got = dict(book.named_parameters()), dict(mine.named_parameters())
+    if pairs is None:
+        pairs = ({n: n for n in got} if set(got) == set(ref)
+                 else dict(zip(got, ref)) if len(got) == len(ref) else {})
+    if (sorted(pairs.values()) != sorted(ref) or set(pairs) != set(got)
+            or any(got[n].shape != ref[rn].shape for n, rn in pairs.items())):
         return None                      # the weights checks say what differs
-    for (rn, r), (n, p) in zip(ref, got):
-        r, p = r.detach().float(), p.detach().float()
+    theirs = {rn: n for n, rn in pairs.items()}
+    for rn, r in ref.items():            # in the book's order
+        n = theirs[rn]
+        r, p = r.detach().float(), got[n].detach().float()
         if (r == r.flatten()[0]).all():
             if not torch.equal(p, r):
                 v = r.flatten()[0].item()
