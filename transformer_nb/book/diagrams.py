@@ -832,7 +832,8 @@ def draw_data_parallel(world_size:int=2)->Figure:
         )
         sk.arrow((x, batch.top), (x, shard.bottom))
         model = sk.box(x, shard.top + 0.8, "Transformer (same weights)", "linear", w=w,
-                       h=0.6, detail="forward: loss sum S_r, tokens N_r")
+                       h=0.6,
+                       detail="loss sum S_r; tokens N = Σ_r N_r (all-reduce)")
         sk.arrow((x, shard.top), (x, model.bottom), label="padded shard")
         back = sk.box(x, model.top + 0.75, "backward: ∇ S_r", "ffn", w=w, h=0.42)
         sk.arrow((x, model.top), (x, back.bottom))
@@ -840,15 +841,15 @@ def draw_data_parallel(world_size:int=2)->Figure:
     reduce = sk.box(
         sk.width / 2,
         tops[0].top + 0.85,
-        "all-reduce: Σ_r N_r with the loss, Σ_r ∇ S_r",
+        "all-reduce: Σ_r ∇ S_r",
         "attention",
         w=sk.width - 1.0,
         h=0.6,
-        detail="gloo on CPUs, NCCL on GPUs; the gradients' during backward",
+        detail="gloo on CPUs, NCCL on GPUs; overlapped with the backward pass",
     )
     for x, b in zip(xs, tops): sk.arrow((x, b.top), (x, reduce.bottom))
     for x in xs:
-        step = sk.box(x, reduce.top + 0.75, "Adam step on ∇L = Σ ∇S_r / Σ N_r", "norm",
+        step = sk.box(x, reduce.top + 0.75, "Adam step on ∇L = Σ_r ∇S_r / N", "norm",
                       w=w, h=0.42)
         sk.arrow((x, reduce.top), (x, step.bottom))
     return sk.finish(step.top, "Data parallelism (DDP)",
