@@ -302,7 +302,7 @@ def test_explain_names_nothing_when_nothing_deviates():
 
 
 # ---------------------------------------------------------------- what the cells after an exercise use (review 5)
-def _decoder_layer(cross_optional=True, use_cache=True):
+def _decoder_layer(cross_optional=True, use_cache=True, cross_cache=True):
     "A DecoderLayer written out by hand (no _sa_block, no _normed): the paper's options, then the later cells'"
     from transformer_nb.core import Dropout
     from transformer_nb.ffn import PositionwiseFeedForward
@@ -324,7 +324,8 @@ def _decoder_layer(cross_optional=True, use_cache=True):
         def forward(self, y, memory=None, tgt_mask=None, memory_mask=None, need_weights=True, cache=None):
             c = cache if use_cache else None
             sa = lambda h: self.self_attn(h, h, h, mask=tgt_mask, need_weights=need_weights, cache=c)
-            ca = lambda h: self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights, cache=c)
+            ca = lambda h: self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=need_weights,
+                                           cache=c if cross_cache else None)
             wc = None
             if self.norm_first:
                 a, ws = sa(self.norm1(y)); y = y + self.dropout(a)

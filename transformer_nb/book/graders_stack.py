@@ -410,6 +410,14 @@ def _decoder_layer_later(cls, d, H, dff):
                        f"{how_far(got, want[0], 1e-5)}; ")
                     + "pass it on to the attentions, self_attn(..., cache=cache)"
                     + (" and cross_attn(..., cache=cache)" if cross else "") + ".")
+            if cross and cache.cross is None:
+                raise Hint(
+                    "fed one position at a time with a LayerCache (cache=cache), the "
+                    "outputs are right but cache.cross is still None: the "
+                    "cross-attention computed the memory's keys and values again at "
+                    "every step. Pass the cache on to it too, cross_attn(..., "
+                    "cache=cache), which stores them once; the cell after this check "
+                    "reads cache.cross.")
 
 # %% ../../nbs/91b_graders_stack.ipynb #c041
 def _check_stack(cls, ref_cls, decoder:bool)->str:
