@@ -1,8 +1,11 @@
 """The defects a verification of the reviewed checkers found (notes/verify_grading.md): wrong answers that passed
 and broke a later lesson, and correct answers told of a mistake they did not make. Each test runs the wrong answer
 (it fails with the message that says what it did and what was expected) and a correct one (it passes)."""
+import pytest
 from test_grading import fails_with
-from test_grading_review import _decoder_layer
+from test_grading_review import _Connection, _decoder_layer, ln
+
+from transformer_nb.book.graders_parts import grade_layer_norm
 
 
 # ---------------------------------------------------------------- 1. the cross-attention's cache
@@ -12,3 +15,28 @@ def test_decoder_layer_that_keeps_the_cache_from_its_cross_attention_is_told_so(
     assert grade_decoder_layer(_decoder_layer())
     fails_with(grade_decoder_layer(_decoder_layer(cross_cache=False)), "cache.cross is still None",
                "cross_attn(..., cache=cache)", "the cell after this check reads cache.cross")
+
+
+# ---------------------------------------------------------------- 2. γ and β are `weight` and `bias`: later cells read them
+LN_WHY = ("name them `weight` and `bias`", "as the TODO does", "load_state_dict", "pairs parameters by name")
+
+
+@pytest.mark.parametrize("bias_first", [False, True])
+@pytest.mark.parametrize("swapped", [False, True])
+def test_layer_norm_under_other_names_is_told_why_the_names_are_fixed(bias_first, swapped):
+    "verify 2: γ and β as `gamma`/`beta` passed, then x016 (load_state_dict from nn.LayerNorm) and x030 failed"
+    v = grade_layer_norm(ln(("gamma", "beta"), bias_first, swapped=swapped))
+    fails_with(v, "your LayerNorm's γ and β are named", "`gamma`", "`beta`", *LN_WHY,
+               "`ours.weight.grad`", "`norm.weight` and `norm.bias`")
+    assert "swapped" not in v.message and "must start at" not in v.message  # verify 3: no made-up mistakes
+    assert grade_layer_norm(ln(("weight", "bias"), bias_first))
+
+
+def test_sublayer_whose_norm_names_gamma_and_beta_otherwise_is_told_why():
+    "verify 2: a SublayerConnection whose norm held `gamma`/`beta` passed, then x030 read pre.norm.weight"
+    from transformer_nb.book.graders_parts import grade_sublayer
+    C = lambda names: type("C", (_Connection,), {"norm_of": staticmethod(lambda d: ln(names, True)(d))})
+    fails_with(grade_sublayer(C(("gamma", "beta"))), "your `self.norm`'s γ and β are named", *LN_WHY,
+               "`pre.norm.weight` and `post.norm.bias`")
+    assert grade_sublayer(C(("weight", "bias")))
+

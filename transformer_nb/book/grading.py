@@ -591,7 +591,7 @@ def build(cls, *args, **kwargs)->nn.Module:
         )
     return m.eval()
 
-def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
+def load_reference(ours:nn.Module, theirs:nn.Module)->dict[str, str]:
     """Copy the book's parameters into the learner's module, by name, or else by
     shape in the order declared; raise a `Hint` if impossible
 
@@ -601,11 +601,6 @@ def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
         the book's module, whose weights are copied
     theirs : nn.Module
         the learner's module, which receives them
-    fits
-        fits(theirs) -> bool: does the learner's module compute the book's output with
-        the weights copied in? Given, and the names are not the chapter's, parameters
-        of one shape are tried in each order until one fits (a LayerNorm that declares
-        `beta` before `gamma` gets γ where its forward multiplies); none fits: in order
 
     Returns
     -------
@@ -639,9 +634,6 @@ def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
         if len(a) == len(b) and all(
             ref[x].shape == mine[y].shape for x, y in zip(a, b)
         ):
-            for order in _orders(ref, a, fits is not None):
-                for x, y in zip(order, b): mine[y].copy_(ref[x])
-                if fits is None or _fits(fits, theirs): return dict(zip(b, order))
             for x, y in zip(a, b): mine[y].copy_(ref[x])
             return dict(zip(b, a))
     show = lambda d: (
@@ -657,28 +649,6 @@ def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
         f"Missing: {show(missing) or 'none'}; yours: "
         f"{show(extra or mine) or 'no parameters at all'}."
     )
-
-def _orders(ref:dict, names:list, permute:bool, most:int=120):
-    ("The book's parameter names in order, then (permute) in every other order that "
-     "swaps only parameters of one shape; none beyond the first if that makes more "
-     "than `most`")
-    yield names
-    if not permute: return
-    import itertools
-    groups = {}
-    for i, n in enumerate(names): groups.setdefault(tuple(ref[n].shape), []).append(i)
-    groups = [g for g in groups.values() if len(g) > 1]
-    if math.prod(math.factorial(len(g)) for g in groups) > most: return
-    for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
-        order = list(names)
-        for g, p in zip(groups, perms):
-            for i, j in zip(g, p): order[i] = names[j]
-        if order != names: yield order
-
-def _fits(fits, m:nn.Module)->bool:
-    "fits(m), False where it raises: an answer's error is the checks' to report"
-    try: return bool(fits(m))
-    except Exception: return False
 
 def shared_parameters(m:nn.Module)->list[tuple[str, str]]:
     """Pairs of names that hold one and the same parameter in `m`
