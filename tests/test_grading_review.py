@@ -193,6 +193,9 @@ def _greedy(model, src, src_mask=None, max_len=32, use_cache=True, bos=1, pad=0,
         for t in range(max_len):
             if not use_cache: logits = model.decode(ys, memory, causal_mask(t + 1), src_mask)[:, -1]
             elif how == "position": logits = model.decode(ys[:, -1:], memory, None, src_mask, False, caches)[:, -1]
+            elif how == "fresh":    # the mistake: a new cache at every step, and the whole prefix
+                logits = model.decode(ys, memory, causal_mask(t + 1), src_mask,
+                                      cache=[LayerCache() for _ in model.decoder.layers])[:, -1]
             else: logits = model.decode(ys[:, -1:], memory, None, src_mask, cache=caches)[:, -1]
             out.append(logits)
             nxt = logits.argmax(-1) if pick is None else pick(logits)

@@ -40,3 +40,18 @@ def test_sublayer_whose_norm_names_gamma_and_beta_otherwise_is_told_why():
                "`pre.norm.weight` and `post.norm.bias`")
     assert grade_sublayer(C(("weight", "bias")))
 
+
+# ---------------------------------------------------------------- 4. the cache lives through the loop
+def test_greedy_search_that_makes_a_new_cache_every_step_is_told_so():
+    "verify 4: a new cache and the whole prefix at every step passed; exercise 11's timing (x052) had nothing to find"
+    import inspect
+
+    from test_grading_review import _greedy
+
+    from transformer_nb.book.graders_decoding import grade_greedy_search
+    def fresh(*a, **k): return _greedy(*a, **k, how="fresh")
+    fresh.__signature__ = inspect.signature(_greedy)
+    fails_with(grade_greedy_search(fresh), "use_cache=True: the decoder got a new cache at each of the 6 steps",
+               "the whole prefix (6 positions at the last step)", "saves no work",
+               "Build one KVCache before the loop")
+    assert grade_greedy_search(_greedy)
