@@ -55,3 +55,26 @@ def test_greedy_search_that_makes_a_new_cache_every_step_is_told_so():
                "the whole prefix (6 positions at the last step)", "saves no work",
                "Build one KVCache before the loop")
     assert grade_greedy_search(_greedy)
+
+
+# ---------------------------------------------------------------- 5. a part later cells only call may be a function
+def test_ffn_whose_activation_is_a_function_passes():
+    "verify 5: `self.act = F.gelu` was told 'has no part `self.act`'; x031 and x036 only call it"
+    import torch.nn.functional as F
+
+    from transformer_nb.book.graders_parts import grade_ffn
+    from transformer_nb.ffn import PositionwiseFeedForward
+    class Fn(PositionwiseFeedForward):
+        def __init__(self, d_model, d_ff=2048, dropout=0.1, activation="relu", bias=True):
+            super().__init__(d_model, d_ff, dropout, activation, bias)
+            del self.act                          # the book's module, which torch will not replace
+            self.act = {"relu": F.relu, "gelu": F.gelu}[activation]
+    v = grade_ffn(Fn)
+    assert v, v
+    class Named(PositionwiseFeedForward):    # the wrong answer: a name where a callable belongs
+        def __init__(self, d_model, d_ff=2048, dropout=0.1, activation="relu", bias=True):
+            super().__init__(d_model, d_ff, dropout, activation, bias)
+            del self.act
+            self.act = activation
+    fails_with(grade_ffn(Named), "`self.act` is 'relu', which cannot be called",
+               "later cells of the exercise call it", "a module or a function")

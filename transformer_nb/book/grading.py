@@ -785,6 +785,14 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str, built:tuple|None=Non
         weights = (any(True for _ in sub.parameters())
                    or any(True for _ in sub.buffers()))
         if not weights and k not in read: continue
+        if not weights and callable(getattr(m, k, None)):
+            continue            # later cells only call it: a function (F.gelu) will do
+        if not weights and hasattr(m, k):
+            raise Hint(
+                f"{what}: `self.{k}` is {getattr(m, k)!r}, which cannot be called; "
+                f"later cells of the exercise call it, as the book's (a "
+                f"{type(sub).__name__}): keep a module or a function there."
+            )
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
             why = ("later cells of the exercise use it" if k in read else
                    "the checks find the parts, and give them the book's weights, by "
