@@ -78,3 +78,21 @@ def test_ffn_whose_activation_is_a_function_passes():
             self.act = activation
     fails_with(grade_ffn(Named), "`self.act` is 'relu', which cannot be called",
                "later cells of the exercise call it", "a module or a function")
+
+
+# ---------------------------------------------------------------- 9. a size is an int
+def test_a_size_stored_as_a_float_is_told_it_must_be_an_int():
+    "verify 9: `self.d_k = d_model / num_heads` (6.0) passed, then x026 sliced W_q.weight with it"
+    from transformer_nb.book.graders_parts import grade_multihead
+    from transformer_nb.multihead import MultiHeadAttention
+    class Float(MultiHeadAttention):
+        def __init__(self, d_model, num_heads, *a, **k):
+            super().__init__(d_model, num_heads, *a, **k)
+            self.d_k = d_model / num_heads
+    fails_with(grade_multihead(Float), "`self.d_k` is 6.0 where the chapter's is 6, an int",
+               "in slices and shapes, where a float cannot go: store an int")
+    class Int(MultiHeadAttention):
+        def __init__(self, d_model, num_heads, *a, **k):
+            super().__init__(d_model, num_heads, *a, **k)
+            self.d_k = int(d_model / num_heads)
+    assert grade_multihead(Int)

@@ -719,6 +719,9 @@ def _same_setting(got, v)->bool:
     "Does the learner's `got` hold the book's setting `v` (a number, str, bool, None)?"
     if v is None: return got is None
     if not isinstance(got, (int, float, str, bool)): return False
+    if isinstance(v, int) and not isinstance(v, bool):
+        # a size: later cells slice and shape with it, which 6.0 cannot do
+        return isinstance(got, int) and not isinstance(got, bool) and got == v
     return got == v or (isinstance(v, float) and isinstance(got, (int, float))
                         and math.isclose(got, v, rel_tol=1e-6))
 
@@ -765,11 +768,15 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str, built:tuple|None=Non
             t = type(v).__name__
             kind = (f", {'an' if t[0] in 'aeiou' else 'a'} {t}"
                     if v is not None and type(got) is not type(v) else "")
+            why = "later cells of the exercise read it."
+            if isinstance(v, int) and not isinstance(v, bool) and got == v:
+                why = ("later cells of the exercise use it as a size, in slices and "
+                       "shapes, where a float cannot go: store an int.")
             passed = (f"{k}={v!r} is not passed on: "
                       if _ignores(built, k, v, got) else "")
             raise Hint(
                 f"{what}: {passed}`self.{k}` is {got!r} where the chapter's is "
-                f"{v!r}{kind}; later cells of the exercise read it."
+                f"{v!r}{kind}; {why}"
             )
     for k in ref._buffers:
         if not isinstance(getattr(m, k, None), Tensor):
