@@ -461,6 +461,16 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                     "self.norm = LayerNorm(d_model) and apply it to the output"
                     + (" (final_norm=True asks for it even in post-LN)." if fn else ".")
                 )
+            if extra == 2 * d and final is None and any(
+                    c.__name__ == "_Stack" for c in type(m).__mro__):
+                # built through the scaffold's base class, which makes self.norm
+                raise Hint(
+                    f"{case}: a post-LN stack has no final LayerNorm (each layer "
+                    "already ends with one), but yours has one: pass norm_first and "
+                    "final_norm on to the base class, super().__init__(layers, "
+                    "norm_first, final_norm); _Stack builds self.norm only when "
+                    "final_norm is True, or when it is None and norm_first is True."
+                )
             if extra == 2 * d and final is None:
                 raise Hint(
                     "a post-LN stack (norm_first=False) has no final LayerNorm: each "
