@@ -301,7 +301,7 @@ def test_explain_names_nothing_when_nothing_deviates():
 
 
 # ---------------------------------------------------------------- what the cells after an exercise use (review 5)
-def _decoder_layer(cross_optional=True, use_cache=True, cross_cache=True):
+def _decoder_layer(cross_optional=True, use_cache=True, cross_cache=True, keep_norm2=False):
     "A DecoderLayer written out by hand (no _sa_block, no _normed): the paper's options, then the later cells'"
     from transformer_nb.core import Dropout
     from transformer_nb.ffn import PositionwiseFeedForward
@@ -318,7 +318,7 @@ def _decoder_layer(cross_optional=True, use_cache=True, cross_cache=True):
             self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout) if cross else None
             self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout=dropout, activation=activation)
             self.norm1, self.norm3 = LayerNorm(d_model), LayerNorm(d_model)
-            self.norm2 = LayerNorm(d_model) if cross else None
+            self.norm2 = LayerNorm(d_model) if cross or keep_norm2 else None
             self.dropout = Dropout(dropout)
         def forward(self, y, memory=None, tgt_mask=None, memory_mask=None, need_weights=True, cache=None):
             c = cache if use_cache else None

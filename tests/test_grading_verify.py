@@ -118,3 +118,14 @@ def test_a_stack_that_gives_its_base_class_norm_first_true_is_told_to_pass_it_on
                "pass norm_first and final_norm on to the base class", "super().__init__(layers, norm_first, final_norm)")
     assert "Create self.norm" not in v.message
     assert grade_encoder(enc(lambda nf: nf))
+
+
+# ---------------------------------------------------------------- 8. no norm2 without cross-attention
+def test_decoder_layer_that_keeps_norm2_without_cross_attention_is_told_so():
+    "verify 8: an unused norm2 got 'parameters do not match … Missing: none', which named neither the case nor norm2"
+    from transformer_nb.book.graders_stack import grade_decoder_layer
+    v = grade_decoder_layer(_decoder_layer(keep_norm2=True))
+    fails_with(v, "cross_attention=False: your layer builds no cross-attention but still builds self.norm2",
+               "asks for no norm2 without cross-attention (self.norm2 = None)")
+    assert "ignored" not in v.message
+    assert grade_decoder_layer(_decoder_layer())

@@ -368,6 +368,17 @@ def _decoder_layer_later(cls, d, H, dff):
             raise Hint("cross_attention=False is ignored: build no cross-attention "
                        "then (self.cross_attn = None, and no norm2), the layer of a "
                        "decoder-only model, which the cells after this check use.")
+        alone = {n for n, _ in DecoderLayer(d, H, dff, cross_attention=False)
+                 .named_parameters()}
+        mine = {n for n, _ in m.named_parameters()}
+        if (alone < mine and mine <= both
+                and all(n.startswith("norm2.") for n in mine - alone)):
+            raise Hint("cross_attention=False: your layer builds no cross-attention "
+                       "but still builds self.norm2, the cross-attention sublayer's "
+                       "norm, which nothing uses then. The docstring asks for no "
+                       "norm2 without cross-attention (self.norm2 = None): the "
+                       "checker gives the layer the book's weights by name, and the "
+                       "book's decoder-only layer has none.")
         for cross in (True, False):
             kw = {} if cross else {"cross_attention": False}
             what = "" if cross else "cross_attention=False: "
