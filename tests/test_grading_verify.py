@@ -129,3 +129,17 @@ def test_decoder_layer_that_keeps_norm2_without_cross_attention_is_told_so():
                "asks for no norm2 without cross-attention (self.norm2 = None)")
     assert "ignored" not in v.message
     assert grade_decoder_layer(_decoder_layer())
+
+
+# ---------------------------------------------------------------- 11. "each entry is read" reads code, not the TODO
+def test_the_read_later_check_does_not_count_the_todo_comment():
+    "verify 11: the search for `.fused` matched the scaffold's TODO comment, so an unread entry would have passed"
+    import re
+
+    from test_exercises import EXERCISES, load, src
+    from test_grading_review import _code
+    assert _code("x = a.b  # self.fused\n# self.scale, self.d_ff\ny = '#.c'\n") == "x = a.b\n\ny = '#.c'\n"
+    cells = load(EXERCISES / "05_norms.ipynb")["cells"]
+    first = next(i for i, c in enumerate(cells) if re.search(r"^class LayerNorm\b", src(c), re.M))
+    todo = src(cells[first])
+    assert re.search(r"\.fused\b", todo) and not re.search(r"\.fused\b", _code(todo))
