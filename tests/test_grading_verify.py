@@ -143,3 +143,20 @@ def test_the_read_later_check_does_not_count_the_todo_comment():
     first = next(i for i, c in enumerate(cells) if re.search(r"^class LayerNorm\b", src(c), re.M))
     todo = src(cells[first])
     assert re.search(r"\.fused\b", todo) and not re.search(r"\.fused\b", _code(todo))
+
+
+# ---------------------------------------------------------------- 12. a padded query's row may hold anything
+def test_target_mask_with_padded_rows_open_on_the_diagonal_passes():
+    "verify 12: the book's mask | eye(T) failed on a padded query's row, which the grader itself says is never read"
+    import torch
+
+    from transformer_nb.book.graders_stack import grade_target_mask
+    def causal(T): return torch.ones(T, T, dtype=torch.bool).tril()
+    def eye(t, pad):
+        return (t != pad)[:, None, None, :] & causal(t.shape[1]) | torch.eye(t.shape[1], dtype=torch.bool)
+    assert grade_target_mask(eye)
+    # the real queries' rows are still checked
+    fails_with(grade_target_mask(lambda t, pad: causal(t.shape[1]).expand(t.shape[0], 1, -1, -1)),
+               "with the padding at the start", "the padding is missing")
+    def wrong(t, pad): return (t != pad)[:, None, :, None] & causal(t.shape[1])  # rows, not columns
+    fails_with(grade_target_mask(wrong), "hides the padded queries (rows), not the padded keys (columns)")

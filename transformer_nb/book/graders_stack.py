@@ -1104,6 +1104,15 @@ def grade_padding_mask(fn)->Verdict:
     return "True at the real tokens for any pad_id, (B, 1, 1, S), boolean."
 
 # %% ../../nbs/91b_graders_stack.ipynb #c049
+def _same_real_rows(got:Tensor, want:Tensor, real:Tensor)->bool:
+    ("Do the masks agree on every real query's row (B, 1, T, T), whatever the padded "
+     "rows hold?")
+    return bool(((got == want) | ~real[:, None, :, None]).all())
+
+def _first_wrong(got:Tensor, want:Tensor, real:Tensor)->tuple:
+    "(b, 0, row, column) of the first difference in a real query's row"
+    return tuple(int(i) for i in ((got != want) & real[:, None, :, None]).nonzero()[0])
+
 @checker(book=target_mask)
 def grade_target_mask(fn)->Verdict:
     """Check the decoder's target mask: a key may be attended to if it is a real token
@@ -1133,29 +1142,10 @@ def grade_target_mask(fn)->Verdict:
         )
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         want = real[:, None, None, :] & causal
-        # hiding the padded queries' rows as well changes no output that is read
-        if torch.equal(got, want) or torch.equal(got, want & real[:, None, :, None]):
-            continue
-        for mask, hint in (
-            (causal.expand(3, 1, T, T), "the padding is missing: AND the causal mask "
-                                        "with the padding mask."),
-            (real[:, None, None, :].expand(3, 1, T, T), "the causal part is missing: "
-                                                        "AND the padding mask with "
-                                                        "the causal mask."),
-            (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be "
-                                              "real and not in the future."),
-            (real[:, None, None, :] & causal.tril(-1), "the causal part is off by "
-                                                       "one: the diagonal must be "
-                                                       "True."),
-            (real[:, None, None, :] & causal.tril(1), "the causal part is off by one: "
-                                                      "position t sees t + 1."),
-            (~want, "the mask is inverted: True means may attend."),
-            ((ids != 0)[:, None, None, :] & causal, f"pad_id={pad} is ignored: you "
-                                                    "compared with 0; use "
-                                                     "tgt != pad_id."),
-        ):
-            if torch.equal(got, mask): raise Hint(hint)
-        bad = tuple(int(i) for i in (got != want).nonzero()[0])
+        # a padded query's row changes no output that is read: any content will do
+        if _same_real_rows(got, want, real): continue
+        _named_mask_hint(got, ids, real, causal, pad)
+        bad = _first_wrong(got, want, real)
         raise Hint(
             f"with pad_id={pad}, row t of sequence b must be True at the real tokens "
             "0 … t only; first wrong "
@@ -1166,17 +1156,44 @@ def grade_target_mask(fn)->Verdict:
     real, causal = ids != 0, torch.ones(5, 5, dtype=torch.bool).tril()
     want = real[:, None, None, :] & causal
     got = expect_tensor(run("your function", fn, ids, 0), "the mask", (2, 1, 5, 5))
-    if not (torch.equal(got, want) or torch.equal(got, want & real[:, None, :, None])):
-        bad = tuple(int(i) for i in (got != want).nonzero()[0])
-        raise Hint(
-            "with the padding at the start, ids [[0, 0, 5, 6, 7], ...], "
-            + ("the real queries attend to the padded keys before them: your padding "
-               "hides the padded queries (rows), not the padded keys (columns). A key "
-               "may be attended to if it is real: the padding mask (B, 1, 1, T) goes "
-               "on the keys. (With the padding at the end the two masks coincide.)"
-               if torch.equal(got, real[:, None, :, None] & causal) else
-               f"row t of sequence b must be True at the real tokens 0 … t only; "
-               f"first wrong (b, 0, row, column): {bad}.")
-        )
+    if not _same_real_rows(got, want, real):
+        start = "with the padding at the start, ids [[0, 0, 5, 6, 7], ...], "
+        rows = real[:, None, :, None] & causal
+        if not torch.equal(got, rows):
+            _named_mask_hint(got, ids, real, causal, 0, start)
+        if _same_real_rows(got, rows, real):
+            raise Hint(
+                start + "the real queries attend to the padded keys before them: "
+                "your padding hides the padded queries (rows), not the padded keys "
+                "(columns). A key may be attended to if it is real: the padding mask "
+                "(B, 1, 1, T) goes on the keys. (With the padding at the end the two "
+                "masks coincide.)")
+        raise Hint(start + "row t of sequence b must be True at the real tokens 0 … t "
+                   f"only; first wrong (b, 0, row, column): "
+                   f"{_first_wrong(got, want, real)}.")
     return ("padding AND causal for any pad_id, padding at the end or at the start, "
             "(B, 1, T, T).")
+
+def _named_mask_hint(got, ids, real, causal, pad, before=""):
+    "Raise the hint of the classic mistake whose mask `got` is, if any"
+    B, T = ids.shape
+    keys = real[:, None, None, :]
+    named = (
+        (causal.expand(B, 1, T, T), "the padding is missing: AND the causal mask "
+                                    "with the padding mask."),
+        (keys.expand(B, 1, T, T), "the causal part is missing: AND the padding mask "
+                                  "with the causal mask."),
+        (keys | causal, "use AND (&), not OR (|): a key must be real and not in the "
+                        "future."),
+        (keys & causal.tril(-1), "the causal part is off by one: the diagonal must "
+                                 "be True."),
+        (keys & causal.tril(1), "the causal part is off by one: position t sees "
+                                "t + 1."),
+        (~(keys & causal), "the mask is inverted: True means may attend."),
+        ((ids != 0)[:, None, None, :] & causal, f"pad_id={pad} is ignored: you "
+                                                "compared with 0; use tgt != pad_id."),
+    )
+    # the mask itself only: on the real rows alone two mistakes may coincide
+    for mask, hint in named:
+        if torch.equal(got, mask): raise Hint(before + hint)
+
