@@ -160,3 +160,16 @@ def test_target_mask_with_padded_rows_open_on_the_diagonal_passes():
                "with the padding at the start", "the padding is missing")
     def wrong(t, pad): return (t != pad)[:, None, :, None] & causal(t.shape[1])  # rows, not columns
     fails_with(grade_target_mask(wrong), "hides the padded queries (rows), not the padded keys (columns)")
+
+
+# ---------------------------------------------------------------- 13. a heading's own section of the paper
+def test_the_residual_todos_name_the_section_their_heading_is_about():
+    "verify 13: SublayerConnection's and residual's TODOs said 'section 5.3' (the warm-up, an aside) for section 3.1"
+    from test_exercises import EXERCISES, load, src
+
+    from transformer_nb.book.exercises import _section
+    assert _section("The paper (section 3.1) … (section 5.4) … section 5.3.", first=True) == "3.1"
+    assert _section("The paper (section 3.1) … (section 5.4) … section 5.3.") == "5.3"
+    text = "".join(src(c) for c in load(EXERCISES / "05_norms.ipynb")["cells"])
+    todos = [line for line in text.splitlines() if "Paper: section" in line]
+    assert todos and all("section 3.1" in line for line in todos), todos
