@@ -173,3 +173,30 @@ def test_the_residual_todos_name_the_section_their_heading_is_about():
     text = "".join(src(c) for c in load(EXERCISES / "05_norms.ipynb")["cells"])
     todos = [line for line in text.splitlines() if "Paper: section" in line]
     assert todos and all("section 3.1" in line for line in todos), todos
+
+
+# ---------------------------------------------------------------- 6. every mask of the model's call is named
+@pytest.mark.parametrize("left_out, told", [
+    ("tgt", "the target mask is not passed"),
+    ("src", "the encoder got no source mask"),
+    ("all", "the model got no masks"),
+])
+def test_alignment_weight_without_a_mask_is_told_which(left_out, told):
+    "verify 6: leaving out tgt_mask, the encoder's src_mask or every mask was told to 'average attn.cross[…]'"
+    import torch
+
+    from transformer_nb.book.graders_training import grade_alignment_weight
+    from transformer_nb.data import make_batch
+    @torch.no_grad()
+    def aw(model, vocab, pairs, align):
+        b = make_batch(pairs, vocab)
+        keep = lambda which, m: None if left_out in (which, "all") else m
+        _, attn = model(b.src, b.tgt_in, keep("src", b.src_mask), keep("tgt", b.tgt_mask),
+                        keep("memory", b.src_mask), need_weights=True)
+        return torch.stack([attn.cross[:, i, :, q, k] for i, (s, t) in enumerate(pairs)
+                            for q, k in align(s, t)]).mean(0)
+    v = grade_alignment_weight(aw)
+    fails_with(v, told, "model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True)")
+    assert "average attn.cross" not in v.message
+    left_out = None
+    assert grade_alignment_weight(aw)
