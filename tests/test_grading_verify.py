@@ -200,3 +200,28 @@ def test_alignment_weight_without_a_mask_is_told_which(left_out, told):
     assert "average attn.cross" not in v.message
     left_out = None
     assert grade_alignment_weight(aw)
+
+
+# ---------------------------------------------------------------- 10. dropout on every sublayer's output
+def test_a_layer_that_drops_one_sublayers_output_only_is_told_which_it_missed():
+    "verify 10: residual dropout on the FFN branch only passed with 'dropout passed on'"
+    from torch import nn
+
+    from transformer_nb.book.graders_stack import grade_encoder_layer
+    from transformer_nb.layers import EncoderLayer
+    def layer(drop_attn):
+        class L(EncoderLayer):
+            def forward(self, x, src_mask=None, need_weights=True):
+                drop = self.dropout if drop_attn else nn.Identity()
+                if self.norm_first:
+                    h = self.norm1(x)
+                    a, w = self.self_attn(h, h, h, mask=src_mask, need_weights=need_weights)
+                    x = x + drop(a)
+                    return x + self.dropout(self.ffn(self.norm2(x))), w
+                a, w = self.self_attn(x, x, x, mask=src_mask, need_weights=need_weights)
+                x = self.norm1(x + drop(a))
+                return self.norm2(x + self.dropout(self.ffn(x))), w
+        return L
+    fails_with(grade_encoder_layer(layer(False)), "the self-attention sublayer's output is not dropped",
+               "x + dropout(sublayer(norm(x)))")
+    assert grade_encoder_layer(layer(True))

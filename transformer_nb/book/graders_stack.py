@@ -137,6 +137,33 @@ def _layer_modes(cls, ref_cls, args:tuple, n_out:int, d, H, dff):
         want,
         "(pass dropout on to every sublayer)",
     )
+    _branch_dropout(cls, ref_cls, args, d, H, dff)
+
+def _branch_dropout(cls, ref_cls, args:tuple, d, H, dff):
+    ("Each sublayer's output dropped in training (section 5.4): with the other "
+     "sublayers' weights zero, a pre-LN layer adds dropout(sublayer(norm(x))) to x, "
+     "so about half of x + that equals x exactly when p = 0.5")
+    names = {"self_attn": "self-attention", "cross_attn": "cross-attention",
+             "ffn": "feed-forward"}
+    parts = [k for k in names if isinstance(getattr(ref_cls(d, H, dff), k, None),
+                                            nn.Module)]
+    x = args[0]
+    for k in parts:
+        _, m = _pair(cls, ref_cls, d, H, dff, dropout=0.5, norm_first=True)
+        with torch.no_grad():
+            for other in parts:
+                if other != k:
+                    for p in getattr(m, other).parameters(): p.zero_()
+            out = run("your module", m.train(), *args)[0]
+        m.eval()
+        kept = (out == x).float().mean().item()
+        if kept < 0.25:
+            raise Hint(
+                f"with dropout=0.5 in training mode, the {names[k]} sublayer's output "
+                f"is not dropped (with the other sublayers' weights zero, "
+                f"{kept:.0%} of x + its output is x, expected about half): apply "
+                "dropout to every sublayer's output, before the addition (section "
+                "5.4), x + dropout(sublayer(norm(x))).")
 
 # %% ../../nbs/91b_graders_stack.ipynb #c039
 @checker(book=EncoderLayer)
