@@ -84,10 +84,10 @@ def exercise_arguments(source:str)->list[str]:
 
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc007
-def _section(text:str)->str|None:
-    "The last 'section 3.2.1' mentioned in `text`"
+def _section(text:str, first:bool=False)->str|None:
+    "The last (or `first`) 'section 3.2.1' mentioned in `text`"
     found = re.findall(r"[Ss]ections?\s+(\d+(?:\.\d+)*)", text or "")
-    return found[-1] if found else None
+    return found[0 if first else -1] if found else None
 
 def _summary(doc:str)->str:
     ("A docstring's summary on one line: what comes before its numpydoc sections "
@@ -636,9 +636,11 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
                     _cell("code", setup_source(needs, extras), len(cells) + 2),
                 ]
                 continue
-            # a section of the paper named under one heading holds until the next
+            # a section of the paper named under one heading holds until the next;
+            # a heading's own is the first its text names (the later ones are asides)
             new_part = re.match(r"#{1,2} ", src)
-            section = _section(src) or (None if new_part else section)
+            section = _section(src, first=bool(new_part)) or (
+                None if new_part else section)
             cells.append(_cell("markdown", src, len(cells)))
             continue
         if kind != "code": continue

@@ -206,17 +206,21 @@ def grade_greedy_search(fn)->Verdict:
                 ", with and without the cache" if "use_cache" in sig else "") + ".")
 
 def _decoder_calls(model, call)->list:
-    ("(target length, with a cache) of every call `call()` makes to `model.decode`, "
-     "the cache passed by keyword or by position: how a decoding loop runs the "
-     "decoder, whatever its parts are called")
+    ("(target length, the cache) of every call `call()` makes to `model.decode`, "
+     "the cache passed by keyword or by position, as the ids of its layers' caches "
+     "(None without one): how a decoding loop runs the decoder, whatever its parts "
+     "are called")
     seen, real = [], model.decode
     sig = inspect.signature(real)
     def spy(*args, **kwargs):
         try: given = sig.bind(*args, **kwargs).arguments
         except TypeError: given = {}
         tgt = given.get("tgt")
+        cache = given.get("cache")
         seen.append((tgt.shape[1] if isinstance(tgt, Tensor) and tgt.dim() > 1 else 0,
-                     given.get("cache") is not None))
+                     None if cache is None else
+                     tuple(map(id, cache)) if isinstance(cache, (list, tuple))
+                     else (id(cache),)))
         return real(*args, **kwargs)
     model.decode = spy
     try: call()
@@ -245,13 +249,31 @@ def _check_pick_and_cache(fn, model, src, src_mask):
                        "step, from the cache; without it, run the decoder over the "
                        "whole prefix at every step (the chapter's proof that both "
                        "give the same tokens needs both).")
-        if cache and calls and not any(c for _, c in calls):
+        if cache and calls and not any(c is not None for _, c in calls):
             longest = max(n for n, _ in calls)
             raise Hint("use_cache=True: the decoder never got the cache"
                        + (f" and re-read the prefix ({longest} positions at the last "
                           "step)" if longest > 1 else "")
                        + "; build a KVCache and run decode_step on the one new "
                        "position.")
+        cached = [(n, c) for n, c in calls if c is not None]
+        if cache and cached:
+            # the cache saves work only if one cache lives through the loop and each
+            # step gives the decoder its one new position (a later cell times both)
+            fresh = len({c for _, c in cached}) > 1
+            longest = max(n for n, _ in cached)
+            if fresh or longest > 1:
+                did = " and ".join(
+                    ([f"a new cache at each of the {len(cached)} steps"] if fresh
+                     else [])
+                    + ([f"the whole prefix ({longest} positions at the last step)"]
+                       if longest > 1 else []))
+                raise Hint(
+                    f"use_cache=True: the decoder got {did}, so the cache saves no "
+                    "work (the ids are right, but a later cell that times the two "
+                    "paths finds nothing to measure). Build one KVCache before the "
+                    "loop, and at every step run the decoder on the one new position "
+                    "with that same cache (decode_step).")
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11c
 def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,

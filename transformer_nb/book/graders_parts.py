@@ -1178,6 +1178,15 @@ def _ln_mistakes(eps:float)->list:
     ]
 
 # %% ../../nbs/91a_graders_parts.ipynb #c034
+def _expect_ln_names(norm:nn.Module, what:str, why:str):
+    ("γ and β must be `weight` and `bias`, the names the scaffold fixes because later "
+     "cells of the exercise read them by name (`why`)")
+    names = [n for n, _ in norm.named_parameters()]
+    if len(names) != 2 or set(names) == {"weight", "bias"}: return
+    raise Hint(
+        f"{what} γ and β are named {', '.join(f'`{n}`' for n in names)}: name them "
+        f"`weight` and `bias`, PyTorch's names, as the TODO does, because {why}.")
+
 @checker(book=LayerNorm)
 def grade_layer_norm(cls)->Verdict:
     """Check a LayerNorm against the book's (biased variance, ε inside the square root,
@@ -1201,10 +1210,13 @@ def grade_layer_norm(cls)->Verdict:
     for eps, kw in ((1e-5, {}), (1e-2, {}), (1e-5, {"fused": False})):
         case = f"LayerNorm({d}, eps={eps}{', fused=False' if kw else ''})"
         ref, m = nontrivial(LayerNorm(d, eps=eps, **kw)), build(cls, d, eps=eps, **kw)
-        # γ and β by name; under other names, in the order that computes the book's
-        # output if one does (`beta` may be declared before `gamma`)
-        pairs = load_reference(
-            ref, m, lambda mod: tensors_close(mod(x.clone()), ref(x)))
+        _expect_ln_names(
+            m, "your LayerNorm's",
+            "the cell after this check loads an nn.LayerNorm's state into yours with "
+            "load_state_dict, which pairs parameters by name, then reads "
+            "`ours.weight.grad`; the residual connection's cells set `norm.weight` "
+            "and `norm.bias`")
+        pairs = load_reference(ref, m)          # γ and β by name
         if init is None:
             # a new LayerNorm is the plain normalisation: γ = 1, β = 0 (the weights
             # the checks copy in cannot show that)
@@ -1341,9 +1353,14 @@ def grade_sublayer(cls, residual_fn=None)->Verdict:
             raise Hint("your SublayerConnection has no weights: the connection "
                        "normalises with chapter 5's LayerNorm, whose γ and β are "
                        "learned, `self.norm = LayerNorm(d_model)`.")
-        want = lambda mod: (x + f(ref.norm(x))) if nf else ref.norm(x + f(x))
-        # the norm's γ and β by name, or in the order that computes the book's output
-        load_reference(ref, m, lambda mod: tensors_close(mod(x, f), want(mod)))
+        norm = getattr(m, "norm", None)
+        if isinstance(norm, nn.Module):
+            _expect_ln_names(
+                norm, "your `self.norm`'s",
+                "the cells after this check set `pre.norm.weight` and "
+                "`post.norm.bias`, and load nn.LayerNorm's state into `norm` with "
+                "load_state_dict, which pairs parameters by name")
+        load_reference(ref, m)                  # the norm's γ and β by name
         return ref, m
     with torch.no_grad():
         for nf in (True, False):

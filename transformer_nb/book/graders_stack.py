@@ -137,6 +137,33 @@ def _layer_modes(cls, ref_cls, args:tuple, n_out:int, d, H, dff):
         want,
         "(pass dropout on to every sublayer)",
     )
+    _branch_dropout(cls, ref_cls, args, d, H, dff)
+
+def _branch_dropout(cls, ref_cls, args:tuple, d, H, dff):
+    ("Each sublayer's output dropped in training (section 5.4): with the other "
+     "sublayers' weights zero, a pre-LN layer adds dropout(sublayer(norm(x))) to x, "
+     "so about half of x + that equals x exactly when p = 0.5")
+    names = {"self_attn": "self-attention", "cross_attn": "cross-attention",
+             "ffn": "feed-forward"}
+    parts = [k for k in names if isinstance(getattr(ref_cls(d, H, dff), k, None),
+                                            nn.Module)]
+    x = args[0]
+    for k in parts:
+        _, m = _pair(cls, ref_cls, d, H, dff, dropout=0.5, norm_first=True)
+        with torch.no_grad():
+            for other in parts:
+                if other != k:
+                    for p in getattr(m, other).parameters(): p.zero_()
+            out = run("your module", m.train(), *args)[0]
+        m.eval()
+        kept = (out == x).float().mean().item()
+        if kept < 0.25:
+            raise Hint(
+                f"with dropout=0.5 in training mode, the {names[k]} sublayer's output "
+                f"is not dropped (with the other sublayers' weights zero, "
+                f"{kept:.0%} of x + its output is x, expected about half): apply "
+                "dropout to every sublayer's output, before the addition (section "
+                "5.4), x + dropout(sublayer(norm(x))).")
 
 # %% ../../nbs/91b_graders_stack.ipynb #c039
 @checker(book=EncoderLayer)
@@ -368,6 +395,17 @@ def _decoder_layer_later(cls, d, H, dff):
             raise Hint("cross_attention=False is ignored: build no cross-attention "
                        "then (self.cross_attn = None, and no norm2), the layer of a "
                        "decoder-only model, which the cells after this check use.")
+        alone = {n for n, _ in DecoderLayer(d, H, dff, cross_attention=False)
+                 .named_parameters()}
+        mine = {n for n, _ in m.named_parameters()}
+        if (alone < mine and mine <= both
+                and all(n.startswith("norm2.") for n in mine - alone)):
+            raise Hint("cross_attention=False: your layer builds no cross-attention "
+                       "but still builds self.norm2, the cross-attention sublayer's "
+                       "norm, which nothing uses then. The docstring asks for no "
+                       "norm2 without cross-attention (self.norm2 = None): the "
+                       "checker gives the layer the book's weights by name, and the "
+                       "book's decoder-only layer has none.")
         for cross in (True, False):
             kw = {} if cross else {"cross_attention": False}
             what = "" if cross else "cross_attention=False: "
@@ -410,6 +448,14 @@ def _decoder_layer_later(cls, d, H, dff):
                        f"{how_far(got, want[0], 1e-5)}; ")
                     + "pass it on to the attentions, self_attn(..., cache=cache)"
                     + (" and cross_attn(..., cache=cache)" if cross else "") + ".")
+            if cross and cache.cross is None:
+                raise Hint(
+                    "fed one position at a time with a LayerCache (cache=cache), the "
+                    "outputs are right but cache.cross is still None: the "
+                    "cross-attention computed the memory's keys and values again at "
+                    "every step. Pass the cache on to it too, cross_attn(..., "
+                    "cache=cache), which stores them once; the cell after this check "
+                    "reads cache.cross.")
 
 # %% ../../nbs/91b_graders_stack.ipynb #c041
 def _check_stack(cls, ref_cls, decoder:bool)->str:
@@ -452,6 +498,16 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
                     "layer: create "
                     "self.norm = LayerNorm(d_model) and apply it to the output"
                     + (" (final_norm=True asks for it even in post-LN)." if fn else ".")
+                )
+            if extra == 2 * d and final is None and any(
+                    c.__name__ == "_Stack" for c in type(m).__mro__):
+                # built through the scaffold's base class, which makes self.norm
+                raise Hint(
+                    f"{case}: a post-LN stack has no final LayerNorm (each layer "
+                    "already ends with one), but yours has one: pass norm_first and "
+                    "final_norm on to the base class, super().__init__(layers, "
+                    "norm_first, final_norm); _Stack builds self.norm only when "
+                    "final_norm is True, or when it is None and norm_first is True."
                 )
             if extra == 2 * d and final is None:
                 raise Hint(
@@ -1075,6 +1131,15 @@ def grade_padding_mask(fn)->Verdict:
     return "True at the real tokens for any pad_id, (B, 1, 1, S), boolean."
 
 # %% ../../nbs/91b_graders_stack.ipynb #c049
+def _same_real_rows(got:Tensor, want:Tensor, real:Tensor)->bool:
+    ("Do the masks agree on every real query's row (B, 1, T, T), whatever the padded "
+     "rows hold?")
+    return bool(((got == want) | ~real[:, None, :, None]).all())
+
+def _first_wrong(got:Tensor, want:Tensor, real:Tensor)->tuple:
+    "(b, 0, row, column) of the first difference in a real query's row"
+    return tuple(int(i) for i in ((got != want) & real[:, None, :, None]).nonzero()[0])
+
 @checker(book=target_mask)
 def grade_target_mask(fn)->Verdict:
     """Check the decoder's target mask: a key may be attended to if it is a real token
@@ -1104,29 +1169,10 @@ def grade_target_mask(fn)->Verdict:
         )
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         want = real[:, None, None, :] & causal
-        # hiding the padded queries' rows as well changes no output that is read
-        if torch.equal(got, want) or torch.equal(got, want & real[:, None, :, None]):
-            continue
-        for mask, hint in (
-            (causal.expand(3, 1, T, T), "the padding is missing: AND the causal mask "
-                                        "with the padding mask."),
-            (real[:, None, None, :].expand(3, 1, T, T), "the causal part is missing: "
-                                                        "AND the padding mask with "
-                                                        "the causal mask."),
-            (real[:, None, None, :] | causal, "use AND (&), not OR (|): a key must be "
-                                              "real and not in the future."),
-            (real[:, None, None, :] & causal.tril(-1), "the causal part is off by "
-                                                       "one: the diagonal must be "
-                                                       "True."),
-            (real[:, None, None, :] & causal.tril(1), "the causal part is off by one: "
-                                                      "position t sees t + 1."),
-            (~want, "the mask is inverted: True means may attend."),
-            ((ids != 0)[:, None, None, :] & causal, f"pad_id={pad} is ignored: you "
-                                                    "compared with 0; use "
-                                                     "tgt != pad_id."),
-        ):
-            if torch.equal(got, mask): raise Hint(hint)
-        bad = tuple(int(i) for i in (got != want).nonzero()[0])
+        # a padded query's row changes no output that is read: any content will do
+        if _same_real_rows(got, want, real): continue
+        _named_mask_hint(got, ids, real, causal, pad)
+        bad = _first_wrong(got, want, real)
         raise Hint(
             f"with pad_id={pad}, row t of sequence b must be True at the real tokens "
             "0 … t only; first wrong "
@@ -1137,17 +1183,44 @@ def grade_target_mask(fn)->Verdict:
     real, causal = ids != 0, torch.ones(5, 5, dtype=torch.bool).tril()
     want = real[:, None, None, :] & causal
     got = expect_tensor(run("your function", fn, ids, 0), "the mask", (2, 1, 5, 5))
-    if not (torch.equal(got, want) or torch.equal(got, want & real[:, None, :, None])):
-        bad = tuple(int(i) for i in (got != want).nonzero()[0])
-        raise Hint(
-            "with the padding at the start, ids [[0, 0, 5, 6, 7], ...], "
-            + ("the real queries attend to the padded keys before them: your padding "
-               "hides the padded queries (rows), not the padded keys (columns). A key "
-               "may be attended to if it is real: the padding mask (B, 1, 1, T) goes "
-               "on the keys. (With the padding at the end the two masks coincide.)"
-               if torch.equal(got, real[:, None, :, None] & causal) else
-               f"row t of sequence b must be True at the real tokens 0 … t only; "
-               f"first wrong (b, 0, row, column): {bad}.")
-        )
+    if not _same_real_rows(got, want, real):
+        start = "with the padding at the start, ids [[0, 0, 5, 6, 7], ...], "
+        rows = real[:, None, :, None] & causal
+        if not torch.equal(got, rows):
+            _named_mask_hint(got, ids, real, causal, 0, start)
+        if _same_real_rows(got, rows, real):
+            raise Hint(
+                start + "the real queries attend to the padded keys before them: "
+                "your padding hides the padded queries (rows), not the padded keys "
+                "(columns). A key may be attended to if it is real: the padding mask "
+                "(B, 1, 1, T) goes on the keys. (With the padding at the end the two "
+                "masks coincide.)")
+        raise Hint(start + "row t of sequence b must be True at the real tokens 0 … t "
+                   f"only; first wrong (b, 0, row, column): "
+                   f"{_first_wrong(got, want, real)}.")
     return ("padding AND causal for any pad_id, padding at the end or at the start, "
             "(B, 1, T, T).")
+
+def _named_mask_hint(got, ids, real, causal, pad, before=""):
+    "Raise the hint of the classic mistake whose mask `got` is, if any"
+    B, T = ids.shape
+    keys = real[:, None, None, :]
+    named = (
+        (causal.expand(B, 1, T, T), "the padding is missing: AND the causal mask "
+                                    "with the padding mask."),
+        (keys.expand(B, 1, T, T), "the causal part is missing: AND the padding mask "
+                                  "with the causal mask."),
+        (keys | causal, "use AND (&), not OR (|): a key must be real and not in the "
+                        "future."),
+        (keys & causal.tril(-1), "the causal part is off by one: the diagonal must "
+                                 "be True."),
+        (keys & causal.tril(1), "the causal part is off by one: position t sees "
+                                "t + 1."),
+        (~(keys & causal), "the mask is inverted: True means may attend."),
+        ((ids != 0)[:, None, None, :] & causal, f"pad_id={pad} is ignored: you "
+                                                "compared with 0; use tgt != pad_id."),
+    )
+    # the mask itself only: on the real rows alone two mistakes may coincide
+    for mask, hint in named:
+        if torch.equal(got, mask): raise Hint(before + hint)
+

@@ -514,13 +514,16 @@ def grade_noam_lr(fn)->Verdict:
             "d_model^-0.5 and factor; step 0 read as 1.")
 
 # %% ../../nbs/91c_graders_training.ipynb #x10e
-def _align_variant(model, vocab, pairs, align, kind=None, memory=None, order=None,
-                   avg=None):
-    ("alignment_weight with classic deviations: which attention, the source mask "
-     "left out of the cross-attention, query and key swapped, mean of means or max")
+def _align_variant(model, vocab, pairs, align, kind=None, memory=None, tgt=None,
+                   src=None, masks=None, order=None, avg=None):
+    ("alignment_weight with classic deviations: which attention, a mask left out "
+     "(the cross-attention's, the decoder's, the encoder's, or all three), query and "
+     "key swapped, mean of means or max")
     b = make_batch(pairs, vocab)
-    _, attn = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask,
-                    None if memory == "none" else b.src_mask, need_weights=True)
+    left_out = lambda axis: axis == "none" or masks == "none"
+    _, attn = model(b.src, b.tgt_in, None if left_out(src) else b.src_mask,
+                    None if left_out(tgt) else b.tgt_mask,
+                    None if left_out(memory) else b.src_mask, need_weights=True)
     maps = {None: attn.cross, "encoder": attn.encoder, "decoder": attn.decoder}[kind]
     per = []
     for i, (s, t) in enumerate(pairs):
@@ -530,6 +533,9 @@ def _align_variant(model, vocab, pairs, align, kind=None, memory=None, order=Non
     if avg == "mean of means": return torch.stack([p.mean(0) for p in per]).mean(0)
     every = torch.cat(per)
     return every.amax(0) if avg == "max" else every.mean(0)
+
+_ALL_MASKS = "model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, " \
+    "need_weights=True)"
 
 _ALIGN_MISTAKES = [
     ("kind", {"encoder": "you read the encoder's self-attention; the question is where "
@@ -541,6 +547,16 @@ _ALIGN_MISTAKES = [
                         "b.src_mask, b.tgt_mask, b.src_mask, need_weights=True) (with "
                         "memory_mask=None the model lets every query see the "
                         "padding)."}),
+    ("tgt", {"none": "the target mask is not passed: without b.tgt_mask each target "
+                     "position sees the later ones, which changes what the decoder "
+                     "asks of the source; pass it, " + _ALL_MASKS + "."}),
+    ("src", {"none": "the encoder got no source mask: without b.src_mask as src_mask "
+                     "its self-attention sees the padding, which changes the memory; "
+                     "pass it, " + _ALL_MASKS + "."}),
+    ("masks", {"none": "the model got no masks: without them the encoder and the "
+                       "cross-attention see the padding and the decoder sees the "
+                       "future; pass the batch's three, "
+                       + _ALL_MASKS + "."}),
     ("order", {"swapped": "queries and keys are swapped: a map is (..., T, S), rows "
                           "are the decoder's queries, so index [..., q, k]."}),
     ("avg", {"mean of means": "you averaged each example, then the examples; the "

@@ -591,7 +591,7 @@ def build(cls, *args, **kwargs)->nn.Module:
         )
     return m.eval()
 
-def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
+def load_reference(ours:nn.Module, theirs:nn.Module)->dict[str, str]:
     """Copy the book's parameters into the learner's module, by name, or else by
     shape in the order declared; raise a `Hint` if impossible
 
@@ -601,11 +601,6 @@ def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
         the book's module, whose weights are copied
     theirs : nn.Module
         the learner's module, which receives them
-    fits
-        fits(theirs) -> bool: does the learner's module compute the book's output with
-        the weights copied in? Given, and the names are not the chapter's, parameters
-        of one shape are tried in each order until one fits (a LayerNorm that declares
-        `beta` before `gamma` gets γ where its forward multiplies); none fits: in order
 
     Returns
     -------
@@ -639,9 +634,6 @@ def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
         if len(a) == len(b) and all(
             ref[x].shape == mine[y].shape for x, y in zip(a, b)
         ):
-            for order in _orders(ref, a, fits is not None):
-                for x, y in zip(order, b): mine[y].copy_(ref[x])
-                if fits is None or _fits(fits, theirs): return dict(zip(b, order))
             for x, y in zip(a, b): mine[y].copy_(ref[x])
             return dict(zip(b, a))
     show = lambda d: (
@@ -657,28 +649,6 @@ def load_reference(ours:nn.Module, theirs:nn.Module, fits=None)->dict[str, str]:
         f"Missing: {show(missing) or 'none'}; yours: "
         f"{show(extra or mine) or 'no parameters at all'}."
     )
-
-def _orders(ref:dict, names:list, permute:bool, most:int=120):
-    ("The book's parameter names in order, then (permute) in every other order that "
-     "swaps only parameters of one shape; none beyond the first if that makes more "
-     "than `most`")
-    yield names
-    if not permute: return
-    import itertools
-    groups = {}
-    for i, n in enumerate(names): groups.setdefault(tuple(ref[n].shape), []).append(i)
-    groups = [g for g in groups.values() if len(g) > 1]
-    if math.prod(math.factorial(len(g)) for g in groups) > most: return
-    for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
-        order = list(names)
-        for g, p in zip(groups, perms):
-            for i, j in zip(g, p): order[i] = names[j]
-        if order != names: yield order
-
-def _fits(fits, m:nn.Module)->bool:
-    "fits(m), False where it raises: an answer's error is the checks' to report"
-    try: return bool(fits(m))
-    except Exception: return False
 
 def shared_parameters(m:nn.Module)->list[tuple[str, str]]:
     """Pairs of names that hold one and the same parameter in `m`
@@ -749,6 +719,9 @@ def _same_setting(got, v)->bool:
     "Does the learner's `got` hold the book's setting `v` (a number, str, bool, None)?"
     if v is None: return got is None
     if not isinstance(got, (int, float, str, bool)): return False
+    if isinstance(v, int) and not isinstance(v, bool):
+        # a size: later cells slice and shape with it, which 6.0 cannot do
+        return isinstance(got, int) and not isinstance(got, bool) and got == v
     return got == v or (isinstance(v, float) and isinstance(got, (int, float))
                         and math.isclose(got, v, rel_tol=1e-6))
 
@@ -795,11 +768,15 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str, built:tuple|None=Non
             t = type(v).__name__
             kind = (f", {'an' if t[0] in 'aeiou' else 'a'} {t}"
                     if v is not None and type(got) is not type(v) else "")
+            why = "later cells of the exercise read it."
+            if isinstance(v, int) and not isinstance(v, bool) and got == v:
+                why = ("later cells of the exercise use it as a size, in slices and "
+                       "shapes, where a float cannot go: store an int.")
             passed = (f"{k}={v!r} is not passed on: "
                       if _ignores(built, k, v, got) else "")
             raise Hint(
                 f"{what}: {passed}`self.{k}` is {got!r} where the chapter's is "
-                f"{v!r}{kind}; later cells of the exercise read it."
+                f"{v!r}{kind}; {why}"
             )
     for k in ref._buffers:
         if not isinstance(getattr(m, k, None), Tensor):
@@ -815,6 +792,14 @@ def expect_same_parts(ref:nn.Module, m:nn.Module, what:str, built:tuple|None=Non
         weights = (any(True for _ in sub.parameters())
                    or any(True for _ in sub.buffers()))
         if not weights and k not in read: continue
+        if not weights and callable(getattr(m, k, None)):
+            continue            # later cells only call it: a function (F.gelu) will do
+        if not weights and hasattr(m, k):
+            raise Hint(
+                f"{what}: `self.{k}` is {getattr(m, k)!r}, which cannot be called; "
+                f"later cells of the exercise call it, as the book's (a "
+                f"{type(sub).__name__}): keep a module or a function there."
+            )
         if not hasattr(m, k) or not isinstance(getattr(m, k), nn.Module):
             why = ("later cells of the exercise use it" if k in read else
                    "the checks find the parts, and give them the book's weights, by "
