@@ -221,3 +221,12 @@ def test_one_row_title_names_every_row_its_heads_wrap_into():
     fig = show_heatmaps(torch.rand(1, 8, 11, 11), row_titles=["layer 0"], xticks=words(11), yticks=words(11))
     labels = [ax.get_ylabel() for ax in fig.axes if ax.get_images() and ax.get_ylabel()]
     assert len(labels) > 1 and all(l.startswith("layer 0") for l in labels)
+
+
+def test_a_title_set_at_the_panels_left_is_the_figures_title():
+    "the site's alt text: a panel titled with loc='left' (the benchmark's profiles) counted as untitled"
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.set_title("where a step's time goes", loc="left")
+    assert figure_legibility(fig)["title"] == "where a step's time goes"
+    plt.close(fig)

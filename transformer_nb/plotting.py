@@ -89,8 +89,10 @@ def figure_legibility(fig)->dict:
             cells.append(min(box.width / cols, box.height / rows) * scale)
     texts = [t.get_fontsize() * PX_PER_INCH / 72 for t in fig.findobj(Text)
              if t.get_visible() and t.get_text().strip()]
+    # a panel's title may sit at its left or right (loc=), not only over its middle
     title = fig.get_suptitle() or next(
-        (ax.get_title() for ax in fig.axes if ax.get_title()), "")
+        (t for ax in fig.axes for t in (ax.get_title(loc) for loc in
+                                         ("center", "left", "right")) if t), "")
     w, h = fig.get_size_inches() * PX_PER_INCH
     return dict(width=round(w), height=round(h), title=title,
                 cell=round(float(min(cells)), 1) if cells else None,
