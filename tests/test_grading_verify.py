@@ -225,3 +225,21 @@ def test_a_layer_that_drops_one_sublayers_output_only_is_told_which_it_missed():
     fails_with(grade_encoder_layer(layer(False)), "the self-attention sublayer's output is not dropped",
                "x + dropout(sublayer(norm(x)))")
     assert grade_encoder_layer(layer(True))
+
+
+def test_a_stack_that_gives_dropout_to_its_first_layer_only_is_told_so():
+    "it passed: training mode changed the output, as one dropping layer is enough for that"
+    from torch import nn
+
+    from transformer_nb.book.graders_stack import grade_encoder
+    from transformer_nb.layers import Encoder
+
+    class FirstOnly(Encoder):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            for layer in list(self.layers)[1:]:
+                for x in layer.modules():
+                    if isinstance(x, nn.Dropout): x.p = 0.0
+    v = grade_encoder(FirstOnly)
+    assert not v.passed and "the layers drop out differently" in str(v)
+    assert grade_encoder(Encoder).passed

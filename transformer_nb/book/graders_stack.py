@@ -668,6 +668,13 @@ def _check_stack(cls, ref_cls, decoder:bool)->str:
         want,
         "(pass dropout on to every layer)",
     )
+    # every layer drops out alike: the rates of each layer's Dropout modules, whatever
+    # their names (a stack that gave dropout to its first layer only passed above)
+    rates = [sorted(x.p for x in layer.modules() if isinstance(x, nn.Dropout))
+             for layer in getattr(m, "layers", [])]
+    if rates and any(r != rates[0] for r in rates):
+        raise Hint("with dropout=0.5 the layers drop out differently (their Dropout "
+                   f"rates, layer by layer: {rates}): pass dropout on to every layer.")
     return (
         f"{N} layers, the final norm in pre-LN (or when final_norm=True), masks, "
         "activation and dropout passed "
