@@ -116,3 +116,20 @@ def bench_result(scale: float) -> dict:
     return {"train": train, "matmul_peak": 1e10, "forward_base": {k: impl(50) for k in ("readable", "fast", "torch")},
             "decoding": {"cached": impl(40 * scale), "uncached": impl(10)},
             "bf16": {"T=32, dropout 0.1": {"float32": impl(100), "bfloat16": impl(10 * scale)}}}
+
+
+def stack_encoder(to_base=lambda norm_first, final_norm: (norm_first, final_norm)):
+    """An encoder built on the book's _Stack whose base class gets `to_base(norm_first, final_norm)`: a learner's
+    stack that passes its settings on (the default) or loses one on the way"""
+    from transformer_nb.layers import EncoderLayer, _Stack
+
+    class Enc(_Stack):
+        def __init__(self, d_model, num_heads, d_ff, num_layers=6, dropout=0.1, norm_first=True,
+                     activation="relu", final_norm=None):
+            super().__init__([EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+                              for _ in range(num_layers)], *to_base(norm_first, final_norm))
+
+        def forward(self, x, src_mask=None, need_weights=False):
+            x, ws = self._run(x, src_mask=src_mask, need_weights=need_weights)
+            return (x, ws[0]) if need_weights else x
+    return Enc

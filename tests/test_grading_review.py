@@ -437,18 +437,9 @@ def test_the_residual_function_of_the_exercise_is_checked():
 # ---------------------------------------------------------------- stacks: the final norm is _Stack's (review 9)
 def test_a_stack_that_does_not_pass_final_norm_to_its_base_class_is_told_so():
     "review 9: told to 'create self.norm = LayerNorm(d_model)', which _Stack does when final_norm reaches it"
+    from conftest import stack_encoder
     from transformer_nb.book.graders_stack import grade_encoder
-    from transformer_nb.layers import EncoderLayer, _Stack
-    def enc(final):
-        class Enc(_Stack):
-            def __init__(self, d_model, num_heads, d_ff, num_layers=6, dropout=0.1, norm_first=True,
-                         activation="relu", final_norm=None):
-                super().__init__([EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
-                                  for _ in range(num_layers)], norm_first, final(final_norm))
-            def forward(self, x, src_mask=None, need_weights=False):
-                x, ws = self._run(x, src_mask=src_mask, need_weights=need_weights)
-                return (x, ws[0]) if need_weights else x
-        return Enc
+    enc = lambda final: stack_encoder(lambda nf, fn: (nf, final(fn)))
     assert grade_encoder(enc(lambda f: f))
     v = grade_encoder(enc(lambda f: None))
     fails_with(v, "final_norm=True is not passed on to the base class", "super().__init__(layers, norm_first, final_norm)")

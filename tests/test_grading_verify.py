@@ -101,18 +101,9 @@ def test_a_size_stored_as_a_float_is_told_it_must_be_an_int():
 # ---------------------------------------------------------------- 7. norm_first not passed on to _Stack
 def test_a_stack_that_gives_its_base_class_norm_first_true_is_told_to_pass_it_on():
     "verify 7: super().__init__(layers, True, final_norm) was told to 'create self.norm only when norm_first'"
+    from conftest import stack_encoder
     from transformer_nb.book.graders_stack import grade_encoder
-    from transformer_nb.layers import EncoderLayer, _Stack
-    def enc(to_base):
-        class Enc(_Stack):
-            def __init__(self, d_model, num_heads, d_ff, num_layers=6, dropout=0.1, norm_first=True,
-                         activation="relu", final_norm=None):
-                super().__init__([EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
-                                  for _ in range(num_layers)], to_base(norm_first), final_norm)
-            def forward(self, x, src_mask=None, need_weights=False):
-                x, ws = self._run(x, src_mask=src_mask, need_weights=need_weights)
-                return (x, ws[0]) if need_weights else x
-        return Enc
+    enc = lambda to_base: stack_encoder(lambda nf, fn: (to_base(nf), fn))
     v = grade_encoder(enc(lambda nf: True))
     fails_with(v, "norm_first=False: a post-LN stack has no final LayerNorm", "but yours has one",
                "pass norm_first and final_norm on to the base class", "super().__init__(layers, norm_first, final_norm)")
