@@ -177,7 +177,7 @@ def test_compiled_cached_decoding_equals_eager(model):
                 with torch._dynamo.config.patch(error_on_recompile=t > 4):
                     torch.testing.assert_close(step(model, compiled, token), logits, atol=1e-5, rtol=0)
                 token = logits.argmax(-1)
-        assert compiled.layers[0].kv.shape[3] == 32                                       # grown at 4, 8 and 16
+        assert compiled.layers[0].keys.shape[2] == 32                                      # grown at 4, 8 and 16
     finally:
         model.train(was_training)
 

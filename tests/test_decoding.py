@@ -257,7 +257,7 @@ def test_cache_writes_in_place_and_doubles_its_room(norm_first):
     ptrs, rooms, stepped = [], [], []
     for t in range(T):
         stepped.append(decode_step(m, cache, tgt[:, t]))
-        ptrs.append(cache.layers[0].kv.data_ptr()); rooms.append(cache.layers[0].kv.shape[3])
+        ptrs.append(cache.layers[0].keys.data_ptr()); rooms.append(cache.layers[0].keys.shape[2])
     torch.testing.assert_close(torch.stack(stepped, 1), full, atol=1e-5, rtol=0)
     assert rooms == [2, 2, 4, 4, 8, 8, 8, 8, 16]
     assert ptrs[0] == ptrs[1] and ptrs[2] == ptrs[3] and len(set(ptrs[4:8])) == 1

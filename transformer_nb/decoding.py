@@ -32,29 +32,35 @@ __all__ = ['KVCache', 'decode_step', 'greedy_search', 'translate', 'exact_match'
 class _Room(LayerCache):
     ("One layer's cache with room set aside: each step writes its keys and values in "
      "place, and the room doubles when it runs out")
-    def __init__(self, kv:Tensor):
-        "kv (B, 2, H, room, d_k): room for keys and values side by side"
+    def __init__(self, like:Tensor, B:int, H:int, room:int, d_k:int):
+        "Room for `room` positions' keys and values, (B, H, room, d_k) each, as `like`"
         super().__init__()
+        # two tensors, not views of one: a compiled step must not see its inputs alias
+        self.keys, self.values = (like.new_empty(B, H, room, d_k) for _ in range(2))
         # positions filled; an int, so that a compiled step reads no view's strides
-        self.kv, self.length = kv, 0
+        self.length = 0
 
     def __len__(self)->int: return self.length
 
     def append(self, k:Tensor, v:Tensor)->tuple[Tensor, Tensor]:
         "Write the new positions' keys and values (B, H, T, d_k) into the room; views"
         t, T = self.length, k.shape[2]
-        while t + T > self.kv.shape[3]:                     # full: double the room
-            self.kv = torch.cat([self.kv, torch.empty_like(self.kv)], dim=3)
-        self.kv[:, 0, :, t:t + T], self.kv[:, 1, :, t:t + T] = k, v
+        while t + T > self.keys.shape[2]:                   # full: double the room
+            self.keys, self.values = (torch.cat([r, torch.empty_like(r)], dim=2)
+                                      for r in (self.keys, self.values))
+        # narrow, not keys[:, :, t:t + T]: the same view without parsing an index, a
+        # few microseconds at every layer of every step
+        self.keys.narrow(2, t, T).copy_(k); self.values.narrow(2, t, T).copy_(v)
         self.length = t + T
-        self.k, self.v = self.kv[:, 0, :, :t + T], self.kv[:, 1, :, :t + T]
+        self.k, self.v = self.keys.narrow(2, 0, t + T), self.values.narrow(2, 0, t + T)
         return self.k, self.v                               # (B, H, t + T, d_k)
 
     def reorder(self, index:Tensor)->None:
         "Keep the rows `index` of the batch, in that order"
         t = self.length
-        self.kv = self.kv.index_select(0, index)
-        self.k, self.v = self.kv[:, 0, :, :t], self.kv[:, 1, :, :t]
+        self.keys, self.values = (r.index_select(0, index)
+                                  for r in (self.keys, self.values))
+        self.k, self.v = self.keys.narrow(2, 0, t), self.values.narrow(2, 0, t)
         # one source shared by every row (beam search): nothing to move
         if self.cross is not None and self.cross[0].shape[0] != 1:
             self.cross = tuple(c.index_select(0, index) for c in self.cross)
@@ -81,7 +87,7 @@ class KVCache:
         B, H = memory.shape[0], model.num_heads
         self.memory, self.memory_mask = memory, memory_mask
         # one per decoder layer, which DecoderLayer.forward(..., cache=) extends
-        self.layers = [_Room(memory.new_empty(B, 2, H, capacity, model.d_model // H))
+        self.layers = [_Room(memory, B, H, capacity, model.d_model // H)
                        for _ in model.decoder.layers]
 
     @property

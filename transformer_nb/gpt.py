@@ -453,7 +453,7 @@ def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
      "with chapter 11's cache (a room per layer that DecoderLayer fills)")
     p = next(model.parameters())
     H, G = model.num_heads, model.stack.layers[0].self_attn.n_kv_heads
-    cache = [_Room(p.new_empty(B, 2, G, capacity, model.d_model // H))
+    cache = [_Room(p, B, G, capacity, model.d_model // H)
              for _ in model.stack.layers]
     def step(ys):
         new = ys if len(cache[0]) == 0 else ys[:, len(cache[0]):]   # (B, new)
