@@ -121,7 +121,9 @@ def measure(reps, b):
         s_o, s_t = train_step(o2, o2, b), train_step(t2, lambda ids: t2(input_ids=ids).logits, b)
         tt = interleaved({"ours": s_o, "theirs": s_t}, reps)
         g_o, g_t = generation(ours, theirs, b)
-        tg = interleaved({"ours": g_o, "theirs": g_t}, max(3, reps - 2), warmup=1)
+        # a round of generation takes a tenth of a second, of training one: three times the
+        # rounds, so that a burst of another program's load cannot decide the median
+        tg = interleaved({"ours": g_o, "theirs": g_t}, 3 * reps, warmup=2)
         out[name] = dict(train=tt["theirs"] / tt["ours"], generate=tg["theirs"] / tg["ours"],
                          train_tokens_s=dict(ours=s_o.tokens / tt["ours"], theirs=s_t.tokens / tt["theirs"]),
                          generate_s=tg)
