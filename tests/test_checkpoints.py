@@ -1,11 +1,15 @@
 """Checkpoints (chapter 9a): a model saved and loaded computes the same outputs, the vocabulary's tokens (characters,
 words or pieces) come back with their ids, the training state comes back as it was given, and another format or a
-configuration this version cannot build is refused."""
+configuration this version cannot build is refused; so is a configuration that differs from the model, even in a
+choice that owns no weight. CheckpointAverage refuses a `keep` below 1."""
+from dataclasses import asdict
+
 import pytest
 import torch
 
 from transformer_nb.checkpoints import (
     CHECKPOINT_FORMAT,
+    CheckpointAverage,
     load_checkpoint,
     load_model,
     save_model,
@@ -82,3 +86,33 @@ def test_a_vocabulary_of_words_survives_a_checkpoint(tmp_path):
     mc = small_model(chars)
     save_model(tmp_path / "c.pt", mc, mc.config, chars)
     assert load_model(tmp_path / "c.pt")[1].itos == chars.itos
+
+
+@pytest.mark.parametrize("field, value", [("activation", "gelu"), ("share_embeddings", True), ("max_len", 4),
+                                          ("dropout", 0.1)])
+def test_a_config_that_differs_in_a_choice_that_owns_no_weight_is_refused(tmp_path, field, value):
+    """These choices leave every weight's shape alone, so the shape check let them through: the file loaded without
+    complaint into a model that computes other outputs (or, for max_len, fails at its first forward)"""
+    vocab = Vocab("0123456789")
+    m = small_model(vocab).eval()
+    with pytest.raises(ValueError, match=f"config does not match the model: its {field} is {value!r}, the model's is "):
+        save_model(tmp_path / "m.pt", m, {**asdict(m.config), field: value}, vocab)
+    assert not (tmp_path / "m.pt").exists()
+    # a choice that owns weights is still named by its weights
+    with pytest.raises(ValueError, match="weights differ, e.g. src_embed.positions.pos.weight is missing"):
+        save_model(tmp_path / "m.pt", m, {**asdict(m.config), "positions": "learned"}, vocab)
+
+
+@pytest.mark.parametrize("keep, error, words", [(0, ValueError, "keep must be >= 1, got 0"),
+                                                (-1, ValueError, "keep must be >= 1, got -1"),
+                                                (2.0, TypeError, "keep must be an int, got float 2.0")])
+def test_checkpoint_average_refuses_a_keep_below_one(keep, error, words):
+    """keep=0 used to keep every checkpoint (del xs[:-0] deletes nothing), keep=-1 none, so that apply() said "call
+    add() first" after three adds"""
+    with pytest.raises(error, match=words):
+        CheckpointAverage(keep=keep)
+    avg, lin = CheckpointAverage(keep=2), torch.nn.Linear(2, 1)
+    for i in range(3):
+        with torch.no_grad(): lin.weight.fill_(float(i))
+        avg.add(lin)
+    assert avg.count == 2 and avg.apply(lin).weight.flatten().tolist() == [1.5, 1.5]

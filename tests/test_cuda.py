@@ -34,6 +34,12 @@ from transformer_nb.inside import (
     run_with_cache,
 )
 from transformer_nb.masking import causal_mask
+from transformer_nb.reading import (
+    attention_maps,
+    cross_attention,
+    head_sharpness,
+    teacher_forced_accuracy,
+)
 from transformer_nb.training import task_config, train
 from transformer_nb.transformer import Transformer
 
@@ -159,6 +165,20 @@ def test_checkpoint_of_a_device_model_loads_on_the_cpu(task, tmp_path):
     close(back(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask),
           cpu(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask), atol=0)
 
+
+
+def test_reading_tools_on_the_device(task):
+    "Chapter 9b's measures batch the caller's strings on the model's device (they batched them on the CPU)"
+    cpu = small(len(task.vocab))
+    gpu = on(cpu)
+    pairs, vocab = task.valid[:8], task.vocab
+    assert teacher_forced_accuracy(gpu, vocab, pairs) == teacher_forced_accuracy(cpu, vocab, pairs)
+    close(cross_attention(gpu, vocab, pairs), cross_attention(cpu, vocab, pairs))
+    sharp, sharp_cpu = head_sharpness(gpu, vocab, pairs), head_sharpness(cpu, vocab, pairs)
+    for kind in sharp: close(sharp[kind], sharp_cpu[kind])
+    (attn, *labels), (attn_cpu, *labels_cpu) = (attention_maps(m, vocab, *pairs[0]) for m in (gpu, cpu))
+    assert labels == labels_cpu
+    close(attn.decoder, attn_cpu.decoder)
 
 def test_inside_tools_on_the_device():
     torch.manual_seed(0)

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .core import check_int
 from .data import Vocab
 from .transformer import Transformer, TransformerConfig
 
@@ -33,7 +34,7 @@ def save_model(
     **meta,
 )->None:
     """Save a model with its configuration and vocabulary, after checking that the
-    configuration rebuilds the model
+    configuration rebuilds the model: every field of it, and every weight's shape
 
     Parameters
     ----------
@@ -78,6 +79,15 @@ def save_model(
             f"config does not match the model: {len(wrong)} weights differ, e.g. {k} "
             f"is {got} in the model and {need} in Transformer(**config)"
         )
+    # the shapes agree, but a choice that owns no weight (activation, tied embeddings,
+    # max_len, dropout) changes the model all the same: compare every field
+    if isinstance(model, Transformer):
+        built = model.config
+        for name in asdict(config):
+            ours, theirs = getattr(config, name), getattr(built, name)
+            if ours != theirs:
+                raise ValueError(f"config does not match the model: its {name} is "
+                                 f"{ours!r}, the model's is {theirs!r}")
     if len(vocab) != config.tgt_vocab:
         raise ValueError(
             f"vocab has {len(vocab)} tokens but config's tgt_vocab is "
@@ -282,8 +292,9 @@ class CheckpointAverage:
         Parameters
         ----------
         keep : int | None
-            how many of the latest checkpoints count; None: all
+            how many of the latest checkpoints count, at least 1; None: all
         """
+        if keep is not None: check_int(keep, "keep")
         self.keep, self.checkpoints = keep, []
     @property
     def count(self)->int:

@@ -43,13 +43,13 @@ class Vocab:
     def __repr__(self):
         return (f"Vocab({len(self)} tokens: {''.join(self.itos[4:])!r} + "
                 f"{len(self.specials)} specials)")
-    def encode(self, text:str, bos:bool=False, eos:bool=False)->list[int]:
-        """The token ids of a string
+    def encode(self, text:str|Sequence[str], bos:bool=False, eos:bool=False)->list[int]:
+        """The token ids of a string, or of a list of tokens
 
         Parameters
         ----------
-        text : str
-            a string, one token per character
+        text : str | Sequence[str]
+            a string, one token per character, or a list of tokens (words, pieces)
         bos : bool
             put <s> in front
         eos : bool
@@ -219,9 +219,9 @@ def date_pairs(
     first : datetime.date
         the earliest day
     last : datetime.date
-        the latest day
+        the latest day, not before `first`
     formats : Sequence[str] | None
-        names in `DATE_FORMATS`; all of them by default
+        names in `DATE_FORMATS`, at least one; all of them by default
 
     Returns
     -------
@@ -229,7 +229,20 @@ def date_pairs(
         (human date, ISO date)
     """
     check_int(n, "n")
+    for name, day in (("first", first), ("last", last)):
+        if not isinstance(day, datetime.date):
+            raise TypeError(f"{name} must be a datetime.date, got "
+                            f"{type(day).__name__} {day!r}")
+    if first > last:
+        raise ValueError(f"first must be on or before last, got first {first} and "
+                         f"last {last}")
+    if isinstance(formats, str):
+        raise TypeError(f"formats must be a list of format names, got the string "
+                        f"{formats!r}: write [{formats!r}]")
     names = list(DATE_FORMATS) if formats is None else list(formats)
+    if not names:
+        raise ValueError(f"formats must name at least one format, got none; known: "
+                         f"{list(DATE_FORMATS)}")
     for f in names:
         if f not in DATE_FORMATS: raise ValueError(f"unknown date format {f!r}; "
                                                    f"known: {list(DATE_FORMATS)}")

@@ -42,7 +42,7 @@ def teacher_forced_accuracy(
     Parameters
     ----------
     model : Transformer
-        a trained model
+        a trained model, on any device: the batches go to its device
     vocab : Vocab
         its vocabulary
     pairs : Sequence[tuple[str, str]]
@@ -60,27 +60,31 @@ def teacher_forced_accuracy(
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
     was_training = model.training; model.eval()
     right_tokens = n_tokens = right_seqs = 0
-    for i in range(0, len(pairs), batch_size):
-        b = make_batch(pairs[i:i + batch_size], vocab)
-        # (B, T)
-        pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)
-        # (B, T) not padding
-        real = b.tgt_out != vocab.pad
-        ok = (pred == b.tgt_out) | ~real
-        right_tokens += int((ok & real).sum()); n_tokens += int(real.sum())
-        right_seqs += int(ok.all(dim=-1).sum())
-    model.train(was_training)
+    try:
+        for i in range(0, len(pairs), batch_size):
+            b = make_batch(pairs[i:i + batch_size], vocab, model.output.weight.device)
+            # (B, T)
+            pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)
+            # (B, T) not padding
+            real = b.tgt_out != vocab.pad
+            ok = (pred == b.tgt_out) | ~real
+            right_tokens += int((ok & real).sum()); n_tokens += int(real.sum())
+            right_seqs += int(ok.all(dim=-1).sum())
+    # a bad pair or a failed forward must not leave the model in eval mode
+    finally: model.train(was_training)
     return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
 
 # %% ../nbs/09b_reading.ipynb #c063
-def _maps(model:Transformer, b:Batch)->Attention:
-    "Every attention map of model on batch b, teacher-forced, in eval mode (restored)"
+def _maps(model:Transformer, vocab:Vocab, pairs:Sequence)->tuple[Batch, Attention]:
+    "The pairs batched on the model's device, and every map of it (eval mode, restored)"
+    b = make_batch(pairs, vocab, model.output.weight.device)
     was_training = model.training; model.eval()
-    _, attn = model(
-        b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
-    )
-    model.train(was_training)
-    return attn
+    try:
+        _, attn = model(
+            b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
+        )
+    finally: model.train(was_training)
+    return b, attn
 
 @torch.no_grad()
 def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->tuple:
@@ -90,7 +94,7 @@ def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->
     Parameters
     ----------
     model : Transformer
-        a trained model
+        a trained model, on any device
     vocab : Vocab
         its vocabulary
     src_text : str
@@ -104,8 +108,7 @@ def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->
     tuple
         (Attention with B = 1, source, decoder-input and decoder-output labels)
     """
-    b = make_batch([(src_text, tgt_text)], vocab)
-    attn = _maps(model, b)
+    b, attn = _maps(model, vocab, [(src_text, tgt_text)])
     labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
     return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
 
@@ -209,10 +212,10 @@ def head_sharpness(
     Returns
     -------
     dict
-        kind ("encoder", "decoder", "cross"): (layers, H), between 1/S and 1
+        kind ("encoder", "decoder", "cross"): (layers, H), between 1/S and 1, on the
+        model's device
     """
-    b = make_batch(pairs, vocab)
-    attn = _maps(model, b)
+    b, attn = _maps(model, vocab, pairs)
     # the real queries of each kind (B, T): source positions, or target positions
     real = {"encoder": b.src != vocab.pad, "decoder": b.tgt_out != vocab.pad,
             "cross": b.tgt_out != vocab.pad}
@@ -303,9 +306,9 @@ def cross_attention(model:Transformer, vocab:Vocab, pairs:Sequence)->Tensor:
     Returns
     -------
     Tensor
-        (L, B, H, T, S)
+        (L, B, H, T, S), on the model's device
     """
-    return _maps(model, make_batch(pairs, vocab)).cross
+    return _maps(model, vocab, pairs)[1].cross
 
 def alignment_shares(
     cross:Tensor, golds:Sequence[Sequence[set]], src_lens:Sequence[int],
