@@ -265,8 +265,8 @@ def test_numbers_train_and_decode(numbers_run, capsys):
 def test_numbers_bad_input_is_one_line_naming_it(numbers_run, tmp_path, capsys):
     out, _ = numbers_run
     ckpt = out / "numbers-de.pt"
-    cases = [(["decode", "--checkpoint", ckpt, "1000"], 1, "texts[0] '1000' is outside the numbers 1 to 999"),
-             (["decode", "--checkpoint", ckpt, "12", "0"], 1, "texts[1] '0' is outside"),
+    cases = [(["decode", "--checkpoint", ckpt, "1000"], 1, "text 1 of 1 '1000' is outside the numbers 1 to 999"),
+             (["decode", "--checkpoint", ckpt, "12", "0"], 1, "text 2 of 2 '0' is outside"),
              (["decode", "--checkpoint", ckpt, "ninety-eleventy"], 1, "'eleventy'"),
              (["decode", "--checkpoint", ckpt, "seven ninety"], 1, "is not a number from 1 to 999"),
              (["decode", "--checkpoint", ckpt, "--beam", "3", "97"], 1, "--beam 3"),

@@ -501,7 +501,7 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
 
 def _decode_numbers(args, model, vocab)->int:
     "`decode` with a numbers checkpoint: English words or digits in, words out"
-    from transformer_nb.numbers import translate_numbers
+    from transformer_nb.numbers import source_words, write_numbers
     if args.beam != 1:
         raise ValueError(
             f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
@@ -509,7 +509,11 @@ def _decode_numbers(args, model, vocab)->int:
     if args.max_len is not None:
         raise ValueError("--max-len does not apply to a numbers checkpoint: its words "
                          "end where the number does")
-    for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
+    # translate_numbers, with each text named as the user gave it, not as texts[i]
+    n = len(args.texts)
+    sources = [source_words(t, vocab, f"text {i + 1} of {n}")
+               for i, t in enumerate(args.texts)]
+    for text, o in zip(args.texts, write_numbers(model, vocab, sources)):
         print(f"{text}\t{o}")
     return 0
 
