@@ -109,4 +109,7 @@ def test_ladder_ratios_and_figure():
     assert r[bench.RUNGS[-1]] == pytest.approx(speed[bench.RUNGS[-1]] / 10)
     assert r["bfloat16"] == pytest.approx(r[bench.RUNGS[-1]] / 10)  # measured against float32's top rung
     fig = benchmark.show_ladder([res, ladder_result(speed | {"torch": 14.0})])
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == [*bench.RUNGS, "top, bfloat16 autocast"]
+    # rung 0 has every switch off: not the comparisons' "readable", whose name RUNGS[0] is, and not labelled as it
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["every switch off", *bench.RUNGS[1:],
+                                                                     "top, bfloat16 autocast"]
+    assert fig.axes[-1].get_xlabel() == "training tokens/s, relative to rung 0\n(every switch off)"

@@ -85,6 +85,8 @@ def test_characters_outside_the_vocabulary_get_a_warning(trained, capsys):
     # the top parser named itself ("transformer-nb: error"), not the command that has no such option
     (["train", "--bogus"], ["transformer-nb train: error: unrecognized arguments: --bogus", "train --help"]),
     (["decode", "--checkpoint", "x.pt", "12", "--zz"], ["transformer-nb decode: error", "--zz"]),
+    # a misspelt flag and no command: it said only "the following arguments are required: command"
+    (["--bogus"], ["transformer-nb: error: unrecognized arguments: --bogus", "no command", "train, decode"]),
 ])
 def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
     r = cli(*args, cwd=tmp_path)
@@ -100,9 +102,9 @@ def test_runtime_errors_exit_1_with_one_line(trained, tmp_path, capsys):
         (["decode", "--checkpoint", notes, "123"], "is not a transformer_nb checkpoint"),
         (["decode", "--checkpoint", tmp_path, "123"], "is a directory"),
         (["decode", "--checkpoint", tmp_path / "missing.pt", "123"], "no such checkpoint"),
-        (["decode", "--checkpoint", out / "copy.pt", ""], "texts[0] is empty"),
+        (["decode", "--checkpoint", out / "copy.pt", ""], "text 1 of 1 is blank ('')"),
         (["decode", "--checkpoint", out / "copy.pt", "12", "1" * 100],
-         "texts[1] '11111111111111111111...' is 100 tokens long; the model reads at most 64"),
+         "text 2 of 2 ('11111111111111111111...') is 100 tokens long; the model reads at most 64"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes / "sub"], "notes.txt"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes], "is a file, not a folder"),
         (["train", "--task", "copy", "--steps", "1", "--n-train", "10", "--out", tmp_path], "--n-train 10 is less than one batch"),
@@ -263,8 +265,8 @@ def test_numbers_train_and_decode(numbers_run, capsys):
 def test_numbers_bad_input_is_one_line_naming_it(numbers_run, tmp_path, capsys):
     out, _ = numbers_run
     ckpt = out / "numbers-de.pt"
-    cases = [(["decode", "--checkpoint", ckpt, "1000"], 1, "texts[0] '1000' is outside the numbers 1 to 999"),
-             (["decode", "--checkpoint", ckpt, "12", "0"], 1, "texts[1] '0' is outside"),
+    cases = [(["decode", "--checkpoint", ckpt, "1000"], 1, "text 1 of 1 '1000' is outside the numbers 1 to 999"),
+             (["decode", "--checkpoint", ckpt, "12", "0"], 1, "text 2 of 2 '0' is outside"),
              (["decode", "--checkpoint", ckpt, "ninety-eleventy"], 1, "'eleventy'"),
              (["decode", "--checkpoint", ckpt, "seven ninety"], 1, "is not a number from 1 to 999"),
              (["decode", "--checkpoint", ckpt, "--beam", "3", "97"], 1, "--beam 3"),
@@ -416,7 +418,7 @@ def test_decode_fits_its_default_length_to_the_model(trained, capsys):
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * (room - 2))
     assert r.returncode == 0 and r.stdout.startswith("1" * (room - 2) + "\t"), r.stderr
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * 500)
-    assert r.returncode == 1 and (f"texts[0] '{'1' * 20}...' is 500 tokens long; the model reads at most {room}"
+    assert r.returncode == 1 and (f"text 1 of 1 ('{'1' * 20}...') is 500 tokens long; the model reads at most {room}"
                                     in r.stderr), r.stderr
 
 
@@ -436,7 +438,7 @@ def test_what_a_new_user_tried_is_refused_in_one_line_before_anything_trains(tra
         (["train-lm", "--steps", "2", "--out", "/proc"], "--out /proc: cannot write"),
         (["decode", "--checkpoint", out / "copy.pt", "--beam", "1000000", "12"], "--beam 1000000: at most"),
         (["decode", "--checkpoint", numbers_run[0] / "numbers-de.pt", "--max-len", "9", "42"], "--max-len does not apply"),
-        (["decode", "--checkpoint", "", "12"], "no such checkpoint: ''"),
+        (["decode", "--checkpoint", "", "12"], "--checkpoint needs a checkpoint file, got ''"),
         (["train", "--resume", "", "--steps", "3"], "--resume needs a checkpoint"),
         (["decode", "--checkpoint", out / "copy.pt", "1\t2"], "holds a tab or a line break"),
     ]
@@ -458,3 +460,44 @@ def test_an_infinite_temperature_is_named_as_not_finite_and_unknown_characters_a
     r = in_process(capsys, "decode", "--checkpoint", out / "copy.pt", "x1y")
     assert r.returncode == 0 and "'x1y' has characters outside the model's vocabulary" in r.stderr, r.stderr
     assert "'x', 'y'" in r.stderr, r.stderr
+
+
+def test_decode_and_generate_errors_name_what_the_user_typed(trained, lm, capsys):
+    """Found by a reviewer: an empty text was 'texts[0] is empty' (translate's parameter, not anything typed) while a
+    blank one was decoded; --max-len 1000 said 'max_len 1000 exceeds max_len 64'; a missing checkpoint did not name
+    --checkpoint, as train names --resume."""
+    out, _ = trained
+    ckpt = out / "copy.pt"
+    cases = [
+        (["decode", "--checkpoint", ckpt, "   "], "text 1 of 1 is blank ('   '): there is nothing to decode"),
+        (["decode", "--checkpoint", ckpt, "12", ""], "text 2 of 2 is blank (''): there is nothing to decode"),
+        (["decode", "--checkpoint", ckpt, "--max-len", "1000", "12"],
+         "--max-len 1000: the model writes at most 64 tokens"),
+        (["decode", "--checkpoint", ckpt, "--beam", "2", "--max-len", "65", "12"], "--max-len 65: the model writes"),
+        (["decode", "--checkpoint", "nothere.pt", "12"], "no such checkpoint: --checkpoint nothere.pt"),
+        (["generate", "--checkpoint", "nothere.pt", "x"], "no such checkpoint: --checkpoint nothere.pt"),
+        (["generate", "--checkpoint", "", "x"], "--checkpoint needs a checkpoint file, got ''"),
+    ]
+    for args, words in cases:
+        r = in_process(capsys, *args)
+        assert r.returncode == 1 and words in _one_error_line(r), (args, r.stderr)
+        assert "texts[" not in r.stderr and "max_len" not in r.stderr, (args, r.stderr)
+    r = in_process(capsys, "decode", "--checkpoint", ckpt, "--max-len", "64", "12")   # the limit itself decodes
+    assert r.returncode == 0 and r.stdout.startswith("12\t"), r.stderr
+
+
+def test_help_states_the_steps_each_recipe_runs():
+    """train's --steps said 'the task's TASK_SETTINGS', which has no numbers tasks (they run NUMBER_SETTINGS); induction's
+    1500 was written in the help with nothing comparing it to INDUCTION_TRAINING"""
+    from transformer_nb.cli import build_parser
+    from transformer_nb.induction import INDUCTION_TRAINING
+    from transformer_nb.numbers import NUMBER_SETTINGS, NUMBER_TASKS
+    from transformer_nb.training import TASK_SETTINGS
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    train = " ".join(commands["train"].format_help().split())
+    recipe = {task: s["steps"] for task, s in TASK_SETTINGS.items()}
+    recipe |= {task: NUMBER_SETTINGS["steps"] for task in NUMBER_TASKS}
+    assert "TASK_SETTINGS" not in train
+    for task, steps in recipe.items(): assert f"{task} {steps}" in train, (task, train)
+    induction = " ".join(commands["induction"].format_help().split())
+    assert f"(default: the recipe's, {INDUCTION_TRAINING['steps']})" in induction, induction

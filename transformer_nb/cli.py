@@ -37,8 +37,10 @@ def _positive(text:str)->float:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return t
 
-# gpt.LM_TRAINING["steps"], spelled out so that --help needs no torch (a test compares)
+# gpt.LM_TRAINING["steps"] and induction.INDUCTION_TRAINING["steps"], spelled out so
+# that --help needs no torch (a test compares)
 _LM_STEPS = 450
+_INDUCTION_STEPS = 1500
 
 def _usage_error(command:str, message:str):
     "A usage error found after parsing: one line and status 2, as argparse's own"
@@ -86,7 +88,7 @@ def _add_induction_parser(sub):
     t = sub.add_parser("induction", help="train the attention-only model of chapter "
                        "11e on repeated random segments and print each head's scores")
     t.add_argument("--steps", type=_count, default=None,
-                   help="optimiser steps (default: the recipe's, 1500)")
+                   help=f"optimiser steps (default: the recipe's, {_INDUCTION_STEPS})")
     t.add_argument("--layers", type=int, choices=(1, 2), default=2,
                    help="1 (the control) or 2 layers (default: 2)")
     t.add_argument("--seed", type=_seed, default=0, help="seed of weights and batches "
@@ -103,6 +105,9 @@ def _add_induction_parser(sub):
 _TASKS = ("copy", "reverse", "dates")
 _NUMBER_TASKS = ("numbers-de", "numbers-fr")  # numbers.NUMBER_TASKS (chapter 11b)
 _TASKS += _NUMBER_TASKS
+# each task's recipe: training.TASK_SETTINGS, numbers.NUMBER_SETTINGS (a test compares)
+_TASK_STEPS = {"copy": 600, "reverse": 600, "dates": 500, "numbers-de": 400,
+               "numbers-fr": 400}
 
 def _whole(text:str)->int:
     "argparse's reading of a whole number, with its error"
@@ -140,10 +145,16 @@ class _Parser(argparse.ArgumentParser):
     commands = {}  # the subcommands' parsers, which name an unknown argument's command
 
     def error(self, message:str):
+        # no command, but flags it does not know: those are the mistake to name
+        unknown = [a for a in getattr(self, "argv", []) if a.startswith("-")]
+        if self.commands and "required: command" in message and unknown:
+            message = (f"unrecognized arguments: {' '.join(unknown)}, and no command "
+                       f"(one of {', '.join(self.commands)})")
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def parse_args(self, args=None, namespace=None):
         "As argparse's, but the subcommand's parser refuses what it does not know"
+        self.argv = sys.argv[1:] if args is None else list(args)
         args, extra = self.parse_known_args(args, namespace)
         if extra:
             where = self.commands.get(getattr(args, "command", None), self)
@@ -172,12 +183,9 @@ def build_parser()->argparse.ArgumentParser:
     )
     t.add_argument("--task", choices=_TASKS, default=None,
                    help="the task (default: dates, or the resumed run's)")
-    t.add_argument(
-        "--steps",
-        type=_count,
-        default=None,
-        help="optimiser steps (default: the task's TASK_SETTINGS)",
-    )
+    t.add_argument("--steps", type=_count, default=None,
+                   help="optimiser steps (default: the task's recipe: "
+                   + ", ".join(f"{task} {n}" for task, n in _TASK_STEPS.items()) + ")")
     t.add_argument("--seed", type=_seed, default=None,
                    help="seed of data, weights and batches (default: 0, or the resumed "
                    "run's)")
@@ -389,6 +397,12 @@ def cmd_train(args:argparse.Namespace)->int:
     for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
     return 0
 
+def _check_checkpoint(path:str):
+    "--checkpoint of decode and generate: a file that exists"
+    if path == "": raise ValueError("--checkpoint needs a checkpoint file, got ''")
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no such checkpoint: --checkpoint {path}")
+
 def _texts(given:list[str])->list[str]:
     "The texts to decode: each argument, `-` standing for the lines of standard input"
     if given.count("-") > 1:
@@ -414,17 +428,20 @@ def cmd_decode(args:argparse.Namespace)->int:
     int
         the exit status
     """
-    if not args.checkpoint or not Path(args.checkpoint).exists():
-        raise FileNotFoundError(f"no such checkpoint: {args.checkpoint!r}")
+    _check_checkpoint(args.checkpoint)
     texts = _texts(args.texts)
-    for text in texts:      # the output is two columns: the input, a tab, the output
+    for i, text in enumerate(texts):
+        if not text.strip():  # as the blank lines of standard input, which are skipped
+            raise ValueError(f"text {i + 1} of {len(texts)} is blank ({text!r}): "
+                             "there is nothing to decode")
+        # the output is two columns: the input, a tab, the output
         if "\t" in text or "\n" in text:
             raise ValueError(f"{text!r} holds a tab or a line break, which decode's "
                              "output (input, a tab, output) cannot show")
     import torch
 
     from transformer_nb.checkpoints import load_model
-    from transformer_nb.decoding import beam_translate, translate
+    from transformer_nb.decoding import _room, beam_translate, translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
     if meta.get("task") in _NUMBER_TASKS:
@@ -435,7 +452,17 @@ def cmd_decode(args:argparse.Namespace)->int:
     if args.beam > len(vocab):
         raise ValueError(f"--beam {args.beam}: at most the model's vocabulary, "
                          f"{len(vocab)} tokens (the paper's beam is 4)")
-    # a text too long for the model: translate and beam_translate name it
+    # what the model's position tables cannot hold, named as the user gave it
+    room = _room(model, "src_embed")
+    for i, text in enumerate(texts):
+        if room is not None and (n := len(vocab.encode(text))) > room:
+            shown = text if len(text) <= 24 else text[:20] + "..."
+            raise ValueError(f"text {i + 1} of {len(texts)} ({shown!r}) is {n} tokens "
+                             f"long; the model reads at most {room}")
+    room = _room(model)
+    if args.max_len is not None and room is not None and args.max_len > room:
+        raise ValueError(f"--max-len {args.max_len}: the model writes at most {room} "
+                         "tokens (the rows of its position table)")
     for text in texts:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
@@ -474,7 +501,7 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
 
 def _decode_numbers(args, model, vocab)->int:
     "`decode` with a numbers checkpoint: English words or digits in, words out"
-    from transformer_nb.numbers import translate_numbers
+    from transformer_nb.numbers import source_words, write_numbers
     if args.beam != 1:
         raise ValueError(
             f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
@@ -482,7 +509,11 @@ def _decode_numbers(args, model, vocab)->int:
     if args.max_len is not None:
         raise ValueError("--max-len does not apply to a numbers checkpoint: its words "
                          "end where the number does")
-    for text, o in zip(args.texts, translate_numbers(model, vocab, args.texts)):
+    # translate_numbers, with each text named as the user gave it, not as texts[i]
+    n = len(args.texts)
+    sources = [source_words(t, vocab, f"text {i + 1} of {n}")
+               for i, t in enumerate(args.texts)]
+    for text, o in zip(args.texts, write_numbers(model, vocab, sources)):
         print(f"{text}\t{o}")
     return 0
 
@@ -547,8 +578,7 @@ def cmd_generate(args:argparse.Namespace)->int:
     if args.greedy and given:
         _usage_error("generate", f"--greedy does not sample: drop {', '.join(given)} "
                      "or --greedy")
-    if not Path(args.checkpoint).exists():
-        raise FileNotFoundError(f"no such checkpoint: {args.checkpoint}")
+    _check_checkpoint(args.checkpoint)
     # `-`, as for `decode`: standard input
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     if not prompt:
