@@ -209,3 +209,16 @@ def test_converter_errors():
         to_transformers(GPT(40, d_model=32, num_heads=4, positions="rope"))
     gpt2.config.activation_function = "relu"
     with pytest.raises(ValueError, match="activation_function='relu'"): from_transformers(gpt2)
+
+
+def test_no_counterpart_error_names_the_callers_argument():
+    "from_transformers(theirs, into=...) with an `into` no transformers class computes: the message names `into`"
+    from transformer_nb.modern import from_transformers, to_transformers
+    gpt2 = to_transformers(GPT(d_model=32, num_heads=4, d_ff=64, **GPT2))
+    rope_gpt = GPT(40, d_model=32, num_heads=4, d_ff=64, max_len=48, positions="rope")
+    with pytest.raises(ValueError, match=r"^into has no counterpart in transformers: .*n_kv_heads None or num_heads"):
+        from_transformers(gpt2, into=rope_gpt)
+    with pytest.raises(ValueError, match="^model has no counterpart in transformers"): to_transformers(rope_gpt)
+    # n_kv_heads equal to num_heads is today's attention: a GPT-2, as the message says
+    assert type(to_transformers(GPT(d_model=32, num_heads=4, d_ff=64, n_kv_heads=4, **GPT2))).__name__ == (
+        "GPT2LMHeadModel")
