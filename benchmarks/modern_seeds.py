@@ -5,20 +5,21 @@
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/modern_seeds.py --configs llama --seeds 0 --steps 5 --check
 
 Each configuration is chapter 11c's GPT (CHAR_LM: 2 layers, d_model 128, 4 heads, d_ff 512, sinusoidal positions,
-GELU, pre-LN LayerNorm, biases) with one switch of chapter 11f turned, or all of them (`llama`), trained with 11c's
-recipe unchanged (LM_TRAINING: 450 steps of 24 windows of 64 characters, AdamW at 4e-3 for every configuration) on
-11c's text (pydoc_text()). Per model it records the held-out bits per character (bits_per_char over the whole
-held-out text, as chapter 11c measures it), the last training loss, the parameter count and the CPU time of the
-training. SwiGLU takes d_ff = 344 instead of 512 (about 8/3 d_model, as Llama does), so that its feed-forward network
-has about as many weights as the GELU one. It writes benchmarks/results/seeds_modern.json, one row at a time, so that
-an interrupted run keeps the rows it finished (and another run's rows written meanwhile stay); chapter 11f reads it.
+GELU, pre-LN LayerNorm, biases) with one switch of chapter 11f turned, or all of them (`llama`: the Llama-style model
+and QK-norm, which Llama lacks), trained with 11c's recipe unchanged (LM_TRAINING: 450 steps of 24 windows of 64
+characters, AdamW at 4e-3 for every configuration) on 11c's text (pydoc_text()). Per model it records the held-out
+bits per character (bits_per_char over the whole held-out text, as chapter 11c measures it), the last training loss,
+the parameter count and the CPU time of the training. SwiGLU takes d_ff = 344 instead of 512 (about 8/3 d_model, as
+Llama does), so that its feed-forward network has about as many weights as the GELU one. It writes
+benchmarks/results/seeds_modern.json, one row at a time, so that an interrupted run keeps the rows it finished (and
+another run's rows written meanwhile stay); chapter 11f reads it.
 The stored rows: every configuration but no_bias, seeds 0-4, each 45-72 s of CPU on a 2-core machine (seeds 0-3 of
-the 2017 block and the Llama-style model shared with several other jobs).
+the 2017 block and of `llama` shared with several other jobs).
 
 The results are deterministic on one thread with the AVX2 kernels of tools/kernels.sh: --check trains the given
 configurations and seeds again and compares every number with the stored rows (the CPU times excepted), exiting with
 status 1 on any difference. --steps N trains N steps and keeps those rows apart ("quick"; the chapter does not read
-them): tests/test_modern_seeds.py checks such a row, the Llama-style model after 5 steps, in a few seconds.
+them): tests/test_modern_seeds.py checks such a row, `llama` after 5 steps, in a few seconds.
 """
 import argparse
 import json
@@ -43,8 +44,8 @@ SWIGLU = dict(activation="swiglu", d_ff=344)   # about 8/3 d_model: the GELU net
 # name: (label, GPT's keywords on top of CHAR_LM)
 CONFIGS = {
     "2017": ("2017 (chapter 11c)", {}),
-    "llama": ("all (Llama-style)", dict(norm="rms", positions="rope", n_kv_heads=2, qk_norm=True,
-                                       bias=False, **SWIGLU)),
+    "llama": ("all (Llama + QK-norm)", dict(norm="rms", positions="rope", n_kv_heads=2, qk_norm=True,
+                                           bias=False, **SWIGLU)),
     "rms": ("RMSNorm", dict(norm="rms")),
     "rope": ("RoPE", dict(positions="rope")),
     "swiglu": ("SwiGLU", SWIGLU),
@@ -79,7 +80,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(5)))
     p.add_argument("--configs", nargs="+", default=[c for c in CONFIGS if c != "no_bias"], choices=list(CONFIGS),
-                   help="default: all but no_bias (bias=False is part of the Llama-style model)")
+                   help="default: all but no_bias (bias=False is part of the llama configuration)")
     p.add_argument("--steps", type=int, default=None,
                    help="train this many steps, rows kept apart as 'quick' (default: 11c's 450)")
     p.add_argument("--check", action="store_true",

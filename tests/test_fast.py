@@ -24,7 +24,7 @@ from transformer_nb.core import (
 from transformer_nb.layers import RECOMPUTE_MIN_BYTES, DecoderLayer, EncoderLayer
 from transformer_nb.masking import causal_mask
 from transformer_nb.multihead import MultiHeadAttention, fused_projection
-from transformer_nb.transformer import Transformer
+from transformer_nb.transformer import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 B, T, S, D, H = 3, 11, 13, 64, 8          # distinct sizes, so that a swapped axis fails
@@ -376,6 +376,20 @@ def test_torch_transformer_has_our_weights_and_masks():
             torch.testing.assert_close(theirs(src, tgt, sm, tm, sm), ours(src, tgt, sm, tm, sm), atol=1e-4, rtol=0)
             torch.testing.assert_close(theirs(src, tgt, None, causal_mask(T)), ours(src, tgt, None, causal_mask(T)),
                                        atol=1e-4, rtol=0)
+
+
+def test_torch_transformer_keeps_the_models_activation():
+    "A GELU model's nn.Transformer runs GELU too (it ran torch's default ReLU and failed the layer check); SwiGLU, which nn.Transformer lacks, is refused by name"
+    model = TransformerConfig(30, 30, d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
+                              d_ff=64, dropout=0.0, activation="gelu")
+    impls = measure.build(measure.RunConfig(model, seq_len=8, batch_size=2))
+    assert impls["torch"][0].transformer.decoder.layers[0].activation is nn.functional.gelu
+    src, tgt_in, _, tgt_mask = measure.random_batch(measure.RunConfig(model, 8, 2))
+    with torch.no_grad():
+        logits = {k: f(src, tgt_in, None, tgt_mask) for k, (m, f) in impls.items()}
+    for k in ("fast", "torch"): torch.testing.assert_close(logits[k], logits["readable"], atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="ours has activation 'swiglu', which nn.Transformer lacks"):
+        measure.TorchTransformer(Transformer(30, 30, 32, 4, 1, 1, 64, dropout=0.0, activation="swiglu"))
 
 
 def test_the_three_implementations_compute_the_same_loss():

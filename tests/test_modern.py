@@ -209,3 +209,68 @@ def test_converter_errors():
         to_transformers(GPT(40, d_model=32, num_heads=4, positions="rope"))
     gpt2.config.activation_function = "relu"
     with pytest.raises(ValueError, match="activation_function='relu'"): from_transformers(gpt2)
+
+
+def test_no_counterpart_error_names_the_callers_argument():
+    "from_transformers(theirs, into=...) with an `into` no transformers class computes: the message names `into`"
+    from transformer_nb.modern import from_transformers, to_transformers
+    gpt2 = to_transformers(GPT(d_model=32, num_heads=4, d_ff=64, **GPT2))
+    rope_gpt = GPT(40, d_model=32, num_heads=4, d_ff=64, max_len=48, positions="rope")
+    with pytest.raises(ValueError, match=r"^into has no counterpart in transformers: .*n_kv_heads None or num_heads"):
+        from_transformers(gpt2, into=rope_gpt)
+    with pytest.raises(ValueError, match="^model has no counterpart in transformers"): to_transformers(rope_gpt)
+    # n_kv_heads equal to num_heads is today's attention: a GPT-2, as the message says
+    assert type(to_transformers(GPT(d_model=32, num_heads=4, d_ff=64, n_kv_heads=4, **GPT2))).__name__ == (
+        "GPT2LMHeadModel")
+
+
+def test_released_llama_settings_are_refused():
+    "LlamaConfig's default (untied), Llama 2's ε and Llama 3's rotary base: each refused by name; tied with ours converts"
+    import transformers
+
+    from transformer_nb.modern import from_transformers
+    shape = dict(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                 max_position_embeddings=48)
+    llama = lambda **kw: transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape, **kw))
+    with pytest.raises(ValueError, match="untied input and output embeddings"): from_transformers(llama())
+    with pytest.raises(ValueError, match=r"rms_norm_eps=1e-05 \(ours: 1e-06\)"):
+        from_transformers(llama(tie_word_embeddings=True, rms_norm_eps=1e-5))
+    with pytest.raises(ValueError, match="rope_parameters=.*500000"):
+        from_transformers(llama(tie_word_embeddings=True,
+                                rope_parameters={"rope_type": "default", "rope_theta": 500000.0}))
+    assert from_transformers(llama(tie_word_embeddings=True)).config["norm"] == "rms"
+
+
+def test_qk_norm_equals_qwen3():
+    """QK-norm's reference: every switch on is Qwen 3's layer (Llama's, with an RMSNorm over each head's queries and
+    keys before the rotation); transformers' Qwen3ForCausalLM with our weights gives our logits and greedy tokens"""
+    import transformers
+
+    from transformer_nb.modern import _theirs_from_ours
+    model = _modern_gpt(2)
+    with torch.no_grad():
+        for p in model.parameters(): p.add_(0.3 * torch.randn_like(p))
+    c = model.config
+    qwen = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+        vocab_size=c["vocab_size"], hidden_size=c["d_model"], intermediate_size=c["d_ff"],
+        num_hidden_layers=c["num_layers"], num_attention_heads=c["num_heads"], num_key_value_heads=c["n_kv_heads"],
+        head_dim=c["d_model"] // c["num_heads"], max_position_embeddings=c["max_len"], rms_norm_eps=1e-6,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None)).eval()
+    sd = model.state_dict()
+    state = _theirs_from_ours(sd, "llama", model.embed.tokens.scale, c["num_layers"])
+    for i in range(c["num_layers"]):
+        for n in "qk":
+            state[f"model.layers.{i}.self_attn.{n}_norm.weight"] = sd[f"stack.layers.{i}.self_attn.{n}_norm.weight"]
+    qwen.load_state_dict(state)
+    ids = torch.randint(0, 20, (2, 16), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert (model(ids) - qwen(ids).logits).abs().max() <= 1e-4
+        assert (model(ids, need_weights=True)[0] - qwen(ids).logits).abs().max() <= 1e-4
+    prompt = ids[:, :3]
+    hf = qwen.generate(prompt, max_new_tokens=20, do_sample=False, attention_mask=torch.ones_like(prompt))
+    assert torch.equal(generate(model, prompt, 20, greedy=True), hf)
+    # without QK-norm's weights Qwen 3 computes something else: the norms are not a no-op here
+    for i in range(c["num_layers"]):
+        for n in "qk": state[f"model.layers.{i}.self_attn.{n}_norm.weight"] = torch.ones(c["d_model"] // c["num_heads"])
+    qwen.load_state_dict(state)
+    with torch.no_grad(): assert (model(ids) - qwen(ids).logits).abs().max() > 1e-2

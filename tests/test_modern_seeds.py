@@ -52,7 +52,7 @@ def test_bad_arguments_get_one_line_and_status_2(args, says):
 
 
 def test_training_one_model_again_reproduces_its_stored_row():
-    "One thread, the AVX2 kernels of tools/kernels.sh: the Llama-style model after 5 steps, to the last digit"
+    "One thread, the AVX2 kernels of tools/kernels.sh: the `llama` configuration (every switch) after 5 steps, to the last digit"
     assert any(r["config"] == "llama" and r["seed"] == 0 and r["steps"] == 5 for r in RESULTS["quick"])
     cmd = f"source tools/kernels.sh && exec {sys.executable} {SCRIPT} --configs llama --seeds 0 --steps 5 --check"
     out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=ROOT,

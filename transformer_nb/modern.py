@@ -54,8 +54,8 @@ _GPT2 = dict(positions="learned", norm="layer", bias=True, qk_norm=False)
 _LLAMA = dict(positions="rope", norm="rms", activation="swiglu", bias=False,
               qk_norm=False)
 
-def _family(model:GPT)->str:
-    "Which transformers class computes what `model` computes: gpt2 or llama"
+def _family(model:GPT, name:str="model")->str:
+    "gpt2 or llama, the transformers class computing what `model` (named `name`) does"
     c = _MODERN | model.config
     if c["d_ff"] > 0:
         # GPT-2 has no grouped-query attention: every head its own keys and values
@@ -64,9 +64,9 @@ def _family(model:GPT)->str:
             return "gpt2"
         if all(c[k] == v for k, v in _LLAMA.items()): return "llama"
     raise ValueError(
-        "model has no counterpart in transformers: GPT-2 needs positions='learned', "
-        "norm='layer', activation 'gelu' or 'gelu_tanh', bias=True, no n_kv_heads; "
-        "Llama needs "
+        f"{name} has no counterpart in transformers: GPT-2 needs positions='learned', "
+        "norm='layer', activation 'gelu' or 'gelu_tanh', bias=True, n_kv_heads None "
+        "or num_heads; Llama needs "
         "positions='rope', norm='rms', activation='swiglu', bias=False; both d_ff > 0 "
         "and qk_norm=False; got " + ", ".join(
             f"{k}={c[k]!r}" for k in ("positions", "norm", "activation", "bias",
@@ -286,9 +286,9 @@ def from_transformers(theirs:Any, into:GPT|None=None)->GPT:
     elif not isinstance(into, GPT):
         raise TypeError(f"into must be a GPT or None, got {type(into).__name__}")
     else:
-        model = into
-        if _family(into) != family:
-            raise ValueError(f"into is a {_family(into)}-style GPT, but theirs is a "
+        model, kind = into, _family(into, "into")
+        if kind != family:
+            raise ValueError(f"into is a {kind}-style GPT, but theirs is a "
                              f"{type(theirs).__name__}")
     sd = {k: v.detach() for k, v in theirs.state_dict().items()}
     sd.pop("lm_head.weight", 0)                     # tied: the embedding, checked above

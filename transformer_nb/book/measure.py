@@ -150,11 +150,16 @@ class TorchTransformer(nn.Module):
         Parameters
         ----------
         ours : Transformer
-            the model whose embeddings, output layer and weights to copy
+            the model whose embeddings, output layer and weights to copy; its
+            activation must be one nn.Transformer has, "relu" or "gelu"
         """
         super().__init__()
         enc, dec = ours.encoder, ours.decoder
         layer = enc.layers[0]
+        act = layer.ffn.activation
+        if act not in ("relu", "gelu"):
+            raise ValueError(f"ours has activation {act!r}, which nn.Transformer "
+                             "lacks: it takes 'relu' or 'gelu'")
         self.num_heads = ours.num_heads
         self.src_embed, self.tgt_embed, self.output = (
             copy.deepcopy(m) for m in (ours.src_embed, ours.tgt_embed, ours.output)
@@ -170,6 +175,7 @@ class TorchTransformer(nn.Module):
                 len(dec.layers),
                 layer.ffn.d_ff,
                 layer.self_attn.dropout,
+                activation=act,
                 batch_first=True,
                 norm_first=ours.norm_first,
             )
