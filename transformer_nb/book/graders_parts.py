@@ -1141,15 +1141,15 @@ def grade_ffn(cls)->Verdict:
                            "_ACTIVATIONS[activation], as the book does.").eval()
         w1 = getattr(getattr(m, "linear1", None), "weight", None)
         if isinstance(w1, Tensor) and w1.shape[0] != 2 * dff:
-            raise Hint(f'with activation="swiglu" linear1 must write 2·d_ff = {2 * dff} '
-                       "units, its gate and up halves (SwiGLU multiplies them into d_ff "
-                       f"= {dff}): nn.Linear(d_model, 2 * d_ff); yours writes "
-                       f"{w1.shape[0]}.")
+            raise Hint(f'with activation="swiglu" linear1 must write 2·d_ff = '
+                       f"{2 * dff} units, its gate and up halves (SwiGLU multiplies "
+                       f"them into d_ff = {dff}): nn.Linear(d_model, 2 * d_ff); yours "
+                       f"writes {w1.shape[0]}.")
         load_reference(ref, m)
         act = type(getattr(m, "act", None)).__name__
         why = "" if act == "SwiGLU" else (
-            f'self.act is {act}, not the SwiGLU that _ACTIVATIONS["swiglu"] holds: take '
-            "the activation's class from _ACTIVATIONS[activation].")
+            f'self.act is {act}, not the SwiGLU that _ACTIVATIONS["swiglu"] holds: '
+            "take the activation's class from _ACTIVATIONS[activation].")
         got = run('your module with activation="swiglu"', m, x, advice=why)
         if not tensors_close(got, ref(x)):
             raise Hint(f'with activation="swiglu" the output differs from the book\'s: '
