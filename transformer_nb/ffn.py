@@ -85,9 +85,8 @@ class PositionwiseFeedForward(CheckedModule):
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # two more below, for chapter 11f
 
 def check_activation(activation)->str:
-    """Check that `activation` names an entry of `_ACTIVATIONS`: "relu" or "gelu", as
-    `nn.TransformerEncoderLayer` accepts, or chapter 11f's "gelu_tanh" and "swiglu",
-    registered further down
+    """Check that `activation` is a name in `_ACTIVATIONS`: "relu" and "gelu" (those of
+    `nn.TransformerEncoderLayer`), "gelu_tanh" and "swiglu" (chapter 11f)
 
     Parameters
     ----------

@@ -149,8 +149,7 @@ def residual(
     dropout:nn.Module,
     norm_first:bool,
 )->Tensor:
-    """The connection as a function of its parts: what `SublayerConnection.forward`
-    computes
+    """The connection as a function of its parts, what `SublayerConnection` computes
 
     Parameters
     ----------
