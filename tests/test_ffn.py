@@ -78,6 +78,8 @@ def test_dropout_only_in_training():
     (dict(d_ff=2.5), TypeError, "d_ff must be an int"),
     (dict(dropout=1.0), ValueError, "dropout must be in [0, 1)"),
     (dict(d_model=0), ValueError, "d_model must be >= 1"),
+    # built a module with biases, silently (review of chapters 4-7, item 10)
+    (dict(bias="no"), TypeError, "bias must be a bool, got str 'no'"),
 ])
 def test_bad_arguments(kwargs, exc, msg):
     args = dict(d_model=D, d_ff=F) | kwargs

@@ -632,6 +632,44 @@ def test_ffn_activation_under_another_name():
     fails_with(grade_ffn(M), "no part `self.act`")
 
 
+# a learner's notebook: the class reads the notebook's _ACTIVATIONS, which holds relu and gelu when the check runs
+NOTEBOOK_FFN = """
+from torch import nn
+_ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model, d_ff=2048, dropout=0.1, activation="relu", bias=True):
+        super().__init__()
+        if activation not in _ACTIVATIONS: raise ValueError(f"activation {activation!r}")
+        self.d_model, self.d_ff, self.activation = d_model, d_ff, activation
+        self.linear1 = nn.Linear(d_model, {width}, bias=bias)
+        self.act = {act}
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
+    def forward(self, x): return self.linear2(self.dropout(self.act(self.linear1(x))))
+"""
+
+def notebook_ffn(width="2 * d_ff if activation == 'swiglu' else d_ff", act="_ACTIVATIONS[activation]()"):
+    "The learner's class, defined in a namespace of its own as a notebook's cell defines it"
+    ns = {}
+    exec(NOTEBOOK_FFN.replace("{width}", width).replace("{act}", act), ns)
+    return ns["PositionwiseFeedForward"], ns["_ACTIVATIONS"]
+
+def test_ffn_swiglu_checked_with_the_notebooks_activations_left_as_they_were():
+    cls, table = notebook_ffn()
+    assert grade_ffn(cls)
+    assert set(table) == {"relu", "gelu"}
+
+def test_ffn_swiglu_with_linear1_d_ff_wide():
+    "review of chapters 4-7, item 4: passed, then the chapter's SwiGLU cell failed with a raw shape error"
+    cls, table = notebook_ffn(width="d_ff")
+    fails_with(grade_ffn(cls), 'activation="swiglu"', "2·d_ff = 192", "yours writes 96")
+    assert set(table) == {"relu", "gelu"}
+
+def test_ffn_activation_not_read_from_the_table():
+    cls, _ = notebook_ffn(act="nn.ReLU() if activation == 'relu' else nn.GELU()")
+    fails_with(grade_ffn(cls), 'activation="swiglu"', "_ACTIVATIONS[activation]")
+
+
 # ---------------------------------------------------------------- chapter 5
 
 def test_layer_norm_eps_ignored():

@@ -143,6 +143,14 @@ def test_errors():
     with pytest.raises(ValueError, match="maps must have 4 dimensions"): show_attention_grid(torch.rand(H, T, S))
 
 
+def test_positions_refused_by_the_transformer_not_by_its_embeddings():
+    "review of chapters 4-7, item 10: 'xyz' got Embeddings' message, which offers 'rope', which Transformer refuses"
+    with pytest.raises(ValueError) as info: Transformer(11, 13, 24, 4, positions="xyz")
+    assert str(info.value) == """positions must be "sinusoidal" or "learned", got 'xyz'"""
+    with pytest.raises(ValueError, match='got "rope": rotary positions are a switch of GPT'):
+        Transformer(11, 13, 24, 4, positions="rope")
+
+
 def test_ablate_heads_equals_zeroing_the_head_and_restores():
     from transformer_nb.decoding import greedy_search
     from transformer_nb.transformer import ablate_heads

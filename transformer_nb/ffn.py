@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from transformer_nb.core import (
     CheckedModule,
     Dropout,
+    check_bool,
     check_dropout,
     check_int,
     check_last_dim,
@@ -50,10 +51,12 @@ class PositionwiseFeedForward(CheckedModule):
         """
         super().__init__()
         self.d_model, self.d_ff = check_int(d_model, "d_model"), check_int(d_ff, "d_ff")
-        check_dropout(dropout)
+        check_dropout(dropout); check_bool(bias, "bias")
         self.activation = check_activation(activation)
-        width = 2 * d_ff if activation == "swiglu" else d_ff  # SwiGLU: gate and up
+        # linear1 writes d_ff units, or 2·d_ff for "swiglu" (its gate and up halves)
+        width = 2 * d_ff if activation == "swiglu" else d_ff
         self.linear1 = nn.Linear(d_model, width, bias=bias)   # W1, b1: widen
+        # the activation's class by name, from _ACTIVATIONS (a cell below adds two)
         self.act = _ACTIVATIONS[activation]()
         self.dropout = Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)    # W2, b2: back to d_model
@@ -82,8 +85,8 @@ class PositionwiseFeedForward(CheckedModule):
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # two more below, for chapter 11f
 
 def check_activation(activation)->str:
-    """Check that `activation` is one of the names `nn.TransformerEncoderLayer` accepts:
-    "relu" or "gelu"
+    """Check that `activation` is a name in `_ACTIVATIONS`: "relu" and "gelu" (those of
+    `nn.TransformerEncoderLayer`), "gelu_tanh" and "swiglu" (chapter 11f)
 
     Parameters
     ----------

@@ -149,7 +149,7 @@ def residual(
     dropout:nn.Module,
     norm_first:bool,
 )->Tensor:
-    """The connection as a function of its parts, for layers that keep their own norms
+    """The connection as a function of its parts, what `SublayerConnection` computes
 
     Parameters
     ----------

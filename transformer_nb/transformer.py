@@ -128,6 +128,11 @@ class Transformer(CheckedModule):
             raise ValueError('positions must be "sinusoidal" or "learned", got "rope": '
                              "rotary positions are a switch of GPT (chapter 11f), "
                              "whose attention rotates q and k")
+        # checked here, before Embeddings, whose own message offers "rope"
+        if positions not in ("sinusoidal", "learned"):
+            raise ValueError(
+                f'positions must be "sinusoidal" or "learned", got {positions!r}'
+            )
         self.d_model, self.num_heads, self.norm_first = d_model, num_heads, norm_first
         self.src_embed = Embeddings(src_vocab, d_model, max_len, dropout, positions)
         self.tgt_embed = Embeddings(tgt_vocab, d_model, max_len, dropout, positions)
@@ -182,7 +187,8 @@ class Transformer(CheckedModule):
         Returns
         -------
         Tensor | tuple[Tensor, list[Tensor]]
-            memory (B, S, d_model)
+            memory (B, S, d_model); with need_weights, (memory, a list of the N_enc
+            self-attention weights (B, H, S, S))
         """
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
         if outside():          # called by a user: check, then enter
@@ -225,7 +231,9 @@ class Transformer(CheckedModule):
         Returns
         -------
         Tensor | tuple[Tensor, list[Tensor], list[Tensor]]
-            logits (B, T, V)
+            logits (B, T, V); with need_weights, (logits, a list of the N_dec
+            self-attention weights (B, H, T, keys: cached and new), a list of the N_dec
+            cross-attention weights (B, H, T, S))
         """
         log_shapes(
             "Transformer.decode",

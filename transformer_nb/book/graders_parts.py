@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -33,7 +34,7 @@ from transformer_nb.book.grading import (
     unfilled_parts,
 )
 from ..embeddings import Embeddings, TokenEmbedding, sinusoidal_encoding
-from ..ffn import PositionwiseFeedForward
+from ..ffn import PositionwiseFeedForward, SwiGLU
 from ..multihead import MultiHeadAttention, merge_heads, split_heads
 from ..norms import LayerNorm, SublayerConnection, residual
 
@@ -1034,6 +1035,18 @@ def grade_multihead(cls)->Verdict:
     return ("self- and cross-attention with masks, need_weights=False, bias=False and "
             "dropout match the book's; a new module starts as the book's does.")
 
+# %% ../../nbs/91a_graders_parts.ipynb #c031s
+@contextmanager
+def _swiglu_registered(cls):
+    ("`with _swiglu_registered(cls):` the `_ACTIVATIONS` that `cls` reads holds "
+     "\"swiglu\" too, as after the cell of chapter 4 that adds it")
+    table = getattr(cls.__init__, "__globals__", {}).get("_ACTIVATIONS")
+    add = isinstance(table, dict) and "swiglu" not in table
+    if add: table["swiglu"] = SwiGLU
+    try: yield
+    finally:
+        if add: table.pop("swiglu", None)
+
 # %% ../../nbs/91a_graders_parts.ipynb #c031
 @checker(book=PositionwiseFeedForward)
 def grade_ffn(cls)->Verdict:
@@ -1117,6 +1130,30 @@ def grade_ffn(cls)->Verdict:
         if not tensors_close(got, ref(x)):
             raise Hint(f"with bias=False the output differs from the book's: "
                        f"{how_far(got, ref(x))}.")
+        # "swiglu": the same later cell builds one, after it adds SwiGLU to
+        # _ACTIVATIONS; the checker adds it for the while, where the class looks it up
+        ref = PositionwiseFeedForward(d, dff, dropout=0.0, activation="swiglu").eval()
+        with _swiglu_registered(cls):
+            m = run(f"`{cls.__name__}(..., activation=\"swiglu\")`", cls, d, dff,
+                    dropout=0.0, activation="swiglu",
+                    advice='A cell below adds "swiglu" to _ACTIVATIONS (chapter 11f) '
+                           "and builds one: take the activation's class from "
+                           "_ACTIVATIONS[activation], as the book does.").eval()
+        w1 = getattr(getattr(m, "linear1", None), "weight", None)
+        if isinstance(w1, Tensor) and w1.shape[0] != 2 * dff:
+            raise Hint(f'with activation="swiglu" linear1 must write 2·d_ff = '
+                       f"{2 * dff} units, its gate and up halves (SwiGLU multiplies "
+                       f"them into d_ff = {dff}): nn.Linear(d_model, 2 * d_ff); yours "
+                       f"writes {w1.shape[0]}.")
+        load_reference(ref, m)
+        act = type(getattr(m, "act", None)).__name__
+        why = "" if act == "SwiGLU" else (
+            f'self.act is {act}, not the SwiGLU that _ACTIVATIONS["swiglu"] holds: '
+            "take the activation's class from _ACTIVATIONS[activation].")
+        got = run('your module with activation="swiglu"', m, x, advice=why)
+        if not tensors_close(got, ref(x)):
+            raise Hint(f'with activation="swiglu" the output differs from the book\'s: '
+                       f"{how_far(got, ref(x))}. {why}".strip())
     ref, m = (
         PositionwiseFeedForward(d, dff, dropout=0.5),
         build(cls, d, dff, dropout=0.5),
@@ -1135,9 +1172,9 @@ def grade_ffn(cls)->Verdict:
     init = init_hint(build(cls, d, dff), PositionwiseFeedForward(d, dff),
                       "your new PositionwiseFeedForward")
     if init: raise Hint(init)
-    return ("linear1 → activation (relu and gelu) → dropout on the hidden units in "
-            "training only → linear2, bias=False; a new module starts as the book's "
-            "does.")
+    return ("linear1 → activation (relu, gelu, and swiglu with linear1 2·d_ff wide) → "
+            "dropout on the hidden units in training only → linear2, bias=False; a new "
+            "module starts as the book's does.")
 
 # %% ../../nbs/91a_graders_parts.ipynb #c033
 def _ln(x, w, b, eps, var="biased", where="inside", dim=-1, affine=True, used=None):
