@@ -184,7 +184,8 @@ class MultiHeadAttention(CheckedModule):
         """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         H, G = self.num_heads, self.n_kv_heads
-        # the fast path projects Q, K, V with one product where they read one tensor
+        # need_weights=False, the fast path (below): Q, K, V projected with one
+        # product where they read one tensor; three products give the same numbers
         fuse = self.fuse_projections and not need_weights
         # 1) project all heads at once, then give each head its slice: (B, H, T, d_k)
         if fuse and query is key and key is value:                    # self-attention
@@ -198,29 +199,32 @@ class MultiHeadAttention(CheckedModule):
                 k, v = split_heads(fused_projection(key, (self.W_k, self.W_v)),
                                    2 * G).chunk(2, dim=1)
             else: k, v = split_heads(self.W_k(key), G), split_heads(self.W_v(value), G)
-        # chapter 11f: QK-norm and rotary positions act on q and the new k, before
-        # the cache; the cache keeps G heads, repeated for the H queries before 3)
+        # only with rope or qk_norm (chapter 11f): QK-norm and rotary positions act on
+        # q and the new k, before the cache
         if self.rope or self.qk_norm: q, k = self._rotate(q, k, key is query, cache)
-        # 2) with a cache: self-attention attends to every position so far (B, H, t,
-        # d_k); cross-attention keeps the memory's keys and values for the next steps
+        # only with a cache (decoding step by step, chapters 6 and 11): self-attention
+        # attends to every position so far (B, H, t, d_k); cross-attention keeps the
+        # memory's keys and values for the next steps
         if cache is not None and key is query: k, v = cache.append(k, v)
         elif cache is not None and cache.cross is None: cache.cross = k, v
-        # beam search: one memory's keys and values for every row, a view
+        # only in beam search (chapter 11): one memory's keys and values for every
+        # row, a view
         B = q.shape[0]
         if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
         p = self.dropout if self.training else 0.0
-        # G < H: without gradients (decoding) the fused kernel reads each key/value
-        # head for its H/G query heads, the same numbers without copies; else they
-        # are repeated, and training sums the copies' gradients
+        # only with n_kv_heads < num_heads (G < H, chapter 11f): without gradients
+        # (decoding) the fused kernel reads each key/value head for its H/G query
+        # heads, the same numbers without copies; else they are repeated for the H
+        # query heads, and training sums the copies' gradients
         shared = G != H and not need_weights and p == 0 and not torch.is_grad_enabled()
         if G != H and not shared:
             k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
-        # 3) attend in every head in parallel: the readable path returns the weights
+        # 2) attend in every head in parallel, dropout p on the weights while
+        # training: the readable path returns the weights (before dropout)
         if need_weights: out, weights = scaled_dot_product_attention(q, k, v, mask, p)
         else:                                                     # (B, H, T, d_k)
             out, weights = fused_attention(q, k, v, mask, p, shared), None
-        # 4) concatenate the heads and mix them with W^O
-        # (B, T, d_model), (B, H, T, S)
+        # 3) concatenate the heads and mix them with W^O: (B, T, d_model), (B, H, T, S)
         return self.W_o(merge_heads(out)), weights
 
     # the fast path projects Q, K, V with one product; False: three (for measuring)

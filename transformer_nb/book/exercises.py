@@ -105,42 +105,62 @@ def _comment_lines(lines:list[str])->list[str]:
         if l.strip().startswith("#") and l.strip().lstrip("#").strip()
     ]
 
+def _under_ifs(node:ast.AST, conds:tuple=()):
+    ("Every node under `node`, in the order of the source, with the conditions of the "
+     "`if`s it runs under")
+    for field, value in ast.iter_fields(node):
+        for child in value if isinstance(value, list) else [value]:
+            if not isinstance(child, ast.AST): continue
+            c = conds
+            if isinstance(node, ast.If) and field in ("body", "orelse"):
+                test = ast.unparse(node.test)
+                elif_ = (field == "orelse" and len(node.orelse) == 1
+                         and isinstance(node.orelse[0], ast.If))
+                c += ((test,) if field == "body" else () if elif_ else
+                      (f"not {test}",))
+            yield child, c
+            yield from _under_ifs(child, c)
+
+def _maker(value:ast.AST|None)->str|None:
+    "The class that makes a part (nn.Linear, LayerNorm), if `value` calls one"
+    f = ast.unparse(value.func) if isinstance(value, ast.Call) else ""
+    return f if f[:1].isupper() or "nn." in f else None
+
 def _attrs(init:ast.FunctionDef)->list[str]:
-    ("What `__init__` creates: `self.X` attributes (with the class or function that "
-     "makes them) and buffers")
-    out = []
-    for node in ast.walk(init):
+    ("What `__init__` creates: `self.X` attributes (with the class that makes them, "
+     "and the condition, where only an `if` builds them) and buffers")
+    made = {}       # name: [(maker, conditions)] in the order of the source
+    for node, conds in _under_ifs(init):
         if isinstance(node, ast.Assign):
-            targets = [
-                t
-                for tgt in node.targets
-                for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])
-            ]
-            maker = (
-                ast.unparse(node.value.func)
-                if isinstance(node.value, ast.Call)
-                else None
-            )
-            for t in targets:
-                if (
-                    isinstance(t, ast.Attribute)
-                    and isinstance(t.value, ast.Name)
-                    and t.value.id == "self"
-                ):
-                    made = (
-                        f" ({maker})"
-                        if maker
-                        and len(targets) == 1
-                        and (maker[:1].isupper() or "nn." in maker)
-                        else ""
-                    )
-                    out.append(f"self.{t.attr}{made}")
+            for tgt in node.targets:
+                elts = tgt.elts if isinstance(tgt, ast.Tuple) else [tgt]
+                vals = (node.value.elts if isinstance(node.value, ast.Tuple)
+                        and len(node.value.elts) == len(elts) else [node.value]
+                        if len(elts) == 1 else [None] * len(elts))
+                for t, v in zip(elts, vals):
+                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"):
+                        made.setdefault(f"self.{t.attr}", []).append(
+                            (_maker(v), " and ".join(conds)))
         if (
             isinstance(node, ast.Call)
             and ast.unparse(node.func) == "self.register_buffer"
             and node.args
         ):
-            out.append(f"the buffer {ast.unparse(node.args[0])} (self.register_buffer)")
+            made.setdefault(f"the buffer {ast.unparse(node.args[0])}", []).append(
+                ("self.register_buffer", ""))
+    out = []
+    for name, ways in made.items():
+        ways = list(dict.fromkeys(ways))
+        if all(not c for _, c in ways):          # always built
+            out += [f"{name} ({m})" if m else name for m, _ in ways]
+        elif len(ways) == 1:                     # only under a condition
+            m, c = ways[0]
+            out.append(f"{name} ({m + ', ' if m else ''}only if {c})")
+        else:                                    # one of several, by a condition
+            out.append(f"{name} (" + ", ".join(
+                f"{m or 'set'} if {c}" if c else f"{m or 'set'} otherwise"
+                for m, c in ways) + ")")
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc008
