@@ -282,3 +282,18 @@ def test_fully_masked_query_gives_zeros():
     out, w = m(q, k, v, mask=mask)
     assert torch.isfinite(out).all()
     assert (w[1] == 0).all() and (out[1] == 0).all()
+
+
+@pytest.mark.parametrize("batch", [2, H])
+def test_chapter_2_padding_mask_is_refused(batch):
+    """Chapter 2's padding mask (B, 1, S) reads as (1, B, 1, S) against (B, H, T, S), a mask per head: with B == H it
+    ran and the padded keys got weight, with B != H the broadcast error gave no hint (review of chapters 1-3, item 4)"""
+    m = MultiHeadAttention(D, H)
+    x = torch.randn(batch, T, D)
+    three_d = pad_mask([T, 3] + [T] * (batch - 2), T)[:, 0]                  # (batch, 1, T)
+    with pytest.raises(ValueError, match=r"mask of shape \((2|4), 1, 5\) broadcasts .* as \(H, T, S\).*mask\[:, None\]"):
+        m(x, x, x, mask=three_d)
+    _, w = m(x, x, x, mask=three_d[:, None])                                  # (batch, 1, 1, T): the padding mask
+    assert (w[1, :, :, 3:] == 0).all()
+    _, w = m(x, x, x, mask=causal_mask(T)[0])                                 # (1, T, T) is still one mask for all
+    assert (w.triu(1) == 0).all()

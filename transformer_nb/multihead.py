@@ -263,6 +263,14 @@ class MultiHeadAttention(CheckedModule):
             )
         B, T, S = query.shape[0], query.shape[1], key.shape[1]
         if cache is not None and key is query: S += len(cache)
+        # a 3-D mask reads as (H, T, S): chapter 2's (B, 1, S) would mask heads
+        if (isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() == 3
+                and mask.shape[0] != 1):
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} broadcasts to (B, H, T, S) as "
+                "(H, T, S), one mask per head, not per sequence: give a padding mask "
+                "its head dimension, (B, 1, 1, S) = mask[:, None], and a mask per head "
+                "its batch dimension, (1, H, T, S)")
         check_mask(mask, (B, self.num_heads, T, S), device=query.device)
 
 # %% ../nbs/03_multihead.ipynb #m101
