@@ -120,7 +120,8 @@ class MultiHeadAttention(CheckedModule):
             G, heads of keys and values, dividing H (chapter 11f): None or H, the
             paper; 1 < G < H grouped-query, 1 multi-query attention
         rope : bool
-            rotary positions on queries and keys (chapter 11f)
+            rotary positions on queries and keys (chapter 11f), each counted from 0 in
+            its own sequence; with a cache, for self-attention only
         qk_norm : bool
             an RMSNorm over each head's queries and keys (chapter 11f)
         """
@@ -261,6 +262,12 @@ class MultiHeadAttention(CheckedModule):
                 f"key and value must have the same length S, got {key.shape[1]} and "
                 f"{value.shape[1]}"
             )
+        if self.rope and cache is not None and key is not query:
+            raise ValueError(
+                "rope=True with a cache is for self-attention (key is query), whose "
+                "cache counts the positions; in cross-attention every step's query "
+                "would be rotated as position 0 (without a cache, queries and keys each "
+                "count from 0)")
         B, T, S = query.shape[0], query.shape[1], key.shape[1]
         if cache is not None and key is query: S += len(cache)
         # a 3-D mask reads as (H, T, S): chapter 2's (B, 1, S) would mask heads
