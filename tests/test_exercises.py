@@ -445,3 +445,21 @@ def test_forward_steps_mark_what_later_chapters_add():
                  "only with n_kv_heads < num_heads"):
         assert step in steps, steps
     assert "1) project all heads" in steps and "2) attend in every head" in steps and "3) concatenate" in steps
+
+
+# ---------------------------------------------------------------- checks of torch stay live (review of chapters 1-3, item 6)
+
+def test_error_lessons_on_torch_alone_stay_live():
+    """The generator commented out every test_fail as 'uncomment to hold yours to them', torch's own errors too:
+    chapter 1's nn.Embedding with a bad id and chapter 2's float16 masked_fill call no learner's code. Those stay;
+    the ones on the learner's code (directly or through a name made from it) are still optional"""
+    from transformer_nb.book.exercises import make_exercise_notebook
+    lines = lambda name: [l for c in code_cells(make_exercise_notebook(NBS / name)) for l in c.split("\n")]
+    ch1, ch2, ch3 = (lines(n) for n in ("01_embeddings.ipynb", "02_attention.ipynb", "03_multihead.ipynb"))
+    assert 'test_fail(lambda: raw(torch.tensor([10])), contains="index out of range in self")' in ch1
+    assert any(l.startswith('test_fail(lambda: raw(torch.tensor([1.0]))') for l in ch1)
+    assert "# test_fail(lambda: TokenEmbedding(10, 4)(torch.tensor([[10]]))," in ch1
+    assert "# test_fail(lambda: emb(torch.tensor([[1, 1000]])), contains=\"vocab_size=1000\")" in ch1   # emb = yours
+    assert "test_fail(lambda: half.masked_fill(torch.tensor([True, False]), -1e9)," in ch2
+    live = [l for l in ch3 if l.startswith("test_fail(")]
+    assert not live, live                                             # chapter 3's all call the learner's module
