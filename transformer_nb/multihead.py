@@ -266,8 +266,8 @@ class MultiHeadAttention(CheckedModule):
             raise ValueError(
                 "rope=True with a cache is for self-attention (key is query), whose "
                 "cache counts the positions; in cross-attention every step's query "
-                "would be rotated as position 0 (without a cache, queries and keys each "
-                "count from 0)")
+                "would be rotated as position 0 (without a cache, queries and keys "
+                "each count from 0)")
         B, T, S = query.shape[0], query.shape[1], key.shape[1]
         if cache is not None and key is query: S += len(cache)
         # a 3-D mask reads as (H, T, S): chapter 2's (B, 1, S) would mask heads

@@ -571,7 +571,7 @@ def learner_names(sources:list[str], names:set[str])->set[str]:
                 elif isinstance(n, ast.NamedExpr): bound, src = reads(n.target), n.value
                 elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
                     bound, src = {n.name}, n
-                elif isinstance(n, ast.Call):     # mha_to_torch(ours, theirs) fills theirs
+                elif isinstance(n, ast.Call):    # mha_to_torch(ours, theirs) fills it
                     base = n.func.value if isinstance(n.func, ast.Attribute) else None
                     bound = {a.id for a in [*n.args, base] if isinstance(a, ast.Name)}
                     bound, src = bound - imported, n
