@@ -313,3 +313,25 @@ def test_rope_with_a_cache_is_for_self_attention():
         cache, full = LayerCache(), m(y, y, y, mask=causal_mask(4))[0]
         steps = torch.cat([m(yt, yt, yt, cache=cache)[0] for t in range(4) for yt in [y[:, t:t + 1]]], 1)
     assert all_close({"steps": (steps - full).abs().max().item()}, TOL)
+
+
+def test_to_torch_masks_padding_per_head_needs_T():
+    """A padding mask that differs by head, (B, H, 1, S), which our module accepts, became attn_mask (B*H, 1, S), and
+    nn.MultiheadAttention refused it for T > 1 (review of chapters 1-3, item 11): it now needs T and gives (B*H, T, S)"""
+    torch.manual_seed(0)
+    per_head = torch.rand(B, H, 1, S, generator=torch.Generator().manual_seed(2)) > 0.4
+    per_head[..., 0] = True
+    with pytest.raises(ValueError, match="one query row per head.*pass T"):
+        to_torch_masks(per_head, H)
+    with pytest.raises(ValueError, match=r"has 3 query rows, not T=5"):
+        to_torch_masks(per_head.expand(B, H, 3, S), H, T=T)
+    ours = MultiHeadAttention(D, H)
+    theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, batch_first=True))
+    q, k, v = make_inputs(cross=True)
+    am, kpm = to_torch_masks(per_head, H, T=T)
+    assert am.shape == (B * H, T, S) and kpm is None
+    out, w = ours(q, k, v, mask=per_head)
+    out_t, w_t = theirs(q, k, v, attn_mask=am, average_attn_weights=False)
+    assert (out - out_t).abs().max() < TOL and (w - w_t).abs().max() < TOL
+    am1, _ = to_torch_masks(per_head, H, T=1)                          # one query: (B*H, 1, S) as before
+    assert am1.shape == (B * H, 1, S)

@@ -310,7 +310,9 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     return F.linear(x, *stacked)
 
 # %% ../nbs/03_multihead.ipynb #c035
-def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|None]:
+def to_torch_masks(
+    mask:Tensor|None, num_heads:int, T:int|None=None,
+)->tuple[Tensor|None, Tensor|None]:
     """Our mask as the `(attn_mask, key_padding_mask)` pair that
     `nn.MultiheadAttention(batch_first=True)` expects
 
@@ -321,6 +323,9 @@ def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|N
         dimensions
     num_heads : int
         H of the nn.MultiheadAttention that will receive the masks
+    T : int | None
+        the query length, needed for a mask with one query row per head, (B, H, 1, S),
+        which torch takes only as attn_mask (B·H, T, S); None: the mask's own
 
     Returns
     -------
@@ -328,6 +333,7 @@ def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|N
         (attn_mask, key_padding_mask), boolean with True = blocked, or None
     """
     check_int(num_heads, "num_heads")
+    if T is not None: check_int(T, "T")
     if mask is None: return None, None
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise TypeError(
@@ -353,7 +359,16 @@ def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|N
     if h == 1 and t == 1: return None, blocked[:, 0, 0, :]
     # one mask for all: attn_mask (T, S)
     if b == 1 and h == 1: return blocked[0, 0], None
-    # attn_mask (B*H, T, S)
+    # attn_mask (B*H, T, S), with the real T: torch does not broadcast it
+    if t == 1 and T is None:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} has one query row per head, which "
+            "nn.MultiheadAttention takes only as attn_mask (B*num_heads, T, S) with "
+            "the real T: pass T, the query length")
+    if T is not None and t not in (1, T):
+        raise ValueError(f"mask of shape {tuple(mask.shape)} has {t} query rows, "
+                         f"not T={T}")
+    t = T or t
     return blocked.expand(b, num_heads, t, S).reshape(b * num_heads, t, S), None
 
 # %% ../nbs/03_multihead.ipynb #c038
