@@ -388,3 +388,78 @@ def test_a_notebook_copied_alone_reads_nothing_outside_its_folder(name, tmp_path
                 assert json.loads((tmp_path / w).read_text(encoding="utf-8")) == \
                     json.loads((ROOT / "benchmarks" / "results" / w).read_text(encoding="utf-8"))
             written |= set(writes)
+
+
+# ---------------------------------------------------------------- parts a switch builds (review of chapters 1-3, item 2)
+
+def _todo_of(chapter, cls, method):
+    "The comment lines of the stub of `cls.method` in the chapter's exercise, joined on one line"
+    cell = next(c for c in code_cells(load(NBS / chapter)) if exercise_checker(c) and f"class {cls}(" in c)
+    stub = make_exercise_source(cell)[0]
+    body = stub[stub.index(f"def {method}("):]
+    body = body[:body.index("\n        ...\n")]
+    return " ".join(l.strip().lstrip("#").strip() for l in body.split("\n") if l.strip().startswith("#"))
+
+
+def test_todo_says_which_parts_only_a_switch_builds():
+    """The TODO of __init__ lists a part built under an `if` with its condition: the chapter-3 TODO named q_norm and
+    k_norm as parts to build, and a module that built them failed the checker; chapter 1's listed three
+    `self.positions`, where `positions` chooses one"""
+    todo = _todo_of("03_multihead.ipynb", "MultiHeadAttention", "__init__")
+    assert "self.W_o (nn.Linear), self.q_norm (nn.RMSNorm, only if qk_norm), " \
+           "self.k_norm (nn.RMSNorm, only if qk_norm)." in todo, todo
+    todo = _todo_of("01_embeddings.ipynb", "Embeddings", "__init__")
+    assert "self.positions (SinusoidalPositions if positions == 'sinusoidal', LearnedPositions if positions == " \
+           "'learned', NoPositions if positions == 'rope')" in todo, todo
+
+
+def test_todo_conditions_nested_and_else():
+    "Nested ifs join their conditions; an else branch says `not`; a part built always has none"
+    cell = ('#| exercise grade_ffn\nclass M(nn.Module):\n    "doc"\n    def __init__(self, a, b):\n'
+            '        super().__init__()\n        self.x = nn.Linear(2, 2)\n        if a:\n'
+            '            if b: self.y = nn.Linear(2, 2)\n        else: self.z = nn.ReLU()\n'
+            '    def forward(self, x): return x\n')
+    todo = " ".join(l.strip().lstrip("#").strip() for l in make_exercise_source(cell)[0].split("\n"))
+    assert "self.x (nn.Linear), self.y (nn.Linear, only if a and b), self.z (nn.ReLU, only if not a)." in todo, todo
+
+
+def test_checker_hint_agrees_with_the_todo():
+    "A module that builds q_norm and k_norm whatever qk_norm says hears of the TODO's condition"
+    from torch import nn
+
+    from transformer_nb.book.graders_parts import grade_multihead
+    from transformer_nb.multihead import MultiHeadAttention
+
+    class AllParts(MultiHeadAttention):
+        def __init__(self, d_model, num_heads, dropout=0.0, bias=True, n_kv_heads=None, rope=False, qk_norm=False):
+            super().__init__(d_model, num_heads, dropout, bias, n_kv_heads, rope, qk_norm)
+            self.q_norm, self.k_norm = nn.RMSNorm(self.d_k, 1e-6), nn.RMSNorm(self.d_k, 1e-6)
+    v = grade_multihead(AllParts)
+    assert not v and '"only if …" only when that holds' in v.message and "not in the book's: q_norm" in v.message, v
+
+
+def test_forward_steps_mark_what_later_chapters_add():
+    "The steps of chapter 3's forward say which of them only a later chapter's switch (cache, rope, G < H) needs"
+    steps = _todo_of("03_multihead.ipynb", "MultiHeadAttention", "forward")
+    for step in ("only with rope or qk_norm (chapter 11f)", "only with a cache", "only in beam search (chapter 11)",
+                 "only with n_kv_heads < num_heads"):
+        assert step in steps, steps
+    assert "1) project all heads" in steps and "2) attend in every head" in steps and "3) concatenate" in steps
+
+
+# ---------------------------------------------------------------- checks of torch stay live (review of chapters 1-3, item 6)
+
+def test_error_lessons_on_torch_alone_stay_live():
+    """The generator commented out every test_fail as 'uncomment to hold yours to them', torch's own errors too:
+    chapter 1's nn.Embedding with a bad id and chapter 2's float16 masked_fill call no learner's code. Those stay;
+    the ones on the learner's code (directly or through a name made from it) are still optional"""
+    from transformer_nb.book.exercises import make_exercise_notebook
+    lines = lambda name: [l for c in code_cells(make_exercise_notebook(NBS / name)) for l in c.split("\n")]
+    ch1, ch2, ch3 = (lines(n) for n in ("01_embeddings.ipynb", "02_attention.ipynb", "03_multihead.ipynb"))
+    assert 'test_fail(lambda: raw(torch.tensor([10])), contains="index out of range in self")' in ch1
+    assert any(l.startswith('test_fail(lambda: raw(torch.tensor([1.0]))') for l in ch1)
+    assert "# test_fail(lambda: TokenEmbedding(10, 4)(torch.tensor([[10]]))," in ch1
+    assert "# test_fail(lambda: emb(torch.tensor([[1, 1000]])), contains=\"vocab_size=1000\")" in ch1   # emb = yours
+    assert "test_fail(lambda: half.masked_fill(torch.tensor([True, False]), -1e9)," in ch2
+    live = [l for l in ch3 if l.startswith("test_fail(")]
+    assert not live, live                                             # chapter 3's all call the learner's module

@@ -184,21 +184,23 @@ class MHA(MultiHeadAttention):
     "The book's module with one configurable mistake"
     split, merge, scale, w_o, use_mask, v_from = "ok", "ok", None, True, True, "value"
     use_dropout, drop_in_eval, return_dropped, weights_always = True, False, False, False
-    invert_mask, q_from = False, "query"
+    invert_mask, q_from, drop_at = False, "query", "weights"
     def forward(self, query, key, value, mask=None, need_weights=True):
         B, T, d = query.shape; S, H, dk = key.shape[1], self.num_heads, self.d_k
         sp = lambda t, L: t.reshape(B, H, L, dk) if self.split == "view" else t.reshape(B, L, H, dk).transpose(1, 2)
         q = sp(self.W_q(query if self.q_from == "query" else key), T)
         k, v = sp(self.W_k(key), S), sp(self.W_v(value if self.v_from != "key" else key), S)
+        if self.drop_at == "v": v = F.dropout(v, self.dropout, self.training)
         w = (q @ k.transpose(-2, -1) / (self.scale or math.sqrt(dk)))
         if mask is not None and self.use_mask:
             w = w.masked_fill(mask if self.invert_mask else ~mask, torch.finfo(w.dtype).min)
         w = w.softmax(-1)
         p = self.dropout if (self.training or self.drop_in_eval) and self.use_dropout else 0.0
-        dropped = F.dropout(w, p)
+        dropped = F.dropout(w, p) if self.drop_at == "weights" else w
         o = dropped @ v
         o = o.reshape(B, T, d) if self.merge == "view" else o.transpose(1, 2).reshape(B, T, d)
         out = self.W_o(o) if self.w_o else o
+        if self.drop_at == "output": out = F.dropout(out, self.dropout, self.training)
         if not need_weights and not self.weights_always: return out, None
         return out, (dropped if self.return_dropped else w)
 
@@ -585,6 +587,10 @@ def test_multihead_need_weights_ignored(): fails_with(grade_multihead(mha(weight
 def test_multihead_dropout_ignored(): fails_with(grade_multihead(mha(use_dropout=False)), "does not change", "attention weights")
 def test_multihead_dropout_in_eval(): fails_with(grade_multihead(mha(drop_in_eval=True)), "dropout is applied in eval mode")
 def test_multihead_returns_dropped_weights(): fails_with(grade_multihead(mha(return_dropped=True)), "weights are dropped")
+def test_multihead_dropout_on_the_output():  # review ch01-03, item 1: it passed, "dropout match the book's"
+    fails_with(grade_multihead(mha(drop_at="output")), "somewhere other than on the attention weights")
+def test_multihead_dropout_on_the_values():
+    fails_with(grade_multihead(mha(drop_at="v")), "somewhere other than on the attention weights")
 def test_multihead_values_from_keys(): fails_with(grade_multihead(mha(v_from="key")), "W_v(value), not W_v(key)")
 def test_multihead_divided_by_d_k(): fails_with(grade_multihead(mha(scale=6.0)), "divided by d_k")
 def test_multihead_not_scaled(): fails_with(grade_multihead(mha(scale=1.0)), "not scaled")

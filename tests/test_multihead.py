@@ -282,3 +282,56 @@ def test_fully_masked_query_gives_zeros():
     out, w = m(q, k, v, mask=mask)
     assert torch.isfinite(out).all()
     assert (w[1] == 0).all() and (out[1] == 0).all()
+
+
+@pytest.mark.parametrize("batch", [2, H])
+def test_chapter_2_padding_mask_is_refused(batch):
+    """Chapter 2's padding mask (B, 1, S) reads as (1, B, 1, S) against (B, H, T, S), a mask per head: with B == H it
+    ran and the padded keys got weight, with B != H the broadcast error gave no hint (review of chapters 1-3, item 4)"""
+    m = MultiHeadAttention(D, H)
+    x = torch.randn(batch, T, D)
+    three_d = pad_mask([T, 3] + [T] * (batch - 2), T)[:, 0]                  # (batch, 1, T)
+    with pytest.raises(ValueError, match=r"mask of shape \((2|4), 1, 5\) broadcasts .* as \(H, T, S\).*mask\[:, None\]"):
+        m(x, x, x, mask=three_d)
+    _, w = m(x, x, x, mask=three_d[:, None])                                  # (batch, 1, 1, T): the padding mask
+    assert (w[1, :, :, 3:] == 0).all()
+    _, w = m(x, x, x, mask=causal_mask(T)[0])                                 # (1, T, T) is still one mask for all
+    assert (w.triu(1) == 0).all()
+
+
+def test_rope_with_a_cache_is_for_self_attention():
+    """A cached cross-attention step's query was rotated as position 0, teacher forcing rotated it as position t: the two
+    differed by 0.12 without a word (review of chapters 1-3, item 5). Self-attention with a cache still matches."""
+    from transformer_nb.layers import LayerCache
+    torch.manual_seed(0)
+    m = MultiHeadAttention(16, 2, rope=True).eval()
+    y, mem = torch.randn(1, 4, 16), torch.randn(1, 6, 16)
+    with pytest.raises(ValueError, match=r"rope=True with a cache is for self-attention \(key is query\)"):
+        m(y[:, :1], mem, mem, cache=LayerCache())
+    m(y, mem, mem)                                                    # without a cache: each counts from 0
+    with torch.no_grad():
+        cache, full = LayerCache(), m(y, y, y, mask=causal_mask(4))[0]
+        steps = torch.cat([m(yt, yt, yt, cache=cache)[0] for t in range(4) for yt in [y[:, t:t + 1]]], 1)
+    assert all_close({"steps": (steps - full).abs().max().item()}, TOL)
+
+
+def test_to_torch_masks_padding_per_head_needs_T():
+    """A padding mask that differs by head, (B, H, 1, S), which our module accepts, became attn_mask (B*H, 1, S), and
+    nn.MultiheadAttention refused it for T > 1 (review of chapters 1-3, item 11): it now needs T and gives (B*H, T, S)"""
+    torch.manual_seed(0)
+    per_head = torch.rand(B, H, 1, S, generator=torch.Generator().manual_seed(2)) > 0.4
+    per_head[..., 0] = True
+    with pytest.raises(ValueError, match="one query row per head.*pass T"):
+        to_torch_masks(per_head, H)
+    with pytest.raises(ValueError, match=r"has 3 query rows, not T=5"):
+        to_torch_masks(per_head.expand(B, H, 3, S), H, T=T)
+    ours = MultiHeadAttention(D, H)
+    theirs = mha_to_torch(ours, nn.MultiheadAttention(D, H, batch_first=True))
+    q, k, v = make_inputs(cross=True)
+    am, kpm = to_torch_masks(per_head, H, T=T)
+    assert am.shape == (B * H, T, S) and kpm is None
+    out, w = ours(q, k, v, mask=per_head)
+    out_t, w_t = theirs(q, k, v, attn_mask=am, average_attn_weights=False)
+    assert (out - out_t).abs().max() < TOL and (w - w_t).abs().max() < TOL
+    am1, _ = to_torch_masks(per_head, H, T=1)                          # one query: (B*H, 1, S) as before
+    assert am1.shape == (B * H, 1, S)

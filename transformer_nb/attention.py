@@ -209,14 +209,14 @@ def fused_attention(
         (B, H, T, d_v), without the weights
     """
     T, S = q.shape[-2], k.shape[-2]
-    # a compiler draws its own dropout mask,
-    compiling = torch.compiler.is_compiling()
-    # else torch would fall back to bernoulli_ (unless torch's masks are asked for):
     if enable_gqa and dropout_p > 0:
         raise ValueError(f"enable_gqa needs dropout_p 0, got {dropout_p}")
+    compiling = torch.compiler.is_compiling()
+    # dropout on a CPU: ours, whose mask is cheaper, where torch would fall back to
+    # bernoulli_; not while compiling (a compiler draws its own dropout mask), nor
+    # when torch's masks are asked for
     if (dropout_p > 0 and q.device.type == "cpu" and not compiling
             and not torch_dropout_masks.active):
-        # ours, whose dropout is cheaper
         return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
     # is_causal reads the mask's values: eager only, and on the CPU only, where reading
     # them waits for no device (a GPU would stop for it at every call)

@@ -120,7 +120,8 @@ class MultiHeadAttention(CheckedModule):
             G, heads of keys and values, dividing H (chapter 11f): None or H, the
             paper; 1 < G < H grouped-query, 1 multi-query attention
         rope : bool
-            rotary positions on queries and keys (chapter 11f)
+            rotary positions on queries and keys (chapter 11f), each counted from 0 in
+            its own sequence; with a cache, for self-attention only
         qk_norm : bool
             an RMSNorm over each head's queries and keys (chapter 11f)
         """
@@ -184,7 +185,8 @@ class MultiHeadAttention(CheckedModule):
         """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         H, G = self.num_heads, self.n_kv_heads
-        # the fast path projects Q, K, V with one product where they read one tensor
+        # need_weights=False, the fast path (below): Q, K, V projected with one
+        # product where they read one tensor; three products give the same numbers
         fuse = self.fuse_projections and not need_weights
         # 1) project all heads at once, then give each head its slice: (B, H, T, d_k)
         if fuse and query is key and key is value:                    # self-attention
@@ -198,29 +200,32 @@ class MultiHeadAttention(CheckedModule):
                 k, v = split_heads(fused_projection(key, (self.W_k, self.W_v)),
                                    2 * G).chunk(2, dim=1)
             else: k, v = split_heads(self.W_k(key), G), split_heads(self.W_v(value), G)
-        # chapter 11f: QK-norm and rotary positions act on q and the new k, before
-        # the cache; the cache keeps G heads, repeated for the H queries before 3)
+        # only with rope or qk_norm (chapter 11f): QK-norm and rotary positions act on
+        # q and the new k, before the cache
         if self.rope or self.qk_norm: q, k = self._rotate(q, k, key is query, cache)
-        # 2) with a cache: self-attention attends to every position so far (B, H, t,
-        # d_k); cross-attention keeps the memory's keys and values for the next steps
+        # only with a cache (decoding step by step, chapters 6 and 11): self-attention
+        # attends to every position so far (B, H, t, d_k); cross-attention keeps the
+        # memory's keys and values for the next steps
         if cache is not None and key is query: k, v = cache.append(k, v)
         elif cache is not None and cache.cross is None: cache.cross = k, v
-        # beam search: one memory's keys and values for every row, a view
+        # only in beam search (chapter 11): one memory's keys and values for every
+        # row, a view
         B = q.shape[0]
         if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
         p = self.dropout if self.training else 0.0
-        # G < H: without gradients (decoding) the fused kernel reads each key/value
-        # head for its H/G query heads, the same numbers without copies; else they
-        # are repeated, and training sums the copies' gradients
+        # only with n_kv_heads < num_heads (G < H, chapter 11f): without gradients
+        # (decoding) the fused kernel reads each key/value head for its H/G query
+        # heads, the same numbers without copies; else they are repeated for the H
+        # query heads, and training sums the copies' gradients
         shared = G != H and not need_weights and p == 0 and not torch.is_grad_enabled()
         if G != H and not shared:
             k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
-        # 3) attend in every head in parallel: the readable path returns the weights
+        # 2) attend in every head in parallel, dropout p on the weights while
+        # training: the readable path returns the weights (before dropout)
         if need_weights: out, weights = scaled_dot_product_attention(q, k, v, mask, p)
         else:                                                     # (B, H, T, d_k)
             out, weights = fused_attention(q, k, v, mask, p, shared), None
-        # 4) concatenate the heads and mix them with W^O
-        # (B, T, d_model), (B, H, T, S)
+        # 3) concatenate the heads and mix them with W^O: (B, T, d_model), (B, H, T, S)
         return self.W_o(merge_heads(out)), weights
 
     # the fast path projects Q, K, V with one product; False: three (for measuring)
@@ -257,8 +262,22 @@ class MultiHeadAttention(CheckedModule):
                 f"key and value must have the same length S, got {key.shape[1]} and "
                 f"{value.shape[1]}"
             )
+        if self.rope and cache is not None and key is not query:
+            raise ValueError(
+                "rope=True with a cache is for self-attention (key is query), whose "
+                "cache counts the positions; in cross-attention every step's query "
+                "would be rotated as position 0 (without a cache, queries and keys "
+                "each count from 0)")
         B, T, S = query.shape[0], query.shape[1], key.shape[1]
         if cache is not None and key is query: S += len(cache)
+        # a 3-D mask reads as (H, T, S): chapter 2's (B, 1, S) would mask heads
+        if (isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() == 3
+                and mask.shape[0] != 1):
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} broadcasts to (B, H, T, S) as "
+                "(H, T, S), one mask per head, not per sequence: give a padding mask "
+                "its head dimension, (B, 1, 1, S) = mask[:, None], and a mask per head "
+                "its batch dimension, (1, H, T, S)")
         check_mask(mask, (B, self.num_heads, T, S), device=query.device)
 
 # %% ../nbs/03_multihead.ipynb #m101
@@ -291,7 +310,9 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     return F.linear(x, *stacked)
 
 # %% ../nbs/03_multihead.ipynb #c035
-def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|None]:
+def to_torch_masks(
+    mask:Tensor|None, num_heads:int, T:int|None=None,
+)->tuple[Tensor|None, Tensor|None]:
     """Our mask as the `(attn_mask, key_padding_mask)` pair that
     `nn.MultiheadAttention(batch_first=True)` expects
 
@@ -302,6 +323,9 @@ def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|N
         dimensions
     num_heads : int
         H of the nn.MultiheadAttention that will receive the masks
+    T : int | None
+        the query length, needed for a mask with one query row per head, (B, H, 1, S),
+        which torch takes only as attn_mask (B·H, T, S); None: the mask's own
 
     Returns
     -------
@@ -309,6 +333,7 @@ def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|N
         (attn_mask, key_padding_mask), boolean with True = blocked, or None
     """
     check_int(num_heads, "num_heads")
+    if T is not None: check_int(T, "T")
     if mask is None: return None, None
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise TypeError(
@@ -334,7 +359,16 @@ def to_torch_masks(mask:Tensor|None, num_heads:int)->tuple[Tensor|None, Tensor|N
     if h == 1 and t == 1: return None, blocked[:, 0, 0, :]
     # one mask for all: attn_mask (T, S)
     if b == 1 and h == 1: return blocked[0, 0], None
-    # attn_mask (B*H, T, S)
+    # attn_mask (B*H, T, S), with the real T: torch does not broadcast it
+    if t == 1 and T is None:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} has one query row per head, which "
+            "nn.MultiheadAttention takes only as attn_mask (B*num_heads, T, S) with "
+            "the real T: pass T, the query length")
+    if T is not None and t not in (1, T):
+        raise ValueError(f"mask of shape {tuple(mask.shape)} has {t} query rows, "
+                         f"not T={T}")
+    t = T or t
     return blocked.expand(b, num_heads, t, S).reshape(b * num_heads, t, S), None
 
 # %% ../nbs/03_multihead.ipynb #c038

@@ -16,9 +16,9 @@ from typing import NamedTuple
 # %% auto #0
 __all__ = ['EXERCISE', 'EXERCISE_NEEDS', 'EXTRA_NEEDS', 'NOTEBOOK_METADATA', 'EFFORT', 'LEVELS', 'split_directives',
            'exercise_checker', 'exercise_arguments', 'make_exercise_source', 'kernels_source', 'setup_source',
-           'check_source', 'grader_module', 'embed_results', 'comment_out_error_lessons', 'embed_images',
-           'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises', 'exercise_totals',
-           'exercise_table']
+           'check_source', 'grader_module', 'embed_results', 'learner_names', 'comment_out_error_lessons',
+           'embed_images', 'make_exercise_notebook', 'make_exercises', 'main', 'Exercise', 'list_exercises',
+           'exercise_totals', 'exercise_table']
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc006
 # the directive: `#| exercise CHECKER [NAME ...]`, the names passed to the checker
@@ -105,42 +105,62 @@ def _comment_lines(lines:list[str])->list[str]:
         if l.strip().startswith("#") and l.strip().lstrip("#").strip()
     ]
 
+def _under_ifs(node:ast.AST, conds:tuple=()):
+    ("Every node under `node`, in the order of the source, with the conditions of the "
+     "`if`s it runs under")
+    for field, value in ast.iter_fields(node):
+        for child in value if isinstance(value, list) else [value]:
+            if not isinstance(child, ast.AST): continue
+            c = conds
+            if isinstance(node, ast.If) and field in ("body", "orelse"):
+                test = ast.unparse(node.test)
+                elif_ = (field == "orelse" and len(node.orelse) == 1
+                         and isinstance(node.orelse[0], ast.If))
+                c += ((test,) if field == "body" else () if elif_ else
+                      (f"not {test}",))
+            yield child, c
+            yield from _under_ifs(child, c)
+
+def _maker(value:ast.AST|None)->str|None:
+    "The class that makes a part (nn.Linear, LayerNorm), if `value` calls one"
+    f = ast.unparse(value.func) if isinstance(value, ast.Call) else ""
+    return f if f[:1].isupper() or "nn." in f else None
+
 def _attrs(init:ast.FunctionDef)->list[str]:
-    ("What `__init__` creates: `self.X` attributes (with the class or function that "
-     "makes them) and buffers")
-    out = []
-    for node in ast.walk(init):
+    ("What `__init__` creates: `self.X` attributes (with the class that makes them, "
+     "and the condition, where only an `if` builds them) and buffers")
+    made = {}       # name: [(maker, conditions)] in the order of the source
+    for node, conds in _under_ifs(init):
         if isinstance(node, ast.Assign):
-            targets = [
-                t
-                for tgt in node.targets
-                for t in (tgt.elts if isinstance(tgt, ast.Tuple) else [tgt])
-            ]
-            maker = (
-                ast.unparse(node.value.func)
-                if isinstance(node.value, ast.Call)
-                else None
-            )
-            for t in targets:
-                if (
-                    isinstance(t, ast.Attribute)
-                    and isinstance(t.value, ast.Name)
-                    and t.value.id == "self"
-                ):
-                    made = (
-                        f" ({maker})"
-                        if maker
-                        and len(targets) == 1
-                        and (maker[:1].isupper() or "nn." in maker)
-                        else ""
-                    )
-                    out.append(f"self.{t.attr}{made}")
+            for tgt in node.targets:
+                elts = tgt.elts if isinstance(tgt, ast.Tuple) else [tgt]
+                vals = (node.value.elts if isinstance(node.value, ast.Tuple)
+                        and len(node.value.elts) == len(elts) else [node.value]
+                        if len(elts) == 1 else [None] * len(elts))
+                for t, v in zip(elts, vals):
+                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"):
+                        made.setdefault(f"self.{t.attr}", []).append(
+                            (_maker(v), " and ".join(conds)))
         if (
             isinstance(node, ast.Call)
             and ast.unparse(node.func) == "self.register_buffer"
             and node.args
         ):
-            out.append(f"the buffer {ast.unparse(node.args[0])} (self.register_buffer)")
+            made.setdefault(f"the buffer {ast.unparse(node.args[0])}", []).append(
+                ("self.register_buffer", ""))
+    out = []
+    for name, ways in made.items():
+        ways = list(dict.fromkeys(ways))
+        if all(not c for _, c in ways):          # always built
+            out += [f"{name} ({m})" if m else name for m, _ in ways]
+        elif len(ways) == 1:                     # only under a condition
+            m, c = ways[0]
+            out.append(f"{name} ({m + ', ' if m else ''}only if {c})")
+        else:                                    # one of several, by a condition
+            out.append(f"{name} (" + ", ".join(
+                f"{m or 'set'} if {c}" if c else f"{m or 'set'} otherwise"
+                for m, c in ways) + ")")
     return list(dict.fromkeys(out))
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc008
@@ -510,7 +530,57 @@ def embed_results(cells:list, results:Path)->list:
 
 
 # %% ../../nbs/90a_exercise_notebooks.ipynb #77e99136
-def comment_out_error_lessons(code:str)->str:
+def learner_names(sources:list[str], names:set[str])->set[str]:
+    """The names of a notebook that may hold or run the learner's code: `names`, and
+    every name bound from them (an assignment, a loop, a `with`, a function or class
+    whose body reads one, a name passed to a call beside one), until none is added
+
+    Parameters
+    ----------
+    sources : list[str]
+        the notebook's code cells
+    names : set[str]
+        what the learner writes, e.g. {"TokenEmbedding", "Embeddings"}
+
+    Returns
+    -------
+    set[str]
+        `names` and the names made from them; more rather than fewer
+    """
+    trees = []
+    for src in sources:
+        try: trees.append(ast.parse(src))
+        except SyntaxError: continue
+    reads = lambda n: {x.id for x in ast.walk(n) if isinstance(x, ast.Name)}
+    # modules and imported names: a call that reads the learner's code changes no
+    # module (torch.manual_seed(x) leaves torch the same)
+    imported = {(a.asname or a.name).split(".")[0] for t in trees for n in ast.walk(t)
+                if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    out, grown = set(names), True
+    while grown:
+        grown = False
+        for t in trees:
+            for n in ast.walk(t):
+                if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    bound, src = set().union(*map(reads, getattr(
+                        n, "targets", [getattr(n, "target", None)]))), n.value
+                elif isinstance(n, (ast.For, ast.comprehension)):
+                    bound, src = reads(n.target), n.iter
+                elif isinstance(n, ast.withitem) and n.optional_vars is not None:
+                    bound, src = reads(n.optional_vars), n.context_expr
+                elif isinstance(n, ast.NamedExpr): bound, src = reads(n.target), n.value
+                elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                    bound, src = {n.name}, n
+                elif isinstance(n, ast.Call):    # mha_to_torch(ours, theirs) fills it
+                    base = n.func.value if isinstance(n.func, ast.Attribute) else None
+                    bound = {a.id for a in [*n.args, base] if isinstance(a, ast.Name)}
+                    bound, src = bound - imported, n
+                else: continue
+                if src is not None and bound - out and reads(src) & out:
+                    out |= bound; grown = True
+    return out
+
+def comment_out_error_lessons(code:str, learner:set[str]|None=None)->str:
     """Comment out the book's error-message lessons, which a learner's correct answer
     need not satisfy
 
@@ -518,13 +588,18 @@ def comment_out_error_lessons(code:str)->str:
     ----------
     code : str
         the source of a lesson cell
+    learner : set[str] | None
+        the names that hold or run the learner's code (`learner_names`): a
+        `test_fail` that reads none of them checks torch or the book alone, which no
+        answer changes, and stays; None: every `test_fail` is commented out
 
     Returns
     -------
     str
-        the same source with every top-level `test_fail(...)` statement commented out,
-        under a line that says they are optional, placed just above the first of them:
-        the rest of the cell is a lesson like any other
+        the same source with each top-level `test_fail(...)` statement on the
+        learner's code commented out, under a line that says they are optional,
+        placed just above the first of them: the rest of the cell is a lesson like
+        any other
     """
     try: tree = ast.parse(code)
     except SyntaxError: return code
@@ -536,6 +611,8 @@ def comment_out_error_lessons(code:str)->str:
         and isinstance(n.value, ast.Call)
         and isinstance(n.value.func, ast.Name)
         and n.value.func.id == "test_fail"
+        and (learner is None or any(isinstance(x, ast.Name) and x.id in learner
+                                    for x in ast.walk(n)))
     ]
     if not spans: return code
     for a, b in spans:
@@ -619,7 +696,7 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
     more = {m: EXTRA_NEEDS[m] for m in EXTRA_NEEDS if m in used}
     needs = EXERCISE_NEEDS | {m: d for m, (d, _) in more.items()}
     extras = ("exercises", *dict.fromkeys(e for _, e in more.values()))
-    cells, section, imported, pending = [], None, False, []
+    cells, section, imported, pending, lessons, learner = [], None, False, [], [], set()
     # the checks waiting for their exercise's helpers
     def flush():
         while pending: cells.append(_cell("code", pending.pop(0), len(cells)))
@@ -665,6 +742,7 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
         checker = exercise_checker(src)
         if checker:
             stub, names = make_exercise_source(src, section)
+            learner |= set(names)
             if not names:
                 raise ValueError(
                     f"{chapter.name}: a cell marked `#| exercise {checker}` defines "
@@ -681,8 +759,8 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
             for l in split_directives(src)[1].split("\n")
             if not re.match(r"\s*from nbdev\b|\s*import nbdev\b", l)
         )
-        code = comment_out_error_lessons(code)
         if not code.strip(): continue
+        lessons.append(len(cells))
         cells.append(_cell("code", code, len(cells)))
         # after the chapter's imports: the checkers
         if not imported and re.search(r"^\s*(from \S+ )?import ", code, re.M):
@@ -696,6 +774,12 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
             )
             imported = True
     flush()
+    # the error lessons on the learner's code become optional; torch's own stay
+    learner = learner_names([_src(c) for c in cells if c["cell_type"] == "code"],
+                            learner)
+    for i in lessons:
+        cells[i]["source"] = _cell("code", comment_out_error_lessons(
+            _src(cells[i]), learner), i)["source"]
     embed_images(cells, chapter.parent)
     embed_results(cells, chapter.resolve().parent.parent / "benchmarks" / "results")
     return {

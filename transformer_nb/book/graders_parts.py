@@ -835,6 +835,36 @@ def _mha_variant(
     o = o.reshape(B, T, d) if merge == "view" else o.transpose(1, 2).reshape(B, T, d)
     return (ref.W_o(o) if w_o else o), w
 
+def _mha_dropout_place(ref:MultiHeadAttention, m:nn.Module, query, key, mask):
+    ("Where dropout acts: with W_v and W_o the identity and one value vector u for "
+     "every key, dropped weights give each head's slice of the output as one number "
+     "times u's; a dropped output or v changes single entries")
+    B, S, d, H = key.shape[0], key.shape[1], ref.d_model, ref.num_heads
+    with torch.no_grad():
+        for lin in (ref.W_v, ref.W_o):
+            lin.weight.copy_(torch.eye(d))
+            if lin.bias is not None: lin.bias.zero_()
+    load_reference(ref, m)
+    g = torch.Generator().manual_seed(0)
+    # entries of size 0.5 to 1.5, either sign: no ratio below divides by ~0
+    sign = torch.randint(0, 2, (d,), generator=g) * 2 - 1
+    u = (torch.rand(d, generator=g) + 0.5) * sign
+    with torch.no_grad():
+        res = run("your module", m.train(), query, key, u.repeat(B, S, 1), mask=mask)
+        out = expect_tuple(res, 2, "forward", "the output and the weights")[0]
+    m.eval()
+    ratio = (out / u).reshape(*out.shape[:-1], H, d // H)              # (B, T, H, d_k)
+    if (ratio - ratio[..., :1]).abs().max() > 1e-4:
+        raise Hint(
+            "with dropout=0.5 in training mode your dropout acts somewhere other than "
+            "on the attention weights (on the output, or on v?): with W_v and W_o the "
+            "identity and one value vector for every key, dropped weights scale each "
+            "head's output by one number, and yours changes single entries. Drop only "
+            "the weights, inside the attention: pass dropout_p=self.dropout if "
+            "self.training else 0.0 to it, and add no other dropout in the module."
+        )
+
+
 # %% ../../nbs/91a_graders_parts.ipynb #c029
 @checker(book=MultiHeadAttention)
 def grade_multihead(cls)->Verdict:
@@ -1029,6 +1059,7 @@ def grade_multihead(cls)->Verdict:
             "before dropout (the "
             "chapter's attention returns them so), and drop only those that multiply v."
         )
+    _mha_dropout_place(ref, m, x, src, pad)
     init = init_hint(build(cls, d, H), MultiHeadAttention(d, H),
                       "your new MultiHeadAttention")
     if init: raise Hint(init)

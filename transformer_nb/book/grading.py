@@ -645,9 +645,12 @@ def load_reference(ours:nn.Module, theirs:nn.Module)->dict[str, str]:
     raise Hint(
         "your module's parameters do not match the chapter's, so the checker cannot "
         "give it the book's "
-        f"weights. Build the parts the TODO of __init__ names, with those names. "
-        f"Missing: {show(missing) or 'none'}; yours: "
-        f"{show(extra or mine) or 'no parameters at all'}."
+        f"weights. Build the parts the TODO of __init__ names, with those names, and "
+        "a part it marks \"only if …\" only when that holds (the checker builds the "
+        "book's with the same arguments). "
+        f"Missing: {show(missing) or 'none'}; "
+        + ("yours, not in the book's: " if extra else "yours: ")
+        + f"{show(extra or mine) or 'no parameters at all'}."
     )
 
 def shared_parameters(m:nn.Module)->list[tuple[str, str]]:
