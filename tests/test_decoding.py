@@ -81,13 +81,13 @@ def test_greedy_writes_pad_after_eos_and_stops():
 
 
 def test_beam_width_one_is_greedy(trained):
+    "Without a length penalty (alpha 0), as the chapter says; with one it need not be (the next test)"
     v = trained.task.vocab
     for s, _ in trained.task.valid[:20]:
         x = torch.tensor(v.encode(s))
         g, _ = greedy_search(trained.model, x[None], max_len=14)
-        for alpha in (0.0, 0.6):
-            h = beam_search(trained.model, x, beam_size=1, max_len=14, alpha=alpha)[0]
-            assert h.tokens == [t for t in g[0].tolist() if t not in (Vocab.pad, Vocab.eos)]
+        h = beam_search(trained.model, x, beam_size=1, max_len=14, alpha=0.0)[0]
+        assert h.tokens == [t for t in g[0].tolist() if t not in (Vocab.pad, Vocab.eos)]
 
 
 def test_beam_hypotheses_in_score_order_and_match_model(trained):
@@ -211,6 +211,21 @@ def test_search_continues_while_a_live_hypothesis_can_win(table):
         hyps = beam_search(table["model"], torch.tensor([4]), beam_size=2, max_len=6, alpha=alpha)
         assert hyps[0].tokens == [A, A] and hyps[0].finished
         assert [h.tokens for h in hyps] == [[A, A], []]                  # then the early </s>
+
+
+def test_beam_width_one_is_not_greedy_under_a_length_penalty(table):
+    """</s> is the best first token (greedy writes nothing), but its score -0.69 / penalty(1) is below the live A's
+    bound -0.71 / penalty(max_len) when alpha > 0: the search goes on, and A </s> wins (the chapter's condition)"""
+    A = 4
+    probs = {(): {EOS: .5, A: .49}, (A,): {EOS: .999}}
+    def fn(prefix):
+        p = torch.full((V_TABLE,), 1e-6)
+        for tok, q in probs.get(tuple(prefix), {EOS: 1.0}).items(): p[tok] = q
+        return p.log()
+    table["fn"] = fn
+    one = lambda alpha: beam_search(table["model"], torch.tensor([4]), beam_size=1, max_len=6, alpha=alpha)
+    assert [h.tokens for h in one(0.0)] == [[]]                  # greedy's output: </s> at once
+    assert [h.tokens for h in one(0.6)] == [[A]] and one(0.6)[0].finished
 
 
 @pytest.fixture(scope="module")

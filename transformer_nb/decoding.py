@@ -488,10 +488,8 @@ def beam_search(
                 break
             if len(finished) >= beam_size:
                 # the best score a live hypothesis can still reach: its log-probability
-                # can
-                # only fall, and the
-                # penalty (growing with length for alpha >= 0) divides it by at most
-                # length_penalty(max_len)
+                # can only fall, and the penalty (growing with length for alpha >= 0)
+                # divides it by at most length_penalty(max_len)
                 reach = max(new_lp) / length_penalty(max_len, alpha)
                 # the k-th finished wins
                 if sorted(h.score for h in finished)[-beam_size] >= reach: break

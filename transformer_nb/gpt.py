@@ -175,7 +175,7 @@ class GPT(CheckedModule):
         num_layers : int
             N, the number of layers
         max_len : int
-            longest sequence (the learned position table's length)
+            longest sequence: the position table's length, and generate's limit
         dropout : float
             P_drop on embeddings, sublayer outputs, attention, FFN
         activation : str

@@ -320,7 +320,9 @@ def kernels_source()->str:
     return (
         "# on x86-64, torch's AVX2 kernels even where the processor has AVX-512,\n"
         "# set before torch loads: the book's outputs come from them (its\n"
-        "# tools/kernels.sh), and a model trained here is the book's to the digit\n"
+        "# tools/kernels.sh). With the book's torch version, and for chapter 11c\n"
+        "# its Python release (3.11.7, whose documentation text it trains on), a\n"
+        "# model trained here is the book's to the digit\n"
         "import os, platform, sys\n"
         "x86 = platform.machine().lower() in ('x86_64', 'amd64')\n"
         "if x86 and 'torch' not in sys.modules:\n"

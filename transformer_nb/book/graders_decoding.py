@@ -70,13 +70,14 @@ def _greedy_variant(model, src, src_mask, max_len, eos=Vocab.eos, bos=Vocab.bos,
      "when to stop, <s>, max_len, masks")
     B = src.shape[0]
     memory = model.encode(src, None if source_mask == "dropped" else src_mask)
+    # "cross": the decoder's cross-attention without it (a KVCache built without it)
+    cross_mask = None if source_mask in ("dropped", "cross") else src_mask
     n = max_len + {None: 0, "-1": -1, "+1": 1}[length]
     ys = torch.full((B, 1), bos, dtype=torch.long)
     done = torch.zeros(B, dtype=torch.bool)
     for t in range(n):
         m = None if causal == "dropped" else causal_mask(t + 1)
-        logits = model.decode(ys, memory, m,
-                              None if source_mask == "dropped" else src_mask)[:, -1]
+        logits = model.decode(ys, memory, m, cross_mask)[:, -1]
         nxt = logits.argmax(-1)
         if after is None: nxt = nxt.masked_fill(done, pad)
         ys = torch.cat([ys, nxt[:, None]], 1)
@@ -99,7 +100,12 @@ _GREEDY_MISTAKES = [
         "source_mask",
         {
             "dropped": "the source padding mask is not used: pass src_mask to "
-            "the encoder and to the decoder's cross-attention."
+            "the encoder and to the decoder's cross-attention.",
+            "cross": "the encoder gets the source padding mask, the decoder does "
+            "not: its cross-attention reads the padded positions of the source. Give "
+            "it the source's padding mask for the cross-attention too: "
+            "model.decode(..., src_mask), and with the cache "
+            "KVCache(model, memory, src_mask).",
         },
     ),
     (
@@ -196,10 +202,12 @@ def grade_greedy_search(fn)->Verdict:
                     "the causal mask for its own tokens) and read the logits of its "
                     "last position, [:, -1]."
                     if kw.get("use_cache") is False else "")
+        padded = " (its source is padded)" if r < len(src) and bool(
+            (~src_mask[r]).any()) else ""
         raise Hint(f"{case}: " + several_hints(found or [
             f"the ids differ from the argmax at every step: yours have shape "
-            f"{shape_of(ids)}, expected {shape_of(want_ids)}; row {r} yours "
-            f"{ids[r].tolist()}, expected {want_ids[r].tolist()}.{uncached}"]))
+            f"{shape_of(ids)}, expected {shape_of(want_ids)}; row {r}{padded} yours "
+            f"{ids[r].tolist()}, expected {want_ids[r].tolist()}."]) + uncached)
     _check_pick_and_cache(fn, model, *full)
     return ("the argmax at every step, <pad> after </s>, stopping once every row is "
             "done, max_len, the masks, another rule through pick" + (
@@ -306,7 +314,8 @@ def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
         if not new_beams: break
         if step == max_len:
             if unfinished != "dropped":
-                finished += [Hypothesis(b, lp, lp / pen(step), False)
+                finished += [Hypothesis(b, lp, lp if unfinished == "unpenalised" else
+                                        lp / pen(step), False)
                              for b, lp in zip(new_beams, new_lp)]
             break
         if stop == "first" and finished: break
@@ -368,7 +377,10 @@ _BEAM_MISTAKES = [
         "unfinished",
         {
             "dropped": "when max_len is reached the live hypotheses are lost: "
-            "return them too, unfinished (finished=False)."
+            "return them too, unfinished (finished=False).",
+            "unpenalised": "the hypotheses cut off at max_len keep their "
+            "log-probability as their score: divide it by the length penalty too, "
+            "as for a finished one, length_penalty(max_len, alpha).",
         },
     ),
 ]
@@ -377,9 +389,11 @@ def _beam_cases()->list:
     ("(model, source, beam_size, max_len, alpha): tiny untrained models on which each "
      "deviation of _BEAM_MISTAKES changes the result")
     out = []
+    # the last: where a hypothesis given another's cache (a wrong reorder) changes
+    # which hypotheses win
     for seed, b, k, L, a in ((0, 0.0, 3, 6, 0.6), (0, 0.0, 2, 5, 1.0),
                              (1, 0.0, 3, 6, 0.6), (2, 1.0, 3, 6, 0.6),
-                             (8, 2.0, 3, 6, 0.6)):
+                             (8, 2.0, 3, 6, 0.6), (7, 1.0, 4, 6, 0.6)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = Transformer(7, 7, d_model=16, num_heads=2, num_encoder_layers=1,
@@ -413,6 +427,49 @@ def _same_hyps(a:list, b:list)->bool:
         x[0] == y[0] and x[3] == y[3] and abs(x[2] - y[2]) < 1e-4
         and abs(x[1] - y[1]) < 1e-4 for x, y in zip(a, b))
 
+def _check_logprobs(model, src, got:list, case:str)->None:
+    ("Each hypothesis's log-probability must be the model's for its tokens: another "
+     "hypothesis's cache (a wrong reorder) or a wrong sum shows here, whatever was "
+     "kept")
+    from transformer_nb.decoding import sequence_logprob
+    for tokens, lp, _, fin in got:
+        try: true = sequence_logprob(model, src, tokens, fin)
+        except Exception: continue               # ids the model cannot read: later
+        if abs(lp - true) > 1e-3:
+            raise Hint(
+                f"{case}: your hypothesis {tokens} ({'finished' if fin else 'cut off'})"
+                f" has log-probability {lp:.3f}, but the model gives its tokens "
+                f"{true:.3f} (sequence_logprob, one teacher-forced pass). Each "
+                "hypothesis adds its new token's log-probability to its parent's, "
+                "computed from its own prefix: after each step reorder the cache by "
+                "the parent row of every hypothesis kept, in the new beam's order "
+                "(cache.reorder(rows), not sorted), so that each reads its parent's "
+                "keys and values.")
+
+def _check_scores(got:list, alpha:float, case:str)->None:
+    "Each hypothesis's score must be its log-probability over its length penalty"
+    from transformer_nb.decoding import length_penalty
+    for tokens, lp, score, fin in got:
+        want = lp / length_penalty(len(tokens) + fin, alpha)
+        if abs(score - want) > 1e-4:
+            raise Hint(
+                f"{case}: your {'finished' if fin else 'cut-off'} hypothesis {tokens} "
+                f"scores {score:.3f}, but its log-probability over its length penalty "
+                f"is {want:.3f}: logprob / length_penalty(length, alpha), the length "
+                "counting the tokens written and </s> if it ended. Every hypothesis is "
+                "ranked by that score, those cut off at max_len too.")
+
+def _explains_all(cases, got_of, compute_of, hints:list)->bool:
+    ("Do the deviations of `hints` give the learner's result in every case, or did "
+     "each case get its own (perhaps a coincidence)?")
+    kw = {axis: option for axis, options in _BEAM_MISTAKES
+          for option, hint in options.items() if hint in hints}
+    for c in cases:
+        try: got = got_of(c)
+        except Hint: continue
+        if not _same_hyps(got, compute_of(c)(**kw)): return False
+    return True
+
 # %% ../../nbs/91d_graders_decoding.ipynb #x11d
 @checker(book=beam_search)
 def grade_beam_search(fn)->Verdict:
@@ -434,8 +491,9 @@ def grade_beam_search(fn)->Verdict:
     def call(model, src, k, L, a):
         return _hyps(run("your function", fn, model, src, beam_size=k, max_len=L,
                          alpha=a), "beam_search")
+    name = lambda k, L, a: f"beam_size={k}, max_len={L}, alpha={a}"
     for model, src, k, L, a in cases:
-        case = f"beam_size={k}, max_len={L}, alpha={a}"
+        case = name(k, L, a)
         want = _hyps(beam_search(model, src, beam_size=k, max_len=L, alpha=a), "")
         got = call(model, src, k, L, a)
         if _same_hyps(got, want): continue
@@ -451,16 +509,33 @@ def grade_beam_search(fn)->Verdict:
             raise Hint(f"{case}: your finished hypotheses keep </s> ({Vocab.eos}) in "
                        "their tokens: a Hypothesis's tokens are those written before "
                        "it (its logprob counts it).")
+        # log-probabilities that are not the model's, in this case or another (the
+        # hypotheses a wrong cache spoilt may be pruned here): no deviation of the
+        # search below explains them
+        _check_logprobs(model, src, got, case)
+        for c in cases:
+            try: _check_logprobs(c[0], c[1], call(*c), name(*c[2:]))
+            except Hint as e:
+                if "sequence_logprob" in str(e): raise
         # one explanation for every case, or each case's own
-        found = explain_cases(
-            cases, lambda c: call(*c),
-            lambda c: lambda **kw: _hyps(_beam_variant(*c, **kw), ""),
-            _BEAM_MISTAKES, same=_same_hyps)
+        variant = lambda c: lambda **kw: _hyps(_beam_variant(*c, **kw), "")
+        found = explain_cases(cases, lambda c: call(*c), variant, _BEAM_MISTAKES,
+                              same=_same_hyps)
+        if found and _explains_all(cases, lambda c: call(*c), variant, found):
+            raise Hint(f"{case}: " + several_hints(found))
+        # scores that are not logprob / penalty, before a case's own coincidences
+        _check_scores(got, a, case)
         show = lambda hs: "; ".join(f"{h[0]} score {h[2]:.3f}"
                                     + ("" if h[3] else " (unfinished)") for h in hs)
         raise Hint(f"{case}: " + several_hints(found or [
             f"your hypotheses differ from the chapter's: yours {show(got) or 'none'}, "
-            f"expected {show(want)}; sort them by score, best first."]))
+            f"expected {show(want)}. The log-probabilities and scores of those you "
+            "return are the model's, so the search kept or stopped differently: at "
+            "each step take the 2 * beam_size best candidates, enough to refill the "
+            "beam after those ending in </s> leave (a </s> among the beam_size best "
+            "finishes its hypothesis), give each kept one its parent's cache "
+            "(cache.reorder(rows), in the new beam's order), and stop only when no "
+            "live hypothesis can still beat the k-th finished."]))
     return ("the hypotheses, their scores with the length penalty, finished ones set "
             "aside from the k best only, and the stopping rule: no live hypothesis can "
             "still beat the k-th finished.")
@@ -688,6 +763,16 @@ def grade_gpt(cls)->Verdict:
         if mine != ours and mine == other:
             raise Hint(f"positions={options['positions']!r} is not passed on to the "
                        "embeddings.")
+        # fewer parameters than the book's, the output tied: not an untied embedding
+        # (a GPT is always tied) but a part missing, most likely the final norm
+        lost = sorted(ours - mine)
+        if len(mine) < len(ours) and lost and all(n.startswith("stack.norm.")
+                                                  for n in lost):
+            raise Hint(
+                f"{where}: your model has no final LayerNorm after its last layer (the "
+                f"book's {', '.join(lost)}): GPT's stack is pre-LN, "
+                "Decoder(..., norm_first=True), which ends with a final norm before "
+                "the output, as GPT-2's does.")
         ref, m = _pair(cls, GPT, V, **args)
         with torch.no_grad():
             got = expect_tensor(run("your model", m, ids), "the logits", (2, 9, V),
@@ -836,7 +921,8 @@ def grade_filter_logits(fn)->Verdict:
     g = torch.Generator().manual_seed(0)
     probs = torch.tensor([[0.4, 0.3, 0.15, 0.15], [0.5, 0.2, 0.2, 0.1]])
     logits = torch.cat([probs.log(), 2 * torch.randn(3, 4, generator=g)])
-    cases = [dict(temperature=0.5), dict(top_k=2), dict(top_k=3),
+    # top_k=6 > V = 4: nothing left out, as the chapter says (torch's topk refuses it)
+    cases = [dict(temperature=0.5), dict(top_k=2), dict(top_k=3), dict(top_k=6),
              dict(top_p=0.65), dict(top_p=0.8), dict(top_p=0.45),
              dict(temperature=2.0, top_p=0.6), dict(top_k=3, top_p=0.6),
              dict(temperature=0.7, top_k=3, top_p=0.9)]
@@ -846,8 +932,12 @@ def grade_filter_logits(fn)->Verdict:
             + ", ".join(f"{k}={v}" for k, v in kw.items())
             + ")"
         )
-        got = expect_tensor(run("your function", fn, logits.clone(), **kw), case,
-                      tuple(logits.shape), "(..., V)")
+        V = logits.shape[-1]
+        advice = (f"top_k={kw['top_k']} is more than the {V} tokens: top-k >= V "
+                  "leaves out nothing (topk(k) needs k <= V, so skip top-k then)."
+                  if kw.get("top_k", 0) > V else "")
+        got = expect_tensor(run("your function", fn, logits.clone(), advice=advice,
+                                **kw), case, tuple(logits.shape), "(..., V)")
         want = filter_logits(logits, **kw)
         if _same_filter(got, want): continue
         _left_out_as_minus_inf(got, want, case)
