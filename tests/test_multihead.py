@@ -335,3 +335,29 @@ def test_to_torch_masks_padding_per_head_needs_T():
     assert (out - out_t).abs().max() < TOL and (w - w_t).abs().max() < TOL
     am1, _ = to_torch_masks(per_head, H, T=1)                          # one query: (B*H, 1, S) as before
     assert am1.shape == (B * H, 1, S)
+
+
+def test_chapter_2_padding_mask_is_refused_by_the_layers_and_the_model():
+    """The same (B, 1, S) mask given to a layer, a stack or the Transformer reached the attention inside the door, past
+    its check: with B == H it ran as a mask per head. Each entry point now names its own argument"""
+    from transformer_nb.layers import DecoderLayer, Encoder, EncoderLayer
+    from transformer_nb.transformer import Transformer
+    torch.manual_seed(0)
+    B, S = 4, 5                                                                # B == H
+    x, pad = torch.randn(B, S, D), pad_mask([S, 3, S, S], S)                   # (B, 1, 1, S)
+    sa = dict(d_model=D, num_heads=B, d_ff=8, dropout=0.0)
+    for call, name in [
+        (lambda m: EncoderLayer(**sa)(x, m), "src_mask"),
+        (lambda m: Encoder(**sa, num_layers=2)(x, m), "src_mask"),
+        (lambda m: DecoderLayer(**sa)(x, x, causal_mask(S), m), "memory_mask"),
+        (lambda m: DecoderLayer(**sa)(x, x, m), "tgt_mask"),
+    ]:
+        with pytest.raises(ValueError, match=name + r" of shape \(4, 1, 5\) broadcasts .*mask\[:, None\]"):
+            call(pad[:, 0])
+        call(pad)                                                             # (B, 1, 1, S) runs
+    model = Transformer(11, 11, d_model=D, num_heads=B, d_ff=8, num_encoder_layers=1,
+                        num_decoder_layers=1, dropout=0.0)
+    ids = torch.randint(1, 11, (B, S))
+    with pytest.raises(ValueError, match=r"src_mask of shape \(4, 1, 5\)"):
+        model(ids, ids, pad[:, 0], causal_mask(S), pad)
+    model(ids, ids, pad, causal_mask(S), pad)

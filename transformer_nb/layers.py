@@ -26,6 +26,7 @@ from .ffn import PositionwiseFeedForward
 from transformer_nb.multihead import (
     MHA_NAMES,
     MultiHeadAttention,
+    check_heads_mask,
     from_torch_state,
     load_weights,
     to_torch_state,
@@ -52,6 +53,7 @@ def _check_source(x, src_mask, d_model:int, num_heads:int, module:nn.Module|None
     "x (B, S, d_model); src_mask broadcasts to (B, H, S, S)"
     _check_seq(x, "x", d_model, module)
     B, S, _ = x.shape
+    check_heads_mask(src_mask, "src_mask")
     check_mask(src_mask, (B, num_heads, S, S), "src_mask", device=x.device)
 
 
@@ -62,6 +64,7 @@ def _check_target(y, memory, tgt_mask, memory_mask, d_model:int, num_heads:int,
      "the masks broadcast to (B, H, T, past + T) and (B, H, T, S)")
     _check_seq(y, "y", d_model, module)
     B, T, _ = y.shape
+    check_heads_mask(tgt_mask, "tgt_mask")
     check_mask(tgt_mask, (B, num_heads, T, past + T), "tgt_mask", device=y.device)
     if not cross:
         if memory is not None:
@@ -79,6 +82,7 @@ def _check_target(y, memory, tgt_mask, memory_mask, d_model:int, num_heads:int,
             f"y and memory must have the same batch size B, got {B} and "
             f"{memory.shape[0]}"
         )
+    check_heads_mask(memory_mask, "memory_mask")
     check_mask(memory_mask, (B, num_heads, T, memory.shape[1]), "memory_mask",
                device=y.device)
 

@@ -33,6 +33,7 @@ from transformer_nb.layers import (
     layer_from_torch,
     layer_to_torch,
 )
+from .multihead import check_heads_mask
 from .plotting import show_heatmaps
 
 # %% auto #0
@@ -326,6 +327,7 @@ class Transformer(CheckedModule):
             )
 
     def _check_mask(self, mask, name, ids, T, S):
+        check_heads_mask(mask, name)
         check_mask(mask, (ids.shape[0], self.num_heads, T, S), name, device=ids.device)
 
     def _check_memory(self, memory, tgt):
