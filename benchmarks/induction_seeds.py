@@ -9,9 +9,10 @@ For each seed it trains the 2-layer attention-only model of chapter 11e (INDUCTI
 the same model with one layer, and records: the checkpoints' losses on each copy, in-context-learning score and
 per-head induction and previous-token scores; the tokens seen at the phase change; the loss on each copy with each
 head removed (`ablate`), with the last layer's induction heads (score >= 0.3) removed together, and with all of layer
-0 removed; the K-composition of every layer-0 head with every layer-1 head and its shuffled baseline; the CPU time of
-the training. The stored rows: seeds 0-9 with 2 layers, 0-4 with 1 layer, 0-2 with LayerNorm; each took 110-120 s
-of CPU (2 layers) on a 2-core machine shared with several other jobs, where it was written. It writes benchmarks/results/seeds_induction.json. --norm layer trains the same recipe
+0 removed; the K-composition of every layer-0 head with every layer-1 head and its shuffled baseline (not the
+Q-composition, which the chapter computes for its live run only); the CPU time of the training. The stored rows:
+seeds 0-9 with 2 layers, 0-4 with 1 layer, 0-2 with LayerNorm; each 2-layer run without LayerNorm took 111-122 s
+of CPU on a 2-core machine shared with several other jobs, where it was written. It writes benchmarks/results/seeds_induction.json. --norm layer trains the same recipe
 with chapter 11c's LayerNorms put back (pre-LN and a final norm): the control that shows why the chapter leaves them
 out; its rows carry "norm": "layer". Chapter 11e trains seed 0's first steps live; this script trains every seed to
 the end. --out writes elsewhere, so that seeds can run in separate processes (merge the rows by hand);

@@ -463,3 +463,69 @@ def test_error_lessons_on_torch_alone_stay_live():
     assert "test_fail(lambda: half.masked_fill(torch.tensor([True, False]), -1e9)," in ch2
     live = [l for l in ch3 if l.startswith("test_fail(")]
     assert not live, live                                             # chapter 3's all call the learner's module
+
+
+# ---------------------------------------------------------------- review of chapter 11e, item 6
+def _chapter(tmp_path, cells):
+    "A numbered chapter notebook in tmp_path from (kind, source) pairs"
+    nb = {"cells": [{"cell_type": k, "id": f"c{i}", "metadata": {}, "source": s.splitlines(keepends=True),
+                     **({"outputs": [], "execution_count": None} if k == "code" else {})}
+                    for i, (k, s) in enumerate(cells)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "02_toy.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def test_the_exercise_statement_reaches_the_learner(tmp_path):
+    """A markdown cell that linked to exercises/ was dropped whole: chapter 11e's exercise statement (heading and
+    instructions, ending on a sentence with the link) never reached its notebook, nor chapter 11c's two opening
+    paragraphs, which share their cell with the download notice. The notice goes, the statement stays."""
+    from transformer_nb.book.exercises import make_exercise_notebook
+    path = _chapter(tmp_path, [
+        ("markdown", "# Toy\n\n> A toy chapter"),
+        ("markdown", '**Run it yourself:** the <a href="notebooks/02_toy.ipynb" download>notebook</a>.\n'
+                     '**Exercise:** the <a href="exercises/02_toy.ipynb" download>exercise notebook</a> has '
+                     'the same text.\n\nThe chapter begins here.'),
+        ("code", "#| default_exp toy"),
+        ("markdown", "### Exercise: attention\n\nWrite `attention`. The exercise notebook is "
+                     '<a href="exercises/02_toy.ipynb" download>exercises/02_toy.ipynb</a>. It has a check.'),
+        ("code", "#| exports\n#| exercise grade_attention\ndef attention(q, k, v):\n    \"Attention\"\n"
+                 "    return q"),
+    ])
+    md = [src(c) for c in make_exercise_notebook(path)["cells"] if c["cell_type"] == "markdown"]
+    assert md.count("The chapter begins here.") == 1
+    assert md.count("### Exercise: attention\n\nWrite `attention`. It has a check.") == 1
+    assert not any("exercises/" in c or "Run it yourself" in c for c in md)
+    chapter = [src(c) for c in make_exercise_notebook(NBS / "11e_induction.ipynb")["cells"]]
+    assert sum("### Exercise: the induction score" in c for c in chapter) == 1
+    gpt = [src(c) for c in make_exercise_notebook(NBS / "11c_gpt.ipynb")["cells"]]
+    assert sum("The models of the previous chapters translate" in c for c in gpt) == 1
+
+
+def test_a_check_sits_under_its_exercise_unless_the_answer_needs_a_later_helper(tmp_path):
+    """The check was held back past every exported cell that followed the exercise, and past the markdown between
+    them: chapter 11e's sat five cells below its stub, in the next section. It now waits only for the exported
+    cells that define a name the book's answer uses."""
+    from transformer_nb.book.exercises import make_exercise_notebook
+    path = _chapter(tmp_path, [
+        ("markdown", "# Toy\n\n> A toy chapter"),
+        ("code", "#| default_exp toy"),
+        ("code", "#| export\nimport torch"),
+        ("code", "#| exports\n#| exercise grade_attention\ndef attention(q, k, v):\n    \"Attention\"\n"
+                 "    return _helper(q)"),
+        ("markdown", "## A later section"),
+        ("code", "#| export\ndef _helper(x): return x"),
+        ("code", "#| export\ndef unrelated(x): return x"),
+        ("code", "#| exports\n#| exercise grade_split_heads\ndef split_heads(x, H):\n    \"Split\"\n"
+                 "    return x"),
+        ("markdown", "## The next section"),
+        ("code", "#| export\ndef other(x): return x"),
+        ("code", "split_heads(1, 2)"),
+    ])
+    cells = [src(c) for c in make_exercise_notebook(path)["cells"]]
+    at = lambda text: next(i for i, c in enumerate(cells) if c.startswith(text))
+    # the answer calls _helper: its check comes after the cell that defines it
+    assert at("verdict = grade_attention(attention)") == at("def _helper") + 1
+    # this answer needs nothing further on: its check is right under it, before the heading
+    assert at("verdict = grade_split_heads(split_heads)") == at("def split_heads") + 1
+    assert at("## The next section") == at("verdict = grade_split_heads") + 1

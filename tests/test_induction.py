@@ -167,3 +167,72 @@ def test_q_and_v_composition_match_their_definitions():
     torch.testing.assert_close(q[1, 0], (ov @ qk).norm() / (ov.norm() * qk.norm()))
     torch.testing.assert_close(v[1, 0], (ov @ ov1).norm() / (ov.norm() * ov1.norm()))
     with pytest.raises(ValueError, match='kind must be "K", "Q" or "V", got \'O\''): composition(m, "O")
+
+
+def test_ablate_names_heads_and_the_pairs_it_needs():
+    """Chapter 7's (kind, layer, head) triples failed with 'too many values to unpack', one bare pair with 'cannot
+    unpack non-iterable int object', and a layer out of range spoke of a decoder the caller never named"""
+    m = attention_only(2, d_model=16, num_heads=2, max_len=32)
+    w = m.stack.layers[1].self_attn.W_o.weight.clone()
+    for heads, error, says in [
+        ([("decoder", 1, 0)], TypeError, r"heads must hold \(layer, head\) pairs .*got \('decoder', 1, 0\)"),
+        ((1, 0), TypeError, r"heads must be a list of \(layer, head\) pairs, got \(1, 0\): for one head write "
+                            r"\[\(1, 0\)\]"),
+        (3, TypeError, r"heads must be a list of \(layer, head\) pairs, got int 3"),
+        ([(2, 0)], ValueError, r"heads: the model has layers 0..1, got layer 2 in \(2, 0\)"),
+        ([(1, 0), (1, 2)], ValueError, r"heads: the model has heads 0..1, got head 2 in \(1, 2\)"),
+        ([(True, 0)], ValueError, r"heads: the model has layers 0..1, got layer True"),
+    ]:
+        with pytest.raises(error, match=says):
+            with ablate(m, heads): pass
+    assert torch.equal(m.stack.layers[1].self_attn.W_o.weight, w)        # nothing was left zeroed
+
+
+def test_eval_batch_names_the_models_context():
+    "A model of context 12 failed inside repeat_batch with 'min_len 8 needs context >= 16, got context 12'"
+    with pytest.raises(ValueError, match="model.max_len must be >= 16 to hold a repeat, got 12"):
+        eval_batch(attention_only(2, d_model=16, num_heads=2, max_len=12))
+
+
+def _legend_covers_a_curve(fig):
+    "Does a legend of the figure lie over a curve of any of its axes (twins too), between two points included?"
+    import numpy as np
+    fig.canvas.draw()
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert legends, "no legend"
+    for legend in legends:
+        box = legend.get_window_extent()
+        for ax in fig.axes:
+            for line in ax.get_lines():
+                xy = line.get_transform().transform(line.get_xydata())
+                t = np.linspace(0, 1, 21)[:, None, None]
+                pts = (xy[:-1] + t * (xy[1:] - xy[:-1])).reshape(-1, 2)
+                if any(box.contains(x, y) for x, y in pts): return True
+    return False
+
+
+def test_the_chapters_legends_cover_no_curve():
+    """The phase-change figure's legend hid the induction score's jump at step 550 (drawn through it, on the twin
+    axes), and the seed runs' legend covered the formed runs' ends: both drawn here from the stored seed-0 run and
+    every stored run, as the chapter draws them"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer_nb.induction import show_phase_change, show_seed_runs
+    runs = json.loads(RESULTS.read_text())["runs"]
+    seed0 = next(r for r in runs if r["seed"] == 0 and r["layers"] == 2 and r["norm"] == "none")
+    cps = [Checkpoint(c["step"], c["tokens"], HeadScores(c["loss_first"], c["loss_second"], c["icl"],
+                                                         torch.tensor(c["induction"]), torch.tensor(c["previous"])))
+           for c in seed0["checkpoints"] if c["step"] <= 800]
+    fig = show_phase_change(cps, title="seed 0, the recipe's first 800 steps")
+    assert not _legend_covers_a_curve(fig)
+    groups = {"2 layers": [r for r in runs if r["layers"] == 2 and r["norm"] == "none"],
+              "1 layer": [r for r in runs if r["layers"] == 1],
+              "2 layers, LayerNorm": [r for r in runs if r["norm"] == "layer"]}
+    fig2 = show_seed_runs(groups, title="second copy's loss over the first's, every run")
+    assert not _legend_covers_a_curve(fig2)
+    legend = (fig2.legends or [fig2.axes[0].get_legend()])[0]
+    assert [t.get_text() for t in legend.get_texts()] == \
+        ["2 layers (10 runs)", "1 layer (5 runs)", "2 layers, LayerNorm (3 runs)"]
+    plt.close(fig); plt.close(fig2)

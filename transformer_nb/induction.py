@@ -189,6 +189,9 @@ def eval_batch(model:GPT, seed:int=1000, batch_size:int=128)->Repeats:
         the batch
     """
     g = torch.Generator().manual_seed(check_seed(seed))
+    if model.max_len < 16:  # repeat_batch's shortest segment, 8 tokens, twice
+        raise ValueError(f"model.max_len must be >= 16 to hold a repeat, got "
+                         f"{model.max_len}")
     return repeat_batch(batch_size, model.vocab_size, model.max_len, generator=g)
 
 # %% ../nbs/11e_induction.ipynb #ex1
@@ -276,11 +279,8 @@ def train_induction(
     check_int(batch_size, "batch_size"); check_int(cooldown, "cooldown")
     check_real(lr, "lr", lambda v: v > 0, "> 0")
     if stop is not None: check_int(stop, "stop", min_value=0)
-    if model.max_len < 16:  # repeat_batch's shortest segment, 8 tokens, twice
-        raise ValueError(f"model.max_len must be >= 16 to hold a repeat, got "
-                         f"{model.max_len}")
     g = torch.Generator().manual_seed(check_seed(seed))
-    data = eval_batch(model)
+    data = eval_batch(model)          # it checks that model.max_len holds a repeat
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
     def at(s):
@@ -333,6 +333,38 @@ def phase_change(checkpoints:list[Checkpoint], ratio:float=0.5)->int|None:
         if c.scores.loss_second < ratio * c.scores.loss_first: return c.tokens
     return None
 
+# %% ../nbs/11e_induction.ipynb #i017l
+# where a legend may go inside the axes, in the order tried
+_LEGEND_PLACES = ("upper right", "upper center", "upper left", "center right",
+                  "center left", "lower right", "lower center", "lower left", "center")
+
+def _covered(fig, legend, lines:list)->bool:
+    "Does the legend lie over a point of any of `lines`, or over a segment between two?"
+    fig.get_layout_engine().execute(fig)
+    box = legend.get_window_extent(fig._get_renderer())
+    for line in lines:
+        xy = line.get_transform().transform(line.get_xydata())       # pixels
+        xy = torch.as_tensor(xy)
+        t = torch.linspace(0, 1, 11, dtype=xy.dtype)[:, None, None]
+        pts = torch.cat([xy, (xy[:-1] + t * (xy[1:] - xy[:-1])).reshape(-1, 2)])
+        inside = ((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1)
+                  & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1))
+        if inside.any(): return True
+    return False
+
+def _place_legend(fig, ax, handles:list, lines:list):
+    "A legend of `handles` in the axes where it covers none of `lines`, else under them"
+    labels = [h.get_label() for h in handles]
+    for loc in _LEGEND_PLACES:
+        legend = ax.legend(handles, labels, fontsize=9, loc=loc)
+        if not _covered(fig, legend, lines): return legend
+    legend.remove()                          # no place inside is free: under the plot,
+    height = fig.get_figheight()             # the plot's own size kept
+    legend = fig.legend(handles, labels, fontsize=9, loc="outside lower center")
+    fig.set_figheight(height + legend.get_window_extent(fig._get_renderer()).height
+                      / fig.dpi)
+    return legend
+
 # %% ../nbs/11e_induction.ipynb #i018
 def show_phase_change(
     checkpoints:list[Checkpoint], layer:int=-1, title:str|None=None,
@@ -365,10 +397,11 @@ def show_phase_change(
         ax.axvline(at / 1e6, color="0.5", lw=1)
         ax.annotate("phase change", (at / 1e6, 0.2), xytext=(4, 0),
                     textcoords="offset points", fontsize=9, color="0.4")
-    lines = ax.get_lines()[:2] + right.get_lines()
-    ax.legend(lines, [l.get_label() for l in lines], fontsize=9, loc="center right")
     ax.grid(alpha=0.3)
     if title: ax.set_title(title)
+    # on the twin axes, drawn last: nothing is drawn over it, and it covers no curve
+    curves = ax.get_lines()[:2] + right.get_lines()
+    _place_legend(fig, right, curves, ax.get_lines() + right.get_lines())
     return fig
 
 # %% ../nbs/11e_induction.ipynb #i026
@@ -382,19 +415,35 @@ def ablate(model:GPT, heads)->Iterator[GPT]:
     model : GPT
         the model
     heads
-        (layer, head) pairs, counted from 0
+        (layer, head) pairs, counted from 0: `[(1, 0)]` for one head
 
     Returns
     -------
     Iterator[GPT]
         the same model, the heads removed until the block ends
     """
+    L, H = model.stack.num_layers, model.num_heads
+    if isinstance(heads, tuple) and len(heads) == 2 and isinstance(heads[0], int):
+        raise TypeError(f"heads must be a list of (layer, head) pairs, got {heads!r}: "
+                        f"for one head write [{heads!r}]")
+    try: pairs = list(heads)
+    except TypeError:
+        raise TypeError(f"heads must be a list of (layer, head) pairs, got "
+                        f"{type(heads).__name__} {heads!r}") from None
+    for item in pairs:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise TypeError(f"heads must hold (layer, head) pairs (a GPT has one "
+                            f"stack, so no kind as in ablate_heads), got {item!r}")
+        for name, i, n in (("layer", item[0], L), ("head", item[1], H)):
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n:
+                raise ValueError(f"heads: the model has {name}s 0..{n - 1}, got "
+                                 f"{name} {i!r} in {tuple(item)!r}")
     # ablate_heads reads a Transformer's .encoder and .decoder; a GPT has only the
     # latter
     view = nn.Module()
     view.encoder, view.decoder = nn.Module(), model.stack
     view.encoder.layers = []
-    with ablate_heads(view, [("decoder", layer, head) for layer, head in heads]):
+    with ablate_heads(view, [("decoder", layer, head) for layer, head in pairs]):
         yield model
 
 # %% ../nbs/11e_induction.ipynb #i029
@@ -599,6 +648,7 @@ def show_seed_runs(groups:dict, title:str|None=None)->Figure:
     ax.set_xlabel("tokens seen (millions)")
     ax.set_ylabel("loss: second copy / first")
     ax.set_ylim(0, 1.1); ax.grid(alpha=0.3)
-    ax.legend(fontsize=9, loc="lower left")
     if title: ax.set_title(title)
+    labelled = [l for l in ax.get_lines() if not l.get_label().startswith("_")]
+    _place_legend(fig, ax, labelled, ax.get_lines())
     return fig

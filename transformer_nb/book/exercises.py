@@ -659,6 +659,50 @@ def embed_images(cells:list, base:Path)->list:
         cell["source"] = src
     return cells
 
+# %% ../../nbs/90a_exercise_notebooks.ipynb #xc016l
+# the chapter's links to its own exercise notebook
+_OWN_LINK = re.compile(r'\]\(exercises/|href="exercises/')
+
+def _drop_own_links(text:str)->str:
+    "A chapter's markdown without its links to the notebook the learner is reading"
+    # a notice paragraph that opens on a bold label (`**Exercise:**`, with `**Run it
+    # yourself:**` beside it) goes whole; elsewhere only the sentence that holds the
+    # link; '' if nothing is left
+    out = []
+    for para in re.split(r"\n[ \t]*\n", text):
+        if _OWN_LINK.search(para) and re.match(r"\s*\*\*[^*\n]+:\*\*", para): continue
+        while m := _OWN_LINK.search(para):
+            # the sentence: from the end of the one before to the first full stop
+            # after the link's own text
+            start = max((s.end() for s in re.finditer(r"[.!?]\s+", para[:m.start()])),
+                        default=0)
+            close = para.find("</a>" if m.group().startswith("href") else ")", m.end())
+            stop = re.search(r"[.!?](\s+|$)", para[close:])
+            para = para[:start] + para[close + stop.end() if stop else len(para):]
+        if para.strip(): out.append(para.rstrip())
+    return "\n\n".join(out)
+
+def _defined(source:str)->set[str]:
+    "The names a cell's top level defines (functions, classes, assignments, imports)"
+    try: tree = ast.parse(source)
+    except SyntaxError: return set()
+    out = set()
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                out |= {x.id for x in ast.walk(t) if isinstance(x, ast.Name)}
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    return out
+
+def _used(source:str)->set[str]:
+    "The names a cell reads, in its functions' bodies as well"
+    try: tree = ast.parse(source)
+    except SyntaxError: return set()
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
 # %% ../../nbs/90a_exercise_notebooks.ipynb #xc017
 def make_exercise_notebook(chapter:Path|str)->dict|None:
     """The exercise notebook of a chapter: exercises stubbed, each followed by its
@@ -699,14 +743,18 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
     needs = EXERCISE_NEEDS | {m: d for m, (d, _) in more.items()}
     extras = ("exercises", *dict.fromkeys(e for _, e in more.values()))
     cells, section, imported, pending, lessons, learner = [], None, False, [], [], set()
-    # the checks waiting for their exercise's helpers
+    # a check waiting for the exported helpers its exercise calls: [source, names]
     def flush():
-        while pending: cells.append(_cell("code", pending.pop(0), len(cells)))
-    for cell in nb["cells"]:
+        while pending: cells.append(_cell("code", pending.pop(0)[0], len(cells)))
+    def exported(cell):
+        return cell["cell_type"] == "code" and any(
+            re.match(r"#\|\s*export", l) for l in split_directives(_src(cell))[0])
+    for i, cell in enumerate(nb["cells"]):
         src, kind = _src(cell), cell["cell_type"]
         if kind == "markdown":
-            # the chapter's link to this very notebook
-            if re.search(r'\]\(exercises/|href="exercises/', src): continue
+            # the chapter's links to this very notebook
+            src = _drop_own_links(src)
+            if not src: continue
             # the title: say what this notebook is
             if not cells:
                 cells += [
@@ -752,10 +800,16 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
                 )
             flush()
             cells.append(_cell("code", stub, len(cells)))
-            pending.append(check_source(checker, names, exercise_arguments(src)))
+            # the check goes under the exercise, or after the exported helpers that
+            # the book's answer (or the checker's other names) needs from further on
+            ahead = set().union(
+                *(_defined(_src(c)) for c in nb["cells"][i + 1:] if exported(c)))
+            args = exercise_arguments(src)
+            wait = (_used(split_directives(src)[1]) | set(args)) & ahead
+            pending.append([check_source(checker, names, args), wait])
+            if not wait: flush()
             continue
-        if not any(re.match(r"#\|\s*export", l) for l in split_directives(src)[0]):
-            flush()
+        if not exported(cell): flush()
         code = "\n".join(
             l
             for l in split_directives(src)[1].split("\n")
@@ -764,6 +818,8 @@ def make_exercise_notebook(chapter:Path|str)->dict|None:
         if not code.strip(): continue
         lessons.append(len(cells))
         cells.append(_cell("code", code, len(cells)))
+        for p in pending: p[1] -= _defined(code)
+        if pending and not any(p[1] for p in pending): flush()
         # after the chapter's imports: the checkers
         if not imported and re.search(r"^\s*(from \S+ )?import ", code, re.M):
             cells.append(
