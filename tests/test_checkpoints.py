@@ -116,3 +116,16 @@ def test_checkpoint_average_refuses_a_keep_below_one(keep, error, words):
         with torch.no_grad(): lin.weight.fill_(float(i))
         avg.add(lin)
     assert avg.count == 2 and avg.apply(lin).weight.flatten().tolist() == [1.5, 1.5]
+
+
+def test_a_checkpoint_cut_short_is_not_said_to_be_another_program_s(tmp_path):
+    """A checkpoint cut short (a copy interrupted, a full disk) is no longer a zip archive; the refusal said 'torch.save
+    did not write it', which is false for such a file. It now names both causes (review of chapters 13-98, item 11)"""
+    torch.manual_seed(0)
+    kwargs = dict(src_vocab=14, tgt_vocab=14, **SMALL)
+    save_model(tmp_path / "m.pt", Transformer(**kwargs), kwargs, Vocab("0123456789"), task="copy")
+    data = (tmp_path / "m.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"cut.pt is not a transformer_nb checkpoint: it is not a file torch.save "
+                                         r"wrote, or one cut short \(torch.load failed: \w+\)"):
+        load_model(tmp_path / "cut.pt")

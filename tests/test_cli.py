@@ -319,7 +319,7 @@ def test_generate_and_decode_refuse_what_is_not_their_checkpoint_in_one_line(tra
     notes = tmp_path / "notes.txt"; notes.write_text("not a model")
     empty = tmp_path / "empty.pt"; empty.write_bytes(b"")
     module = tmp_path / "module.pt"; torch.save(torch.nn.Linear(2, 2), module)
-    cases = [(["generate", "--checkpoint", notes, "x"], "model: torch.save did not write it"),
+    cases = [(["generate", "--checkpoint", notes, "x"], "model: it is not a file torch.save wrote"),
              (["generate", "--checkpoint", empty, "x"], "model: the file is empty"),
              (["generate", "--checkpoint", module, "x"], "Python objects that torch.load(weights_only=True)"),
              (["generate", "--checkpoint", tmp_path, "x"], "is a directory"),

@@ -322,7 +322,7 @@ def test_load_lm_reads_through_the_checkpoints_guard(tmp_path):
     (tmp_path / "notes.txt").write_text("not a model")
     (tmp_path / "empty.pt").write_bytes(b"")
     torch.save(nn.Linear(2, 2), tmp_path / "module.pt")
-    why = {"notes.txt": "torch.save did not write it", "empty.pt": "the file is empty",
+    why = {"notes.txt": "not a file torch.save wrote", "empty.pt": "the file is empty",
            "module.pt": "such as a whole module: save its state_dict"}
     for name, words in why.items():
         with pytest.raises(ValueError, match=f"{name} is not a transformer_nb language model: .*{words}"):

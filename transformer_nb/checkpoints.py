@@ -201,7 +201,8 @@ def _unreadable(path, error:Exception)->str:
     # torch.save writes a zip archive (a pickle only with an old option)
     if not zipfile.is_zipfile(path):
         name = type(error).__name__
-        return f"torch.save did not write it (torch.load failed: {name})"
+        return (f"it is not a file torch.save wrote, or one cut short (torch.load "
+                f"failed: {name})")
     if isinstance(error, pickle.UnpicklingError):   # weights_only's refusal
         return ("it holds Python objects that torch.load(weights_only=True) does not "
                 "run, such as a whole module: save its state_dict")
