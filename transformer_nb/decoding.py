@@ -48,8 +48,7 @@ class _Room(LayerCache):
         while t + T > self.keys.shape[2]:                   # full: double the room
             self.keys, self.values = (torch.cat([r, torch.empty_like(r)], dim=2)
                                       for r in (self.keys, self.values))
-        # narrow, not keys[:, :, t:t + T]: the same view without parsing an index, a
-        # few microseconds at every layer of every step
+        # one narrow view of each: indexing one stacked tensor took a select and a slice
         self.keys.narrow(2, t, T).copy_(k); self.values.narrow(2, t, T).copy_(v)
         self.length = t + T
         self.k, self.v = self.keys.narrow(2, 0, t + T), self.values.narrow(2, 0, t + T)

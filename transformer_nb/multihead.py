@@ -27,7 +27,7 @@ from transformer_nb.core import (
 from .embeddings import rotary
 
 # %% auto #0
-__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'check_heads_mask', 'MultiHeadAttention', 'fused_projection',
+__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'check_heads_mask', 'fused_projection',
            'to_torch_masks', 'from_torch_masks', 'to_torch_state', 'from_torch_state', 'load_weights', 'mha_to_torch',
            'mha_from_torch']
 
@@ -91,26 +91,6 @@ def merge_heads(x:Tensor)->Tensor:
     if outside(): check_tensor(x, "x", ndim=4)
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
-
-# %% ../nbs/03_multihead.ipynb #c016m
-def check_heads_mask(mask:Tensor|None, name:str="mask")->None:
-    """Refuse a boolean 3-D mask other than (1, T, S): against the scores (B, H, T, S)
-    it reads as (H, T, S), and is most likely chapter 2's padding mask (B, 1, S)
-
-    Parameters
-    ----------
-    mask : Tensor | None
-        a mask for multi-head attention, True = may attend
-    name : str
-        the argument's name, used in the message
-    """
-    if (isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() == 3
-            and mask.shape[0] != 1):
-        raise ValueError(
-            f"{name} of shape {tuple(mask.shape)} broadcasts to (B, H, T, S) as "
-            "(H, T, S), one mask per head, not per sequence: give a padding mask "
-            "its head dimension, (B, 1, 1, S) = mask[:, None], and a mask per head "
-            "its batch dimension, (1, H, T, S)")
 
 # %% ../nbs/03_multihead.ipynb #c016
 class MultiHeadAttention(CheckedModule):
@@ -188,7 +168,8 @@ class MultiHeadAttention(CheckedModule):
         value : Tensor
             (B, S, d_model), what they hand over
         mask : Tensor | None
-            boolean, True = may attend; broadcasts to (B, H, T, S)
+            boolean, True = may attend; broadcasts to (B, H, T, S), and if 3-D it
+            must be (1, T, S) (see `check_heads_mask`)
         need_weights : bool
             False: skip the weights and take torch's fused kernel (chapter "Fast
             path"), same output
@@ -293,6 +274,26 @@ class MultiHeadAttention(CheckedModule):
         if cache is not None and key is query: S += len(cache)
         check_heads_mask(mask)
         check_mask(mask, (B, self.num_heads, T, S), device=query.device)
+
+# %% ../nbs/03_multihead.ipynb #c016m
+def check_heads_mask(mask:Tensor|None, name:str="mask")->None:
+    """Refuse a boolean 3-D mask other than (1, T, S): against the scores (B, H, T, S)
+    it reads as (H, T, S), and is most likely chapter 2's padding mask (B, 1, S)
+
+    Parameters
+    ----------
+    mask : Tensor | None
+        a mask for multi-head attention, True = may attend
+    name : str
+        the argument's name, used in the message
+    """
+    if (isinstance(mask, Tensor) and mask.dtype == torch.bool and mask.dim() == 3
+            and mask.shape[0] != 1):
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} would read as (H, T, S) against "
+            "the scores (B, H, T, S), one mask per head, not one per sequence: give "
+            f"a padding mask its head dimension, {name}[:, None] of shape (B, 1, 1, "
+            "S), and a mask per head its batch dimension, (1, H, T, S)")
 
 # %% ../nbs/03_multihead.ipynb #m101
 def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
