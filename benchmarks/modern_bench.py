@@ -233,7 +233,7 @@ def appended(path, meta, runs):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=1, help="measure this many times (default 1)")
-    p.add_argument("--reps", type=int, default=7, help="timed rounds per measurement (default 7)")
+    p.add_argument("--reps", type=int, default=7, help="timed rounds per training measurement (default 7); generation takes 3x as many")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--profile", action="store_true", help="also profile ours and theirs")
     p.add_argument("--quick", action="store_true", help="toy sizes, one round: checks that it runs")

@@ -232,7 +232,8 @@ class RMSNorm(CheckedModule):
         d_model : int
             size of the last dimension, the one normalised
         eps : float
-            added to the mean square inside the square root (Llama's 1e-6)
+            added to the mean square inside the square root (the first LLaMA's 1e-6;
+            Llama 2 and 3 take 1e-5)
         """
         super().__init__()
         self.d_model, self.eps = check_int(d_model, "d_model"), check_eps(eps)

@@ -482,7 +482,7 @@ def bench_ladder(config:RunConfig, reps:int=7, tol:float=1e-5)->dict:
     """
     worst = check_rungs(config)
     if any(v > tol for v in worst.values()):
-        raise RuntimeError(f"a rung differs from the readable path by more than {tol}: "
+        raise RuntimeError(f"a rung differs from rung 0 by more than {tol}: "
                            f"{worst}")
     steps = {name: rung_step(i, config) for i, name in enumerate(RUNGS)}
     steps["torch"] = training_step("torch", config)
