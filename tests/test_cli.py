@@ -104,7 +104,7 @@ def test_runtime_errors_exit_1_with_one_line(trained, tmp_path, capsys):
         (["decode", "--checkpoint", tmp_path / "missing.pt", "123"], "no such checkpoint"),
         (["decode", "--checkpoint", out / "copy.pt", ""], "text 1 of 1 is blank ('')"),
         (["decode", "--checkpoint", out / "copy.pt", "12", "1" * 100],
-         "text 2 of 2 ('11111111111111111111...') is 100 tokens long; the model reads at most 64"),
+         "text 2 of 2 '11111111111111111111...' is 100 tokens long; the model reads at most 64 (its max_len)"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes / "sub"], "notes.txt"),
         (["train", "--task", "copy", "--steps", "1", "--out", notes], "is a file, not a folder"),
         (["train", "--task", "copy", "--steps", "1", "--n-train", "10", "--out", tmp_path], "--n-train 10 is less than one batch"),
@@ -418,7 +418,7 @@ def test_decode_fits_its_default_length_to_the_model(trained, capsys):
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * (room - 2))
     assert r.returncode == 0 and r.stdout.startswith("1" * (room - 2) + "\t"), r.stderr
     r = in_process(capsys, "decode", "--checkpoint", ckpt, "1" * 500)
-    assert r.returncode == 1 and (f"text 1 of 1 ('{'1' * 20}...') is 500 tokens long; the model reads at most {room}"
+    assert r.returncode == 1 and (f"text 1 of 1 '{'1' * 20}...' is 500 tokens long; the model reads at most {room}"
                                     in r.stderr), r.stderr
 
 

@@ -441,7 +441,7 @@ def cmd_decode(args:argparse.Namespace)->int:
     import torch
 
     from transformer_nb.checkpoints import load_model
-    from transformer_nb.decoding import _room, beam_translate, translate
+    from transformer_nb.decoding import _check_fits, _room, beam_translate, translate
     torch.set_num_threads(args.threads)
     model, vocab, meta = load_model(args.checkpoint)
     if meta.get("task") in _NUMBER_TASKS:
@@ -453,12 +453,7 @@ def cmd_decode(args:argparse.Namespace)->int:
         raise ValueError(f"--beam {args.beam}: at most the model's vocabulary, "
                          f"{len(vocab)} tokens (the paper's beam is 4)")
     # what the model's position tables cannot hold, named as the user gave it
-    room = _room(model, "src_embed")
-    for i, text in enumerate(texts):
-        if room is not None and (n := len(vocab.encode(text))) > room:
-            shown = text if len(text) <= 24 else text[:20] + "..."
-            raise ValueError(f"text {i + 1} of {len(texts)} ({shown!r}) is {n} tokens "
-                             f"long; the model reads at most {room}")
+    _check_fits(model, vocab, texts, lambda i: f"text {i + 1} of {len(texts)}")
     room = _room(model)
     if args.max_len is not None and room is not None and args.max_len > room:
         raise ValueError(f"--max-len {args.max_len}: the model writes at most {room} "

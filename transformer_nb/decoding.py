@@ -213,13 +213,15 @@ def _check_texts(texts)->list[str]:
         if not t: raise ValueError(f"texts[{i}] is empty: there is nothing to decode")
     return texts
 
-def _check_fits(model:nn.Module, vocab:Vocab, texts:list[str]):
-    "Each text, encoded, must fit the source's position table: the first too long named"
+def _check_fits(model:nn.Module, vocab:Vocab, texts:list[str], name=None):
+    ("Each text, encoded, must fit the source's position table: the first too long "
+     "named, as texts[i] or as `name(i)` says (the command line's 'text 1 of 2')")
     room = _room(model, "src_embed")
     for i, t in enumerate(texts):
         if room is not None and (n := len(vocab.encode(t))) > room:
             shown = t if len(t) <= 24 else t[:20] + "..."
-            raise ValueError(f"texts[{i}] {shown!r} is {n} tokens long; the model "
+            label = f"texts[{i}]" if name is None else name(i)
+            raise ValueError(f"{label} {shown!r} is {n} tokens long; the model "
                              f"reads at most {room} (its max_len)")
 
 # %% ../nbs/11_decoding.ipynb #c013
