@@ -87,6 +87,9 @@ def test_characters_outside_the_vocabulary_get_a_warning(trained, capsys):
     (["decode", "--checkpoint", "x.pt", "12", "--zz"], ["transformer-nb decode: error", "--zz"]),
     # a misspelt flag and no command: it said only "the following arguments are required: command"
     (["--bogus"], ["transformer-nb: error: unrecognized arguments: --bogus", "no command", "train, decode"]),
+    # a command's flag before the command: it said "invalid choice: 'copy'", the flag's value
+    (["--task", "copy"], ["--task comes after a command", "COMMAND --task copy", "train, decode"]),
+    (["trian"], ["invalid choice: 'trian'"]),                      # a misspelt command stays itself
 ])
 def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
     r = cli(*args, cwd=tmp_path)
@@ -100,7 +103,7 @@ def test_runtime_errors_exit_1_with_one_line(trained, tmp_path, capsys):
     notes = tmp_path / "notes.txt"; notes.write_text("not a model")
     cases = [
         (["decode", "--checkpoint", notes, "123"], "is not a transformer_nb checkpoint"),
-        (["decode", "--checkpoint", tmp_path, "123"], "is a directory"),
+        (["decode", "--checkpoint", tmp_path, "123"], "--checkpoint " + str(tmp_path) + " is a directory"),
         (["decode", "--checkpoint", tmp_path / "missing.pt", "123"], "no such checkpoint"),
         (["decode", "--checkpoint", out / "copy.pt", ""], "text 1 of 1 is blank ('')"),
         (["decode", "--checkpoint", out / "copy.pt", "12", "1" * 100],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -150,6 +151,14 @@ class _Parser(argparse.ArgumentParser):
         if self.commands and "required: command" in message and unknown:
             message = (f"unrecognized arguments: {' '.join(unknown)}, and no command "
                        f"(one of {', '.join(self.commands)})")
+        # a command's flag first, its value read as the command (--task copy)
+        elif self.commands and (m := re.search(r"invalid choice: '([^']*)'", message)):
+            argv = getattr(self, "argv", [])
+            i = argv.index(m[1]) if m[1] in argv else 0
+            if i > 0 and argv[i - 1].startswith("-"):
+                message = (f"{argv[i - 1]} comes after a command: transformer-nb "
+                           f"COMMAND {argv[i - 1]} {m[1]}, COMMAND one of "
+                           f"{', '.join(self.commands)}")
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def parse_args(self, args=None, namespace=None):
@@ -402,6 +411,9 @@ def _check_checkpoint(path:str):
     if path == "": raise ValueError("--checkpoint needs a checkpoint file, got ''")
     if not Path(path).exists():
         raise FileNotFoundError(f"no such checkpoint: --checkpoint {path}")
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"--checkpoint {path} is a directory, not a checkpoint "
+                                "file")
 
 def _texts(given:list[str])->list[str]:
     "The texts to decode: each argument, `-` standing for the lines of standard input"
