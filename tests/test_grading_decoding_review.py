@@ -1,6 +1,7 @@
-"""The defects a review of chapters 11 and 11c found in their checkers (notes/review_ch11_11c.md 3, 4, 7 and 14): a
-wrong answer that passed and broke the next lesson, and hints that gave wrong advice or named a mistake the learner had
-not made. Each test runs the wrong answer, written as a learner writes it, and checks the hint that names it."""
+"""The defects a review of chapters 11 and 11c found in their checkers (notes/review_ch11_11c.md 3, 4, 7 and 14), and
+a later verification (notes/verify2_b.md 1 and 2): a wrong answer that passed and broke the next lesson, and hints
+that gave wrong advice or named a mistake the learner had not made. Each test runs the wrong answer, written as a
+learner writes it, and checks the hint that names it."""
 import inspect
 import math
 
@@ -53,6 +54,24 @@ def test_beam_search_hint_of_last_resort_does_not_ask_to_sort_what_is_sorted():
                                     "cand.topk(min(beam_size, cand.numel()))"))
     fails_with(v, "your hypotheses differ from the chapter's", "2 * beam_size best candidates")
     assert "sort them" not in v.message
+
+
+def test_beam_search_that_keeps_2k_hypotheses_alive_fails_and_is_named():
+    """Without `if len(new_beams) == beam_size: break` every candidate of the 2k that does not end in </s> stays live:
+    it passed (✓), and it returns other hypotheses in 20 of 120 cases on the checker's kind of tiny model
+    (notes/verify2_b.md 1)"""
+    v = grade_beam_search(book_with(decoding.beam_search, "if len(new_beams) == beam_size: break", "pass"))
+    fails_with(v, "up to 2 * beam_size hypotheses stay live", "once the new beam holds beam_size")
+
+
+def test_beam_search_stopping_on_the_best_finished_is_named_so():
+    """Comparing the best finished score with the bound, not the k-th: it was told that it compared with the live
+    scores now and should divide by length_penalty(max_len), which it did (notes/verify2_b.md 2)"""
+    v = grade_beam_search(book_with(
+        decoding.beam_search, "if sorted(h.score for h in finished)[-beam_size] >= reach: break",
+        "if max(h.score for h in finished) >= reach: break"))
+    fails_with(v, "you stop when the best finished score reaches", "the k-th best finished score")
+    assert "live hypotheses' scores now" not in v.message
 
 
 def test_filter_without_a_guard_for_top_k_above_the_vocabulary_fails_and_says_why():

@@ -535,7 +535,8 @@ def embed_results(cells:list, results:Path)->list:
 def learner_names(sources:list[str], names:set[str])->set[str]:
     """The names of a notebook that may hold or run the learner's code: `names`, and
     every name bound from them (an assignment, a loop, a `with`, a function or class
-    whose body reads one, a name passed to a call beside one), until none is added
+    whose body reads one that is not its own local, a name passed to a call beside
+    one, or to one whose result is dropped), until none is added
 
     Parameters
     ----------
@@ -554,10 +555,32 @@ def learner_names(sources:list[str], names:set[str])->set[str]:
         try: trees.append(ast.parse(src))
         except SyntaxError: continue
     reads = lambda n: {x.id for x in ast.walk(n) if isinstance(x, ast.Name)}
+    # the parameters and locals of the functions around each node: a function's `d`
+    # or `config` is not the notebook's
+    local, defs = {}, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    def scope(n, names:frozenset):
+        local[id(n)] = names
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a, body = n.args, n.body if isinstance(n.body, list) else [n.body]
+            names = names | {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs,
+                                             a.vararg, a.kwarg] if x} | {
+                x.id if isinstance(x, ast.Name) else x.name
+                for b in body for x in ast.walk(b)
+                if isinstance(x, defs) or isinstance(x, ast.Name)
+                and isinstance(x.ctx, ast.Store)}
+        for c in ast.iter_child_nodes(n): scope(c, names)
+    for t in trees: scope(t, frozenset())
+    # the notebook's names that `n` reads
+    free = lambda n: {x.id for x in ast.walk(n) if isinstance(x, ast.Name)
+                      and not isinstance(x.ctx, ast.Store)
+                      and x.id not in local.get(id(x), ())}
     # modules and imported names: a call that reads the learner's code changes no
     # module (torch.manual_seed(x) leaves torch the same)
     imported = {(a.asname or a.name).split(".")[0] for t in trees for n in ast.walk(t)
                 if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    # calls whose result is dropped (init(theirs)): they work through their arguments
+    dropped = {id(n.value) for t in trees for n in ast.walk(t)
+               if isinstance(n, ast.Expr)}
     out, grown = set(names), True
     while grown:
         grown = False
@@ -571,14 +594,20 @@ def learner_names(sources:list[str], names:set[str])->set[str]:
                 elif isinstance(n, ast.withitem) and n.optional_vars is not None:
                     bound, src = reads(n.optional_vars), n.context_expr
                 elif isinstance(n, ast.NamedExpr): bound, src = reads(n.target), n.value
-                elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
-                    bound, src = {n.name}, n
+                elif isinstance(n, defs): bound, src = {n.name}, n
                 elif isinstance(n, ast.Call):    # mha_to_torch(ours, theirs) fills it
                     base = n.func.value if isinstance(n.func, ast.Attribute) else None
                     bound = {a.id for a in [*n.args, base] if isinstance(a, ast.Name)}
-                    bound, src = bound - imported, n
+                    # what is called counts only if its result is dropped: the
+                    # learner's LayerNorm(2)(xb) makes a new tensor, xb stays torch's
+                    src = ast.Tuple([*n.args, *(k.value for k in n.keywords),
+                                     *[x for x in [base] if x is not None],
+                                     *([n.func] if id(n) in dropped else [])],
+                                    ast.Load())
+                    bound -= imported
                 else: continue
-                if src is not None and bound - out and reads(src) & out:
+                bound -= local[id(n)]
+                if src is not None and bound - out and free(src) & out:
                     out |= bound; grown = True
     return out
 

@@ -285,8 +285,8 @@ def _check_pick_and_cache(fn, model, src, src_mask):
 
 # %% ../../nbs/91d_graders_decoding.ipynb #x11c
 def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
-                  eos=Vocab.eos, stop=None, bound=None, penalty=None, keep=None,
-                  unfinished=None, order=None)->list:
+                  eos=Vocab.eos, width=None, stop=None, bound=None, penalty=None,
+                  keep=None, unfinished=None, order=None)->list:
     ("Beam search without a cache, with classic deviations of the stopping rule, the "
      "length penalty and the finished hypotheses")
     from transformer_nb.decoding import Hypothesis, length_penalty
@@ -310,7 +310,7 @@ def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
                     finished.append(Hypothesis(beams[row], lp, lp / pen(step), True))
             else:
                 new_beams.append(beams[row] + [tok]); new_lp.append(lp)
-            if len(new_beams) == k: break
+            if len(new_beams) == k and width != "2k": break
         if not new_beams: break
         if step == max_len:
             if unfinished != "dropped":
@@ -322,12 +322,23 @@ def _beam_variant(model, src, beam_size=4, max_len=32, alpha=0.6, bos=Vocab.bos,
         if len(finished) >= k:
             if stop == "k": break
             reach = max(new_lp) / (pen(step) if bound == "current" else pen(max_len))
-            if sorted(h.score for h in finished)[-k] >= reach: break
+            kth = max if stop == "best" else lambda s: sorted(s)[-k]
+            if kth(h.score for h in finished) >= reach: break
         beams, logprobs = new_beams, torch.tensor(new_lp)
     if order == "first": return finished[:k]                # the first k to finish
     return sorted(finished, key=lambda h: h.score, reverse=True)[:k]
 
 _BEAM_MISTAKES = [
+    (
+        "width",
+        {
+            "2k": "you keep every one of the 2 * beam_size best candidates that does "
+            "not end in </s>, so up to 2 * beam_size hypotheses stay live: stop "
+            "taking candidates once the new beam holds beam_size (the other "
+            "beam_size are there only to refill it after those ending in </s> "
+            "leave).",
+        },
+    ),
     (
         "order",
         {
@@ -345,6 +356,10 @@ _BEAM_MISTAKES = [
             "one may still beat them: stop only when the k-th best finished "
             "score is at least the best score a live hypothesis can reach, "
             "its log-probability / length_penalty(max_len).",
+            "best": "you stop when the best finished score reaches the best score a "
+            "live hypothesis can reach; a live one may still beat the others you "
+            "return: compare the k-th best finished score, sorted(...)[-beam_size], "
+            "with that bound.",
         },
     ),
     (
@@ -389,10 +404,13 @@ def _beam_cases()->list:
     ("(model, source, beam_size, max_len, alpha): tiny untrained models on which each "
      "deviation of _BEAM_MISTAKES changes the result")
     out = []
-    # the last: where a hypothesis given another's cache (a wrong reorder) changes
-    # which hypotheses win
+    # the fourth: where a beam 2k wide keeps other hypotheses; the fifth: where the
+    # best finished in the stopping rule, not the k-th, and a bound of the current
+    # length each give another result; the last: where a hypothesis given another's
+    # cache (a wrong reorder) changes which hypotheses win
     for seed, b, k, L, a in ((0, 0.0, 3, 6, 0.6), (0, 0.0, 2, 5, 1.0),
-                             (1, 0.0, 3, 6, 0.6), (2, 1.0, 3, 6, 0.6),
+                             (1, 0.0, 3, 6, 0.6), (3, 0.0, 2, 6, 0.6),
+                             (1, 1.0, 3, 6, 0.6), (2, 1.0, 3, 6, 0.6),
                              (8, 2.0, 3, 6, 0.6), (7, 1.0, 4, 6, 0.6)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
