@@ -423,6 +423,19 @@ def test_todo_conditions_nested_and_else():
     assert "self.x (nn.Linear), self.y (nn.Linear, only if a and b), self.z (nn.ReLU, only if not a)." in todo, todo
 
 
+def test_todo_condition_of_a_conditional_expression():
+    """`self.x = A(...) if c else None` is built only if c, as under an `if`: chapter 6's DecoderLayer TODO listed
+    cross_attn, ffn, norm2 and norm3 with no condition, and a layer built as it said failed its checker (verify2_c 2)"""
+    cell = ('#| exercise grade_ffn\nclass M(nn.Module):\n    "doc"\n    def __init__(self, a, b):\n'
+            '        super().__init__()\n        self.x = nn.Linear(2, 2) if a else None\n'
+            '        self.y = (nn.ReLU() if b else None)\n        self.z = 1 if a else 2\n'
+            '    def forward(self, x): return x\n')
+    todo = " ".join(l.strip().lstrip("#").strip() for l in make_exercise_source(cell)[0].split("\n"))
+    assert "self.x (nn.Linear, only if a), self.y (nn.ReLU, only if b), self.z." in todo, todo
+    cells = json.loads((ROOT / "exercises" / "06_layers.ipynb").read_text())["cells"]
+    text = " ".join(l.strip().lstrip("#").strip() for c in cells for l in "".join(c["source"]).split("\n"))
+    assert "self.cross_attn (MultiHeadAttention, only if cross_attention)" in text
+
 def test_checker_hint_agrees_with_the_todo():
     "A module that builds q_norm and k_norm whatever qk_norm says hears of the TODO's condition"
     from torch import nn

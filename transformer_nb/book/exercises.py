@@ -138,10 +138,15 @@ def _attrs(init:ast.FunctionDef)->list[str]:
                         and len(node.value.elts) == len(elts) else [node.value]
                         if len(elts) == 1 else [None] * len(elts))
                 for t, v in zip(elts, vals):
+                    c = list(conds)
+                    # `X if cond else None`: built only if cond, as under an `if`
+                    if (isinstance(v, ast.IfExp) and isinstance(v.orelse, ast.Constant)
+                            and v.orelse.value is None):
+                        c, v = c + [ast.unparse(v.test)], v.body
                     if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                             and t.value.id == "self"):
                         made.setdefault(f"self.{t.attr}", []).append(
-                            (_maker(v), " and ".join(conds)))
+                            (_maker(v), " and ".join(c)))
         if (
             isinstance(node, ast.Call)
             and ast.unparse(node.func) == "self.register_buffer"
