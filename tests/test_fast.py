@@ -388,7 +388,7 @@ def test_torch_transformer_keeps_the_models_activation():
     with torch.no_grad():
         logits = {k: f(src, tgt_in, None, tgt_mask) for k, (m, f) in impls.items()}
     for k in ("fast", "torch"): torch.testing.assert_close(logits[k], logits["readable"], atol=1e-4, rtol=0)
-    with pytest.raises(ValueError, match="ours has activation 'swiglu', which nn.Transformer lacks"):
+    with pytest.raises(ValueError, match="activation='swiglu' has no nn.Transformer counterpart"):
         measure.TorchTransformer(Transformer(30, 30, 32, 4, 1, 1, 64, dropout=0.0, activation="swiglu"))
 
 

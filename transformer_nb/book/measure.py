@@ -158,8 +158,8 @@ class TorchTransformer(nn.Module):
         layer = enc.layers[0]
         act = layer.ffn.activation
         if act not in ("relu", "gelu"):
-            raise ValueError(f"ours has activation {act!r}, which nn.Transformer "
-                             "lacks: it takes 'relu' or 'gelu'")
+            raise ValueError(f"activation={act!r} has no nn.Transformer counterpart: "
+                             "torch's layers take 'relu' or 'gelu'")
         self.num_heads = ours.num_heads
         self.src_embed, self.tgt_embed, self.output = (
             copy.deepcopy(m) for m in (ours.src_embed, ours.tgt_embed, ours.output)
