@@ -150,6 +150,13 @@ def test_training_refuses_settings_it_cannot_honour():
     assert rates[0][0] > 0
 
 
+def test_make_optimizer_refuses_a_schedule_that_divides_by_zero():
+    "d_model=0 or warmup=0 raised ZeroDivisionError from inside the scheduler's first step (equation 3 divides by both)"
+    for kw, name in [(dict(d_model=0), "d_model"), (dict(d_model=16, warmup=0), "warmup")]:
+        with pytest.raises(ValueError, match=f"{name} must be >= 1, got 0"):
+            make_optimizer(nn.Linear(2, 2), **kw)
+
+
 def test_label_smoothing_without_an_ignored_id_counts_every_token():
     torch.manual_seed(0)
     logits, target = torch.randn(6, 5), torch.randint(0, 5, (6,))

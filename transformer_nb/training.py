@@ -232,11 +232,11 @@ def make_optimizer(
     tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]
         the optimizer and its learning-rate scheduler
     """
+    check_int(d_model, "d_model"); check_int(warmup, "warmup")   # equation 3 divides
     if cooldown and end is None:  # (the run's last step)
         raise ValueError(f"cooldown={cooldown} needs end, its last step; got end=None")
-    # foreach: one call per operation for all parameters; the same numbers as a loop
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
-                           foreach=True)
+                           foreach=True)  # one call for all tensors, same numbers
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: (      # i counts from 0
         noam_lr(i + 1, d_model, warmup, factor)
         * cooldown_scale(i + 1, end if cooldown else 1, cooldown)))
