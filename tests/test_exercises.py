@@ -413,28 +413,29 @@ def test_todo_says_which_parts_only_a_switch_builds():
            "'learned', NoPositions if positions == 'rope')" in todo, todo
 
 
+def _init_todo(body:str)->str:
+    "The TODO of a small exercise class whose __init__ (after super().__init__()) is `body`, on one line"
+    cell = ('#| exercise grade_ffn\nclass M(nn.Module):\n    "doc"\n    def __init__(self, a, b):\n'
+            '        super().__init__()\n' + body + '    def forward(self, x): return x\n')
+    return " ".join(l.strip().lstrip("#").strip() for l in make_exercise_source(cell)[0].split("\n"))
+
+
 def test_todo_conditions_nested_and_else():
     "Nested ifs join their conditions; an else branch says `not`; a part built always has none"
-    cell = ('#| exercise grade_ffn\nclass M(nn.Module):\n    "doc"\n    def __init__(self, a, b):\n'
-            '        super().__init__()\n        self.x = nn.Linear(2, 2)\n        if a:\n'
-            '            if b: self.y = nn.Linear(2, 2)\n        else: self.z = nn.ReLU()\n'
-            '    def forward(self, x): return x\n')
-    todo = " ".join(l.strip().lstrip("#").strip() for l in make_exercise_source(cell)[0].split("\n"))
+    todo = _init_todo('        self.x = nn.Linear(2, 2)\n        if a:\n'
+                      '            if b: self.y = nn.Linear(2, 2)\n        else: self.z = nn.ReLU()\n')
     assert "self.x (nn.Linear), self.y (nn.Linear, only if a and b), self.z (nn.ReLU, only if not a)." in todo, todo
 
 
 def test_todo_condition_of_a_conditional_expression():
     """`self.x = A(...) if c else None` is built only if c, as under an `if`: chapter 6's DecoderLayer TODO listed
     cross_attn, ffn, norm2 and norm3 with no condition, and a layer built as it said failed its checker (verify2_c 2)"""
-    cell = ('#| exercise grade_ffn\nclass M(nn.Module):\n    "doc"\n    def __init__(self, a, b):\n'
-            '        super().__init__()\n        self.x = nn.Linear(2, 2) if a else None\n'
-            '        self.y = (nn.ReLU() if b else None)\n        self.z = 1 if a else 2\n'
-            '    def forward(self, x): return x\n')
-    todo = " ".join(l.strip().lstrip("#").strip() for l in make_exercise_source(cell)[0].split("\n"))
+    todo = _init_todo('        self.x = nn.Linear(2, 2) if a else None\n'
+                      '        self.y = (nn.ReLU() if b else None)\n        self.z = 1 if a else 2\n')
     assert "self.x (nn.Linear, only if a), self.y (nn.ReLU, only if b), self.z." in todo, todo
-    cells = json.loads((ROOT / "exercises" / "06_layers.ipynb").read_text())["cells"]
-    text = " ".join(l.strip().lstrip("#").strip() for c in cells for l in "".join(c["source"]).split("\n"))
-    assert "self.cross_attn (MultiHeadAttention, only if cross_attention)" in text
+    todo = _todo_of("06_layers.ipynb", "DecoderLayer", "__init__")
+    assert "self.cross_attn (MultiHeadAttention, only if cross_attention)" in todo, todo
+
 
 def test_checker_hint_agrees_with_the_todo():
     "A module that builds q_norm and k_norm whatever qk_norm says hears of the TODO's condition"

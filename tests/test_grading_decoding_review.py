@@ -5,6 +5,7 @@ learner writes it, and checks the hint that names it."""
 import inspect
 import math
 
+import pytest
 from test_grading import fails_with
 
 from transformer_nb import decoding
@@ -39,39 +40,40 @@ def test_beam_search_with_a_wrong_cache_reorder_fails_and_is_named():
         assert "sort them by score" not in v.message
 
 
-def test_beam_search_cut_off_hypotheses_without_their_penalty_are_named():
-    "It was told 'you return the first beam_size hypotheses that ended', a coincidence in one case"
-    v = grade_beam_search(book_with(
-        decoding.beam_search, "finished += [Hypothesis(b, lp, lp / length_penalty(step, alpha), False)",
-        "finished += [Hypothesis(b, lp, lp, False)"))
-    fails_with(v, "cut off at max_len keep their log-probability as their score", "length_penalty(max_len, alpha)")
-    assert "first beam_size hypotheses that ended" not in v.message
+# (the book's line, the learner's slip, words the hint must hold, words it must not): each was passed (✓) or told of
+# a mistake it had not made
+BEAM_SLIPS = {
+    # cut-off hypotheses kept without their penalty: told 'you return the first beam_size hypotheses that ended',
+    # a coincidence in one case
+    "cut off without penalty": (
+        "finished += [Hypothesis(b, lp, lp / length_penalty(step, alpha), False)",
+        "finished += [Hypothesis(b, lp, lp, False)",
+        ["cut off at max_len keep their log-probability as their score", "length_penalty(max_len, alpha)"],
+        "first beam_size hypotheses that ended"),
+    # too few candidates (k, not 2k): sorted hypotheses, right scores, another search; told to sort them
+    "k candidates, not 2k": (
+        "cand.topk(min(2 * beam_size, cand.numel()))", "cand.topk(min(beam_size, cand.numel()))",
+        ["your hypotheses differ from the chapter's", "2 * beam_size best candidates"], "sort them"),
+    # never stopping at k: up to 2k live, other hypotheses in 20 of 120 tiny cases (notes/verify2_b.md 1); passed
+    "2k kept alive": (
+        "if len(new_beams) == beam_size: break", "pass",
+        ["up to 2 * beam_size hypotheses stay live", "once the new beam holds beam_size"], None),
+    # the best finished score against the bound, not the k-th: told it compared with the live scores now and
+    # should divide by length_penalty(max_len), which it did (notes/verify2_b.md 2)
+    "best finished, not k-th": (
+        "if sorted(h.score for h in finished)[-beam_size] >= reach: break",
+        "if max(h.score for h in finished) >= reach: break",
+        ["you stop when the best finished score reaches", "the k-th best finished score"],
+        "live hypotheses' scores now"),
+}
 
 
-def test_beam_search_hint_of_last_resort_does_not_ask_to_sort_what_is_sorted():
-    "Too few candidates (k, not 2k): sorted hypotheses, right scores, another search"
-    v = grade_beam_search(book_with(decoding.beam_search, "cand.topk(min(2 * beam_size, cand.numel()))",
-                                    "cand.topk(min(beam_size, cand.numel()))"))
-    fails_with(v, "your hypotheses differ from the chapter's", "2 * beam_size best candidates")
-    assert "sort them" not in v.message
-
-
-def test_beam_search_that_keeps_2k_hypotheses_alive_fails_and_is_named():
-    """Without `if len(new_beams) == beam_size: break` every candidate of the 2k that does not end in </s> stays live:
-    it passed (✓), and it returns other hypotheses in 20 of 120 cases on the checker's kind of tiny model
-    (notes/verify2_b.md 1)"""
-    v = grade_beam_search(book_with(decoding.beam_search, "if len(new_beams) == beam_size: break", "pass"))
-    fails_with(v, "up to 2 * beam_size hypotheses stay live", "once the new beam holds beam_size")
-
-
-def test_beam_search_stopping_on_the_best_finished_is_named_so():
-    """Comparing the best finished score with the bound, not the k-th: it was told that it compared with the live
-    scores now and should divide by length_penalty(max_len), which it did (notes/verify2_b.md 2)"""
-    v = grade_beam_search(book_with(
-        decoding.beam_search, "if sorted(h.score for h in finished)[-beam_size] >= reach: break",
-        "if max(h.score for h in finished) >= reach: break"))
-    fails_with(v, "you stop when the best finished score reaches", "the k-th best finished score")
-    assert "live hypotheses' scores now" not in v.message
+@pytest.mark.parametrize("slip", BEAM_SLIPS)
+def test_beam_search_slip_fails_and_is_named(slip):
+    old, new, words, absent = BEAM_SLIPS[slip]
+    v = grade_beam_search(book_with(decoding.beam_search, old, new))
+    fails_with(v, *words)
+    if absent: assert absent not in v.message, v.message
 
 
 def test_filter_without_a_guard_for_top_k_above_the_vocabulary_fails_and_says_why():
