@@ -230,3 +230,21 @@ def test_a_title_set_at_the_panels_left_is_the_figures_title():
     ax.set_title("where a step's time goes", loc="left")
     assert figure_legibility(fig)["title"] == "where a step's time goes"
     plt.close(fig)
+
+
+def test_a_legend_over_a_segment_between_two_points_covers_the_curve():
+    """show_curves tested only the plotted points, so a legend over the segment between two of them stayed inside
+    (chapter 10's reverse figure drew its legend over the green curve between steps 250 and 300). The one test of
+    the package, _covers, now checks the segments too; chapter 11e's legends use it, twin axes included"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer_nb.plotting import _covers
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    line, = ax.plot([0, 1], [0, 1], label="diagonal")           # two points, at the corners
+    legend = ax.legend(loc="center")
+    assert _covers(fig, legend, [line])
+    far = ax.legend(loc="upper left")
+    assert not _covers(fig, far, [line])
+    plt.close(fig)

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from .core import check_int, check_loss, check_real, check_seed
 from .gpt import GPT
-from .plotting import Figure, pyplot
+from .plotting import Figure, _place_legend, pyplot
 from .transformer import ablate_heads
 
 # %% auto #0
@@ -332,38 +332,6 @@ def phase_change(checkpoints:list[Checkpoint], ratio:float=0.5)->int|None:
     for c in checkpoints:
         if c.scores.loss_second < ratio * c.scores.loss_first: return c.tokens
     return None
-
-# %% ../nbs/11e_induction.ipynb #i017l
-# where a legend may go inside the axes, in the order tried
-_LEGEND_PLACES = ("upper right", "upper center", "upper left", "center right",
-                  "center left", "lower right", "lower center", "lower left", "center")
-
-def _covered(fig, legend, lines:list)->bool:
-    "Does the legend lie over a point of any of `lines`, or over a segment between two?"
-    fig.get_layout_engine().execute(fig)
-    box = legend.get_window_extent(fig._get_renderer())
-    for line in lines:
-        xy = line.get_transform().transform(line.get_xydata())       # pixels
-        xy = torch.as_tensor(xy)
-        t = torch.linspace(0, 1, 11, dtype=xy.dtype)[:, None, None]
-        pts = torch.cat([xy, (xy[:-1] + t * (xy[1:] - xy[:-1])).reshape(-1, 2)])
-        inside = ((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1)
-                  & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1))
-        if inside.any(): return True
-    return False
-
-def _place_legend(fig, ax, handles:list, lines:list):
-    "A legend of `handles` in the axes where it covers none of `lines`, else under them"
-    labels = [h.get_label() for h in handles]
-    for loc in _LEGEND_PLACES:
-        legend = ax.legend(handles, labels, fontsize=9, loc=loc)
-        if not _covered(fig, legend, lines): return legend
-    legend.remove()                          # no place inside is free: under the plot,
-    height = fig.get_figheight()             # the plot's own size kept
-    legend = fig.legend(handles, labels, fontsize=9, loc="outside lower center")
-    fig.set_figheight(height + legend.get_window_extent(fig._get_renderer()).height
-                      / fig.dpi)
-    return legend
 
 # %% ../nbs/11e_induction.ipynb #i018
 def show_phase_change(

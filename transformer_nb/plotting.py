@@ -497,20 +497,41 @@ def show_curves(
     ax.set_xlabel(xlabel); ax.set_ylabel(ylabel)
     if title: _fit_title(fig, ax.set_title(title))
     ax.grid(alpha=0.3)
-    if _covers(fig, ax, ax.legend(fontsize=9)):  # no place inside is free of data:
-        ax.get_legend().remove()                  # the legend goes under the plot,
-        leg = fig.legend(loc="outside lower center", fontsize=9)  # the plot's size kept
-        fig.set_figheight(figsize[1] + leg.get_window_extent(fig._get_renderer()).height
-                          / fig.dpi)
+    labelled = [l for l in ax.get_lines() if not l.get_label().startswith("_")]
+    _place_legend(fig, ax, labelled, ax.get_lines(), places=("best",))
     return fig
 
-def _covers(fig, ax, legend)->bool:
-    "Does the legend lie over a point of any curve?"
-    renderer = fig._get_renderer()
+# where a legend may go inside the axes, in the order tried
+_LEGEND_PLACES = ("upper right", "upper center", "upper left", "center right",
+                  "center left", "lower right", "lower center", "lower left", "center")
+
+def _covers(fig, legend, lines:list)->bool:
+    "Does the legend lie over a point of any of `lines`, or over a segment between two?"
     fig.get_layout_engine().execute(fig)
-    box = legend.get_window_extent(renderer)
-    return any(box.contains(*p) for line in ax.get_lines()
-               for p in ax.transData.transform(line.get_xydata()))
+    box = legend.get_window_extent(fig._get_renderer())
+    for line in lines:
+        xy = line.get_transform().transform(line.get_xydata())       # pixels
+        xy = torch.as_tensor(xy)
+        t = torch.linspace(0, 1, 11, dtype=xy.dtype)[:, None, None]
+        pts = torch.cat([xy, (xy[:-1] + t * (xy[1:] - xy[:-1])).reshape(-1, 2)])
+        inside = ((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1)
+                  & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1))
+        if inside.any(): return True
+    return False
+
+def _place_legend(fig, ax, handles:list, lines:list, places=_LEGEND_PLACES):
+    ("A legend of `handles` in the axes where it covers none of `lines` (the first of "
+     "`places` that does not), else under the plot, the plot's own size kept")
+    labels = [h.get_label() for h in handles]
+    for loc in places:
+        legend = ax.legend(handles, labels, fontsize=9, loc=loc)
+        if not _covers(fig, legend, lines): return legend
+    legend.remove()
+    height = fig.get_figheight()
+    legend = fig.legend(handles, labels, fontsize=9, loc="outside lower center")
+    fig.set_figheight(height + legend.get_window_extent(fig._get_renderer()).height
+                      / fig.dpi)
+    return legend
 
 def _fit_title(fig, title, margin:float=0.96):
     ("Wrap a title that runs off the figure (`_wrap_words`): it is centred over its "
