@@ -107,6 +107,8 @@ def test_bench_ladder_times_every_rung_and_refuses_a_wrong_one(monkeypatch):
     lad = bench.bench_ladder(TINY, reps=1)
     assert list(lad) == [*bench.RUNGS, "torch"]
     assert all(v["tokens_per_s"] > 0 and v["saved_mb"] > 0 for v in lad.values())
+    # the difference from rung 0 where one was measured, and no figure where none was
+    assert [k for k, v in lad.items() if "max_diff" in v] == list(bench.RUNGS[1:])
     monkeypatch.setattr(bench, "check_rungs", lambda config: {"+ LayerNorm kernel": 1e-3})
     with pytest.raises(RuntimeError, match="differs from rung 0 by more than 1e-05"):
         bench.bench_ladder(TINY, reps=1)

@@ -478,7 +478,8 @@ def bench_ladder(config:RunConfig, reps:int=7, tol:float=1e-5)->dict:
     Returns
     -------
     dict
-        rung (and "torch") -> timings, tokens_per_s, saved_mb, max_diff
+        rung (and "torch") -> timings, tokens_per_s, saved_mb; and max_diff for the
+        rungs `check_rungs` compares with rung 0 (not rung 0 itself, nor torch)
     """
     worst = check_rungs(config)
     if any(v > tol for v in worst.values()):
@@ -489,7 +490,8 @@ def bench_ladder(config:RunConfig, reps:int=7, tol:float=1e-5)->dict:
     saved = {k: saved_for_backward(s) for k, s in steps.items()}
     t = interleaved(steps, reps)
     return {k: dict(t[k], tokens_per_s=steps[k].tokens / t[k]["median"],
-                    saved_mb=saved[k], max_diff=worst.get(k, 0.0)) for k in steps}
+                    saved_mb=saved[k], **({"max_diff": worst[k]} if k in worst else {}))
+            for k in steps}
 
 # %% ../../nbs/12a_bench.ipynb #c015
 def run_benchmark(
