@@ -7,6 +7,9 @@ import math
 import pytest
 import torch
 
+from transformer_nb.data import Vocab, batch_stream, make_batch, make_task
+from transformer_nb.decoding import exact_match, translate
+from transformer_nb.distributed import shard_stream
 from transformer_nb.gpt import (
     GPT,
     bits_per_char,
@@ -24,11 +27,71 @@ from transformer_nb.induction import (
     run_summary,
     seed_table,
 )
+from transformer_nb.inside import lens_over, lm_lens, logit_difference
+from transformer_nb.reading import (
+    ablation_costs,
+    alignment_shares,
+    attention_maps,
+    cross_attention,
+    head_sharpness,
+    teacher_forced_accuracy,
+)
+from transformer_nb.training import (
+    alignment_weight,
+)
+from transformer_nb.transformer import Transformer
+
+COPY = make_task("copy", n_train=16, n_valid=8)          # 14 tokens
+
+
+def transformer(vocab_size=14, max_len=64):
+    torch.manual_seed(0)
+    return Transformer(vocab_size, vocab_size, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
+                       d_ff=16, dropout=0.0, max_len=max_len)
 
 
 def gpt(max_len=32):
     torch.manual_seed(0)
     return GPT(12, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=max_len)
+
+
+# the tools that take (model, vocab, pairs): what each calls them with
+READERS = {
+    "teacher_forced_accuracy": lambda m, v, p: teacher_forced_accuracy(m, v, p),
+    "attention_maps": lambda m, v, p: attention_maps(m, v, *p[-1]),
+    "head_sharpness": lambda m, v, p: head_sharpness(m, v, p),
+    "cross_attention": lambda m, v, p: cross_attention(m, v, p),
+    "ablation_costs": lambda m, v, p: ablation_costs(m, v, p),
+    "alignment_weight": lambda m, v, p: alignment_weight(m, v, p, lambda s, t: [(0, 0)]),
+    "lens_over": lambda m, v, p: lens_over(m, v, p),
+}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_the_reading_tools_refuse_a_vocabulary_that_is_not_the_models(reader):
+    """Item 1: a 14-token vocabulary with a 60-token model read its ids as other tokens and gave a wrong accuracy
+    (0.0) without a word; a longer one failed on `src`, which the caller never passed. Now the check of translate."""
+    call, pairs = READERS[reader], [("123", "123"), ("45", "45")]
+    for size in (60, 10):
+        with pytest.raises(ValueError, match=f"vocab has 14 tokens, but the model's embedding has {size}"):
+            call(transformer(size), COPY.vocab, pairs)
+    call(transformer(), COPY.vocab, pairs)                              # its own vocabulary: no error
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("side, pair", [("source", ("1234567890", "12")), ("target", ("12", "12345678"))])
+def test_the_reading_tools_name_the_pair_too_long_for_the_model(reader, side, pair):
+    "Item 1, the message: 'src: sequence length 10 ... build the model with a larger max_len' named no pair"
+    n, who = (10, "src_text") if side == "source" else (9, "tgt_text")
+    if reader != "attention_maps": who = f"pairs\\[1\\]'s {side}"             # which takes one pair, as two strings
+    words = f"{who} is {n} tokens long{' with <s>' if side == 'target' else ''}; the model reads at most 8 \\(its max_len\\)"
+    with pytest.raises(ValueError, match=words):
+        READERS[reader](transformer(max_len=8), COPY.vocab, [("12", "12"), pair])
+
+
+def test_teacher_forced_accuracy_names_the_pair_of_a_later_batch():
+    with pytest.raises(ValueError, match="pairs\\[3\\]'s source is 9 tokens long"):
+        teacher_forced_accuracy(transformer(max_len=8), COPY.vocab, [("1", "1")] * 3 + [("1" * 9, "1")], batch_size=2)
 
 
 def test_the_window_helpers_name_context_and_length():
@@ -43,6 +106,33 @@ def test_the_window_helpers_name_context_and_length():
     with pytest.raises(ValueError, match="data holds sequences of 32 tokens, more than the model's max_len 16"):
         head_scores(small, repeat_batch(2, 8, 32))
     assert math.isfinite(bits_per_char(model, ids, context=32))       # a context that fits
+
+
+def test_the_logit_lens_of_a_gpt_names_context():
+    "Item 2: lm_lens, as bits_per_char"
+    model, ids = gpt(), torch.arange(200) % 12
+    with pytest.raises(ValueError, match="context 64 exceeds the model's max_len 32: pass a smaller context"):
+        lm_lens(model, ids)
+    assert lm_lens(model, ids, context=32).accuracy.shape == (2,)
+
+
+STRING_VOCAB = {
+    "make_batch": lambda v: make_batch([("12", "21")], v),
+    "batch_stream": lambda v: batch_stream(COPY.train, v, 4),
+    "shard_stream": lambda v: shard_stream(COPY.train, v, 4, rank=0, world_size=2),
+    "translate": lambda v: translate(transformer(), v, ["12"]),
+    **{name: (lambda v, call=call: call(transformer(), v, [("12", "12")])) for name, call in READERS.items()
+       if name != "alignment_weight"},
+}
+
+
+@pytest.mark.parametrize("door", STRING_VOCAB)
+def test_a_string_is_not_a_vocab(door):
+    """Item 5: the characters passed instead of Vocab(characters) passed the duck test (str has an encode) and failed
+    with 'LookupError: unknown encoding: 12'; batch_stream said nothing until its first batch was drawn."""
+    with pytest.raises(TypeError, match="vocab must be a Vocab, got the string '0123456789': build one with "
+                                        "Vocab\\('0123456789'\\)"):
+        STRING_VOCAB[door]("0123456789")
 
 
 FAIR = torch.tensor([0.5, 0.5])
@@ -65,6 +155,20 @@ def test_sampling_test_checks_its_arguments_and_the_draws(kw, error, words):
     with pytest.raises(error, match=words):
         sampling_test(**{"draw": draw, "intended": FAIR, "n": 200, **kw})
     assert sampling_test(draw, FAIR, n=200).passed
+
+
+@pytest.mark.parametrize("pairs, words", [
+    ({"ab": "ab"}, "pairs must be a list of \\(source, target\\) pairs, got dict"),       # was 0.0, silently
+    ("ab", "got the string 'ab'"),
+    (None, "got NoneType None"),
+    ([("ab",)], "each a string, the source not empty, got pairs\\[0\\] = \\('ab',\\)"),
+    ([("ab", "ab"), ("a", "b", "c")], "got pairs\\[1\\] = \\('a', 'b', 'c'\\)"),
+    ([("ab", ["a", "b"])], "got pairs\\[0\\]"),               # a target of tokens never equals a written string
+])
+def test_exact_match_checks_its_pairs_as_make_batch_does(pairs, words):
+    "Item 12: a dict's keys were unpacked as (source 'a', target 'b'); a str or a 3-tuple failed unpacking"
+    with pytest.raises(TypeError, match=words):
+        exact_match(transformer(12), Vocab("abcdefgh"), pairs)
 
 
 def test_the_analysis_helpers_refuse_bad_counts_windows_and_ids():
@@ -91,3 +195,28 @@ def test_the_analysis_helpers_refuse_bad_counts_windows_and_ids():
         with pytest.raises(error, match=words):
             call()
     assert lm_batch(ids, 5, 2, g)[0].shape == (2, 5)
+
+
+def test_logit_difference_checks_its_rows():
+    "Item 14: a negative pos read from the end, silently; an int good raised 'int object is not subscriptable'"
+    logits, rows = torch.randn(2, 3, 5), torch.tensor([1, 2])
+    for kw, error, words in [(dict(pos=torch.tensor([1, -1])), ValueError, "pos must be in 0..2, got \\[1, -1\\]"),
+                             (dict(pos=torch.tensor([1, 3])), ValueError, "pos must be in 0..2"),
+                             (dict(good=torch.tensor([1, 2, 3])), ValueError, "good must have one entry per row, B=2"),
+                             (dict(bad=torch.tensor([0.5, 1.0])), TypeError, "bad must be an int or a \\(B,\\) tensor")]:
+        with pytest.raises(error, match=words):
+            logit_difference(logits, **{"pos": rows, "good": rows, "bad": rows, **kw})
+    # an int stands for every row, as logit_attribution takes it
+    assert logit_difference(logits, 1, 2, 3) == logit_difference(logits, *(torch.tensor([k, k]) for k in (1, 2, 3)))
+
+
+def test_alignment_shares_needs_one_gold_and_length_per_example():
+    "Item 14: zip cut golds and src_lens silently; a gold word past the source was never hit; more golds: IndexError"
+    w = torch.eye(3)[None, None, None]                                    # (L, B, H, T, S) = (1, 1, 1, 3, 3)
+    for golds, lens, words in [([[{0}, {1}, {2}]], [3, 3], "golds and src_lens must hold one entry per example"),
+                               ([[{0}], [{1}]], [3, 3], "B=1, got 2 and 2"),
+                               ([[{0}, {1}, {5}]], [3], "golds\\[0\\] must hold at most T=3 pieces"),
+                               ([[{0}, {1}, {2}, {2}]], [3], "golds\\[0\\] must hold at most T=3 pieces")]:
+        with pytest.raises(ValueError, match=words):
+            alignment_shares(w, golds, lens)
+    assert alignment_shares(w, [[{0}, {1}, {2}]], [3]).alignment.item() == 1.0
