@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from torch import nn
 
 from transformer_nb.data import Vocab, batch_stream, make_batch, make_task
 from transformer_nb.decoding import exact_match, translate
@@ -37,7 +38,10 @@ from transformer_nb.reading import (
     teacher_forced_accuracy,
 )
 from transformer_nb.training import (
+    LabelSmoothingLoss,
     alignment_weight,
+    make_optimizer,
+    smoothing_floor,
 )
 from transformer_nb.transformer import Transformer
 
@@ -133,6 +137,35 @@ def test_a_string_is_not_a_vocab(door):
     with pytest.raises(TypeError, match="vocab must be a Vocab, got the string '0123456789': build one with "
                                         "Vocab\\('0123456789'\\)"):
         STRING_VOCAB[door]("0123456789")
+
+
+def test_smoothing_floor_without_smoothing_is_zero_and_refuses_what_the_loss_refuses():
+    "Item 6: eps = 0 (which LabelSmoothingLoss takes) raised 'math domain error'; eps = 1 returned log V"
+    assert smoothing_floor(14, 0.0) == 0.0 and str(smoothing_floor(14, 0)) == "0.0"
+    # a certain, right prediction costs nothing without smoothing: the floor is reached
+    logits = torch.full((1, 14), -1e4).index_fill(1, torch.tensor([5]), 0.0)
+    assert LabelSmoothingLoss(eps=0.0, ignore_index=-1)(logits, torch.tensor([5])).item() == 0.0
+    assert smoothing_floor(14, 0.1) == pytest.approx(0.5473, abs=1e-4)
+    for kw, error, words in [(dict(eps=-0.1), ValueError, "eps must be in \\[0, 1\\), got -0.1"),
+                             (dict(eps=1.0), ValueError, "eps must be in \\[0, 1\\), got 1.0"),
+                             (dict(eps="0.1"), TypeError, "eps must be a number"),
+                             (dict(vocab_size=0), ValueError, "vocab_size must be >= 1, got 0")]:
+        with pytest.raises(error, match=words):
+            smoothing_floor(**{"vocab_size": 14, **kw})
+
+
+@pytest.mark.parametrize("kw, error, words", [
+    (dict(factor=-1.0), ValueError, "factor must be > 0, got -1.0"),     # gradient ascent, silently
+    (dict(factor=0.0), ValueError, "factor must be > 0, got 0.0"),       # a rate of 0
+    (dict(factor=math.nan), ValueError, "factor must be > 0, got nan"),
+    (dict(factor="1"), TypeError, "factor must be a number > 0, got str"),
+    (dict(cooldown=-5, end=10), ValueError, "cooldown must be >= 0, got -5"),   # silently ignored
+    (dict(cooldown=2, end="10"), TypeError, "end must be an int, got str"),
+])
+def test_make_optimizer_checks_what_train_checks(kw, error, words):
+    "Item 9: the schedule's factor, cooldown and end, refused as train refuses them"
+    with pytest.raises(error, match=words):
+        make_optimizer(nn.Linear(2, 2), d_model=8, warmup=4, **kw)
 
 
 FAIR = torch.tensor([0.5, 0.5])
