@@ -29,6 +29,7 @@ from transformer_nb.induction import (
     seed_table,
 )
 from transformer_nb.inside import lens_over, lm_lens, logit_difference
+from transformer_nb.masking import pad_batch
 from transformer_nb.reading import (
     ablation_costs,
     alignment_shares,
@@ -166,6 +167,27 @@ def test_make_optimizer_checks_what_train_checks(kw, error, words):
     "Item 9: the schedule's factor, cooldown and end, refused as train refuses them"
     with pytest.raises(error, match=words):
         make_optimizer(nn.Linear(2, 2), d_model=8, warmup=4, **kw)
+
+
+@pytest.mark.parametrize("seqs, error, words", [
+    (["45", "6"], TypeError, "seqs\\[0\\] is the string '45': it needs token ids, not text: encode it with "
+                             "vocab.encode"),
+    ([[1, None]], TypeError, "seqs\\[0\\] must be a sequence of int token ids, got \\[1, None\\]"),
+    (None, TypeError, "seqs must be a list of sequences of token ids, got NoneType None"),
+    ("45", TypeError, "seqs must be a list of sequences of token ids, got str '45'"),
+    (torch.tensor([4, 5]), ValueError, "seqs must have 2 dimensions"),
+    ([], ValueError, "at least one sequence"),
+])
+def test_pad_batch_names_the_bad_sequence(seqs, error, words):
+    "Item 10: errors from inside torch (new(): invalid data type 'str', Could not infer dtype of NoneType)"
+    with pytest.raises(error, match=words):
+        pad_batch(seqs, 0)
+
+
+def test_pad_batch_takes_a_batch_that_is_already_a_tensor():
+    "Item 10: a (B, L) tensor raised 'Boolean value of Tensor with more than one value is ambiguous'"
+    ids = torch.tensor([[4, 5], [6, 7]])
+    assert torch.equal(pad_batch(ids, 0), ids) and torch.equal(pad_batch(list(ids), 0), ids)
 
 
 FAIR = torch.tensor([0.5, 0.5])
