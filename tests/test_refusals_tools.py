@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from transformer_nb.checkpoints import load_model, save_model
 from transformer_nb.data import Vocab, batch_stream, make_batch, make_task
 from transformer_nb.decoding import exact_match, translate
 from transformer_nb.distributed import shard_stream
@@ -44,7 +45,7 @@ from transformer_nb.training import (
     make_optimizer,
     smoothing_floor,
 )
-from transformer_nb.transformer import Transformer
+from transformer_nb.transformer import Transformer, TransformerConfig
 
 COPY = make_task("copy", n_train=16, n_valid=8)          # 14 tokens
 
@@ -275,3 +276,35 @@ def test_alignment_shares_needs_one_gold_and_length_per_example():
         with pytest.raises(ValueError, match=words):
             alignment_shares(w, golds, lens)
     assert alignment_shares(w, [[{0}, {1}, {2}]], [3]).alignment.item() == 1.0
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    cfg = TransformerConfig(12, 12, 8, 2, 1, 1, 16)
+    path = tmp_path_factory.mktemp("ck") / "f15.pt"
+    save_model(path, Transformer.from_config(cfg), cfg, Vocab("abcdefgh"))
+    return path, cfg
+
+
+@pytest.mark.parametrize("where, error, words", [
+    ({"cpu": "cuda:0"} if not torch.cuda.is_available() else {"cpu": "cuda:99"}, ValueError, "map_location\\['cpu'\\] is"),
+    (0, TypeError, "map_location must name a device such as 'cpu' or 'cuda' \\(or be a dict of them, or a function\\), "
+                   "got int 0"),
+    ("meta", ValueError, "map_location is 'meta', where the weights would hold no numbers"),
+    ({"cpu": "meta"}, ValueError, "map_location\\['cpu'\\] is 'meta'"),
+])
+def test_a_bad_map_location_is_not_blamed_on_the_file(checkpoint, where, error, words):
+    "Item 15: these said the file 'is not a transformer_nb checkpoint' or 'was saved by another version'"
+    with pytest.raises(error, match=words):
+        load_model(checkpoint[0], map_location=where)
+    for fine in ("cpu", torch.device("cpu"), {"cpu": "cpu"}, lambda storage, loc: storage):
+        assert isinstance(load_model(checkpoint[0], map_location=fine)[0], Transformer)
+
+
+def test_a_model_on_the_meta_device_is_not_saved(checkpoint, tmp_path):
+    "Item 15: a data-less checkpoint was written, and load_model then blamed 'another version'"
+    with torch.device("meta"):
+        model = Transformer.from_config(checkpoint[1])
+    with pytest.raises(ValueError, match="state_dict\\['src_embed.tokens.embed.weight'\\] is on the meta device"):
+        save_model(tmp_path / "meta.pt", model, checkpoint[1], Vocab("abcdefgh"))
+    assert not (tmp_path / "meta.pt").exists()
