@@ -31,6 +31,7 @@ from transformer_nb.induction import (
 )
 from transformer_nb.inside import lens_over, lm_lens, logit_difference
 from transformer_nb.masking import pad_batch
+from transformer_nb.pronouns import genders_differ, pronoun_pair, refers_to_agent
 from transformer_nb.reading import (
     ablation_costs,
     alignment_shares,
@@ -251,6 +252,18 @@ def test_the_analysis_helpers_refuse_bad_counts_windows_and_ids():
         with pytest.raises(error, match=words):
             call()
     assert lm_batch(ids, 5, 2, g)[0].shape == (2, 5)
+
+
+def test_the_pronoun_helpers_name_what_is_not_of_the_task():
+    "Item 14: KeyError: 'unicorn', an IndexError, or a silent False on a sentence that is not the task's"
+    for call, words in [(lambda: pronoun_pair("unicorn", "river", "tired"), "agent must be one of animal, dog"),
+                        (lambda: pronoun_pair("dog", "river", "purple"), "adjective must be one of tired"),
+                        (lambda: refers_to_agent("the dog".split()), "english must be the words of a sentence"),
+                        (lambda: genders_differ(pronoun_pair("dog", "river", "tired")[1]), "english must be the words")]:
+        with pytest.raises(ValueError, match=words):
+            call()
+    en = pronoun_pair("dog", "street", "tired")[0]
+    assert refers_to_agent(en) and genders_differ(en)                    # der Hund, die Straße
 
 
 def test_logit_difference_checks_its_rows():
