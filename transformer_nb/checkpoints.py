@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .core import check_int
+from .core import check_device_name, check_int
 from .data import Vocab
 from .transformer import Transformer, TransformerConfig
 
@@ -130,6 +130,9 @@ def _check_plain(x, name:str)->None:
             _check_plain(k, f"{name} key"); _check_plain(v, f"{name}[{k!r}]")
     elif isinstance(x, (list, tuple)):
         for i, v in enumerate(x): _check_plain(v, f"{name}[{i}]")
+    elif isinstance(x, torch.Tensor) and x.is_meta:
+        raise ValueError(f"{name} is on the meta device: it holds no numbers to save; "
+                         "build or load the model on 'cpu' or a GPU first")
     elif not isinstance(x, _PLAIN):
         raise TypeError(f"{name} is of type {type(x).__name__}, which a checkpoint "
                         "cannot read back: keep to numbers, strings, tensors, lists "
@@ -209,15 +212,20 @@ def _unreadable(path, error:Exception)->str:
     return f"torch.load failed: {type(error).__name__}"
 
 def _check_map_location(map_location)->None:
-    "Raise a ValueError if map_location names a device that is not here"
-    if not isinstance(map_location, (str, torch.device)): return   # a dict or function
-    try: device = torch.device(map_location)
-    except RuntimeError:
-        raise ValueError(f"map_location must name a device such as 'cpu' or 'cuda', "
-                         f"got {map_location!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"map_location is {map_location!r}, but torch sees no CUDA "
-                         "device here")
+    ("Raise unless map_location, or each value of a dict of them, names a device that "
+     "is here and not 'meta' (where the weights would hold no numbers); a function "
+     "passes as it is")
+    if callable(map_location): return                  # torch calls it on each tensor
+    one = not isinstance(map_location, dict)
+    for k, v in [(None, map_location)] if one else map_location.items():
+        name = "map_location" if k is None else f"map_location[{k!r}]"
+        if not isinstance(v, (str, torch.device)):
+            raise TypeError(f"{name} must name a device such as 'cpu' or 'cuda' (or be "
+                            f"a dict of them, or a function), got {type(v).__name__} "
+                            f"{v!r}")
+        if check_device_name(v, name).type == "meta":
+            raise ValueError(f"{name} is 'meta', where the weights would hold no "
+                             "numbers: load on 'cpu' or a GPU")
 
 def load_checkpoint(path, map_location="cpu")->dict:
     """Read and check a checkpoint written by `save_model`, without building the model

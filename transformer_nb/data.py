@@ -343,6 +343,34 @@ class Batch(NamedTuple):
         "Number of target tokens to predict (not counting padding)"
         return int((self.tgt_out != Vocab.pad).sum())
 
+# %% ../nbs/09_data.ipynb #c025b
+def _check_vocab_kind(vocab, name:str="vocab")->None:
+    ("A Vocab, or a learner's own with encode; a str has an encode too: the slip of "
+     "passing the characters instead of Vocab(characters)")
+    if isinstance(vocab, str):
+        raise TypeError(f"{name} must be a Vocab, got the string {vocab!r:.40}: build "
+                        f"one with Vocab({vocab!r:.40})")
+    if not hasattr(vocab, "encode"):
+        raise TypeError(f"{name} must be a Vocab, got {type(vocab).__name__}")
+
+def _check_pairs(pairs, tokens:bool=True)->None:
+    ("At least one (source, target) pair, each side a string (with `tokens`, or a list "
+     "of tokens: words, pieces), the source not empty; the first bad one named")
+    if isinstance(pairs, (str, dict)) or not hasattr(pairs, "__len__"):
+        got = "the string" if isinstance(pairs, str) else type(pairs).__name__
+        raise TypeError(f"pairs must be a list of (source, target) pairs, got {got} "
+                        f"{pairs!r:.40}")
+    if len(pairs) == 0:
+        raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    text = lambda s: isinstance(s, str) or (tokens and isinstance(s, (list, tuple))
+                                            and all(isinstance(t, str) for t in s))
+    for i, p in enumerate(pairs):
+        if not (isinstance(p, (tuple, list)) and len(p) == 2 and text(p[0])
+                and text(p[1]) and len(p[0])):
+            each = "a string or a list of tokens" if tokens else "a string"
+            raise TypeError(f"pairs must hold (source, target) pairs, each {each}, "
+                            f"the source not empty, got pairs[{i}] = {p!r:.60}")
+
 # %% ../nbs/09_data.ipynb #c026
 def make_batch(
     pairs:Sequence[tuple[str, str]], vocab:Vocab, device:torch.device|str|None=None,
@@ -363,23 +391,9 @@ def make_batch(
     Batch
         ids, masks and target tokens of the batch
     """
-    if len(pairs) == 0:
-        raise ValueError("pairs must hold at least one (source, target) pair, got none")
-    if not hasattr(vocab, "encode"):                 # a Vocab, or a learner's own
-        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
-    if isinstance(pairs, str):
-        raise TypeError(f"pairs must be a list of (source, target) pairs, got the "
-                        f"string {pairs!r:.40}")
-    if device is not None: check_device_name(device)
     # each side a string, or a list of tokens (words, pieces)
-    text = lambda s: isinstance(s, str) or (isinstance(s, (list, tuple))
-                                            and all(isinstance(t, str) for t in s))
-    bad = [i for i, p in enumerate(pairs) if not (isinstance(p, (tuple, list))
-           and len(p) == 2 and text(p[0]) and text(p[1]) and len(p[0]))]
-    if bad:
-        raise TypeError(f"pairs must hold (source, target) pairs, each a string or a "
-                        f"list of tokens, the source not empty, got pairs[{bad[0]}] = "
-                        f"{pairs[bad[0]]!r:.60}")
+    _check_pairs(pairs); _check_vocab_kind(vocab)  # a Vocab, or a learner's own
+    if device is not None: check_device_name(device)
     # (B, S)
     src = pad_batch([vocab.encode(s) for s, _ in pairs], vocab.pad)
     # (B, T + 1)
@@ -396,6 +410,44 @@ def make_batch(
         padding_mask(src, vocab.pad),
         target_mask(tgt_in, vocab.pad),
     )
+
+# %% ../nbs/09_data.ipynb #c028b
+def _room(model:torch.nn.Module, part:str="tgt_embed")->int|None:
+    "The most positions the position table of `part` holds; None: no limit known"
+    positions = getattr(getattr(model, part, None), "positions", None)
+    return getattr(positions, "max_len", None)
+
+def _check_vocab(model:torch.nn.Module, vocab)->None:
+    ("The vocabulary must be the model's: another one of a different size reads the "
+     "ids as other tokens, silently, or fails on an id deep inside")
+    _check_vocab_kind(vocab)
+    sizes = {getattr(getattr(model, part, None), "tokens", None) for part in
+             ("src_embed", "tgt_embed")} - {None}
+    for tokens in sizes:
+        if len(vocab) != tokens.vocab_size:
+            raise ValueError(f"vocab has {len(vocab)} tokens, but the model's "
+                             f"embedding has {tokens.vocab_size}: is it the model's "
+                             "vocabulary?")
+
+def _batch(
+    model:torch.nn.Module, vocab:Vocab, pairs:Sequence, first:int=0,
+    names:tuple[str, str]|None=None,
+)->Batch:
+    ("The pairs batched on the model's device, its vocabulary checked; a side too long "
+     "for a position table is named as the caller's pairs[first + i], or by `names` "
+     "(source, target) when the caller passed one pair as two strings")
+    _check_vocab(model, vocab)
+    b = make_batch(pairs, vocab, model.output.weight.device)
+    sides = (("src_embed", b.src, "source"), ("tgt_embed", b.tgt_in, "target"))
+    for k, (part, ids, side) in enumerate(sides):
+        room = _room(model, part)
+        if room is not None and ids.shape[1] > room:
+            n = (ids != vocab.pad).sum(1)                                   # (B,)
+            i = int((n > room).nonzero()[0])
+            who = names[k] if names else f"pairs[{first + i}]'s {side}"
+            raise ValueError(f"{who} is {int(n[i])} tokens long{' with <s>' * k}; the "
+                             f"model reads at most {room} (its max_len)")
+    return b
 
 # %% ../nbs/09_data.ipynb #c030
 def batch_orders(n:int, batch_size:int, seed:int=0)->Iterator[list[int]]:
@@ -455,5 +507,6 @@ def batch_stream(
     Iterator[Batch]
         one batch after another, without end
     """
-    for idx in batch_orders(len(pairs), batch_size, seed):
-        yield make_batch([pairs[j] for j in idx], vocab, device)
+    # checked here, at the call, not when the first batch is drawn
+    _check_vocab_kind(vocab); orders = batch_orders(len(pairs), batch_size, seed)
+    return (make_batch([pairs[j] for j in idx], vocab, device) for idx in orders)

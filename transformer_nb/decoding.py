@@ -19,7 +19,7 @@ from transformer_nb.core import (
     check_tensor,
     inside,
 )
-from .data import Vocab
+from .data import Vocab, _check_pairs, _check_vocab, _room
 from .layers import LayerCache
 from .masking import causal_mask, pad_batch, padding_mask
 from .transformer import Transformer
@@ -142,11 +142,6 @@ def _check_model(model)->nn.Module:
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
     return model
 
-def _room(model:nn.Module, part:str="tgt_embed")->int|None:
-    "The most positions the position table of `part` holds; None: no limit known"
-    positions = getattr(getattr(model, part, None), "positions", None)
-    return getattr(positions, "max_len", None)
-
 def _default_len(model:nn.Module, source_len:int)->int:
     ("The default max_len of translate and beam_translate: source + 8, if the model "
      "has room")
@@ -185,19 +180,6 @@ def _check_source(src, src_mask=None, ndim:int=2):
             f"src_mask is on {src_mask.device} but src is on {src.device}: put them "
             "on one device"
         )
-
-def _check_vocab(model:nn.Module, vocab)->None:
-    ("The decoders' vocabulary must be the model's: another one of a different size "
-     "decodes to <unk> or fails on an id, silently or deep inside")
-    if not hasattr(vocab, "encode"):                 # a Vocab, or a learner's own
-        raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
-    sizes = {getattr(getattr(model, part, None), "tokens", None) for part in
-             ("src_embed", "tgt_embed")} - {None}
-    for tokens in sizes:
-        if len(vocab) != tokens.vocab_size:
-            raise ValueError(f"vocab has {len(vocab)} tokens, but the model's "
-                             f"embedding has {tokens.vocab_size}: is it the model's "
-                             "vocabulary?")
 
 def _check_texts(texts)->list[str]:
     "A list (or other sequence) of non-empty strings; a bare string is a common slip"
@@ -362,8 +344,7 @@ def exact_match(model:Transformer, vocab:Vocab, pairs:Sequence[tuple[str, str]])
     float
         the fraction of targets reproduced exactly
     """
-    if len(pairs) == 0:
-        raise ValueError("pairs must hold at least one (source, target) pair, got none")
+    _check_pairs(pairs, tokens=False)         # strings: translate's outputs are
     outs = translate(model, vocab, [s for s, _ in pairs])
     return sum(o == t for o, (_, t) in zip(outs, pairs)) / len(pairs)
 

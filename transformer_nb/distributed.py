@@ -18,7 +18,13 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .core import check_int, check_tensor
-from .data import Batch, Vocab, batch_orders, make_batch
+from transformer_nb.data import (
+    Batch,
+    Vocab,
+    _check_vocab_kind,
+    batch_orders,
+    make_batch,
+)
 from .training import SingleProcess, train_task
 
 # %% auto #0
@@ -57,7 +63,7 @@ def shard_stream(
         this process's shard of each batch, one after another
     """
     check_int(batch_size, "batch_size"); check_int(world_size, "world_size")
-    check_int(rank, "rank", min_value=0)
+    check_int(rank, "rank", min_value=0); _check_vocab_kind(vocab)
     if rank >= world_size:
         raise ValueError(f"rank must be < world_size {world_size}, got {rank}")
     if world_size > batch_size:

@@ -68,10 +68,8 @@ class CharText(NamedTuple):
         """
         index = {c: i for i, c in enumerate(self.chars)}
         missing = sorted(set(text) - set(index))
-        if missing:
-            raise ValueError(
-                f"text has characters outside the vocabulary: {missing[:5]}"
-            )
+        if missing: raise ValueError(f"text has characters outside the vocabulary: "
+                                     f"{missing[:5]}")
         return torch.tensor([index[c] for c in text], dtype=torch.long)
 
     def decode(self, ids)->str:
@@ -133,7 +131,9 @@ def ngram_bits(train:Tensor, valid:Tensor, vocab_size:int)->dict:
     dict
         {"unigram": bits per character, "bigram": bits per character}
     """
-    V = vocab_size
+    V = check_int(vocab_size, "vocab_size")
+    for name, ids in (("train", train), ("valid", valid)):   # (N,) ids in [0, V)
+        check_token_ids(check_tensor(ids, name, ndim=1), V, name)
     # add-one
     uni = (torch.bincount(train, minlength=V).double() + 1) / (len(train) + V)
     pairs = torch.bincount(train[:-1] * V + train[1:], minlength=V * V).double()
@@ -264,6 +264,18 @@ class GPT(CheckedModule):
 CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)
 LM_TRAINING = dict(steps=450, batch_size=24, context=64, lr=4e-3, warmup=30)
 
+def _check_windows(ids, context, B)->None:
+    "ids (N,) integer, N > context >= 1, B = batch_size >= 1: lm_batch's windows"
+    check_tensor(ids, "ids", ndim=1, floating=False); check_int(B, "batch_size")
+    if len(ids) <= check_int(context, "context"):
+        raise ValueError(f"ids must hold more than context={context}, got {len(ids)}")
+
+def _check_context(model:GPT, context, name:str="context")->int:
+    "An int window of at least one token that the model's position table holds"
+    if check_int(context, name) <= model.max_len: return context
+    raise ValueError(f"{name} {context} exceeds the model's max_len {model.max_len}: "
+                     f"pass a smaller {name}")
+
 def lm_batch(
     ids:Tensor, context:int, batch_size:int, generator:torch.Generator,
 )->tuple[Tensor, Tensor]:
@@ -285,11 +297,11 @@ def lm_batch(
     tuple[Tensor, Tensor]
         inputs (B, T) and targets (B, T), shifted by one
     """
+    _check_windows(ids, context, batch_size)             # a few attribute reads
     starts = torch.randint(0, len(ids) - context, (batch_size,), generator=generator)
     idx = starts[:, None] + torch.arange(context + 1)         # (B, T + 1)
     win = ids[idx]
     return win[:, :-1], win[:, 1:]
-
 
 # %% ../nbs/11c_gpt.ipynb #r006
 @torch.no_grad()
@@ -311,7 +323,7 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
     float
         mean -log2 p(next character) over ids[1:]
     """
-    check_tensor(ids, "ids", ndim=1, floating=False); check_int(context, "context")
+    check_tensor(ids, "ids", ndim=1, floating=False); _check_context(model, context)
     if len(ids) < 2: raise ValueError(f"ids must hold 2 tokens or more, got {len(ids)}")
     model.eval()
     ids = ids.to(model.output.weight.device)
@@ -323,7 +335,6 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
         total += F.cross_entropy(model(x)[0], y[0], reduction="sum").item()
         n += y.shape[1]
     return total / n / math.log(2)
-
 
 # %% ../nbs/11c_gpt.ipynb #r009
 def train_lm(
@@ -365,15 +376,8 @@ def train_lm(
     list[float]
         the loss of every step, in nats per character
     """
-    check_int(steps, "steps"); check_int(context, "context")
-    check_int(batch_size, "batch_size"); check_real(lr, "lr", lambda v: v > 0, "> 0")
-    check_tensor(ids, "ids", ndim=1, floating=False)
-    if len(ids) <= context:
-        raise ValueError(f"ids must hold more than context={context}, got {len(ids)}")
-    if context > model.max_len:
-        raise ValueError(
-            f"context {context} exceeds the model's max_len {model.max_len}"
-        )
+    check_int(steps, "steps"); check_real(lr, "lr", lambda v: v > 0, "> 0")
+    _check_windows(ids, context, batch_size); _check_context(model, context)
     g = torch.Generator().manual_seed(check_seed(seed))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
@@ -424,7 +428,6 @@ def char_lm(
     losses = train_lm(model, text.train, seed=seed, **(train_kw or LM_TRAINING))
     return model, losses, time.perf_counter() - start
 
-
 # %% ../nbs/11c_gpt.ipynb #g035
 def _extend(
     step:Callable[[Tensor], Tensor],
@@ -445,7 +448,6 @@ def _extend(
         done |= nxt == eos
         if done.all(): break
     return ys
-
 
 # %% ../nbs/11c_gpt.ipynb #g035b
 def _gpt_step(model:GPT, B:int, capacity:int)->Callable[[Tensor], Tensor]:
@@ -521,10 +523,9 @@ def generate(
     ys = prompt[None] if one else prompt                     # (B, T0)
     if ys.shape[1] == 0: raise ValueError("prompt must hold at least one token, got 0")
     if ys.shape[1] + max_new_tokens > model.max_len:
-        raise ValueError(
-            f"prompt length {ys.shape[1]} + max_new_tokens {max_new_tokens} "
-            f"exceeds the model's max_len {model.max_len}"
-        )
+        raise ValueError(f"prompt length {ys.shape[1]} + max_new_tokens "
+                         f"{max_new_tokens} exceeds the model's max_len "
+                         f"{model.max_len}")
     pick = (lambda logits: logits.argmax(-1)) if greedy else \
         sampler(temperature, top_k, top_p, seed)          # which checks the settings
     was_training = model.training; model.eval()
@@ -539,7 +540,6 @@ def generate(
         out = _extend(step, ys, max_new_tokens, pick, eos, pad)
     model.train(was_training)
     return (out[0] if one else out).clone()
-
 
 # %% ../nbs/11c_gpt.ipynb #g005
 def _check_sampling(temperature, top_k, top_p):
@@ -608,7 +608,6 @@ def filter_logits(
         x = x.masked_fill(p < least, -math.inf)
     return x
 
-
 # %% ../nbs/11c_gpt.ipynb #g005s
 def sample_next(
     logits:Tensor,
@@ -641,7 +640,6 @@ def sample_next(
     probs = x.softmax(-1).reshape(-1, x.shape[-1])         # (rows, V)
     ids = torch.multinomial(probs, 1, generator=generator)  # (rows, 1)
     return ids.view(x.shape[:-1])
-
 
 # %% ../nbs/11c_gpt.ipynb #r017
 def sampler(
@@ -678,7 +676,6 @@ def sampler(
         return sample_next(logits, temperature, top_k, top_p, gen.get("g"))
     return pick
 
-
 # %% ../nbs/11c_gpt.ipynb #r020
 def chi2_quantile(q:float, df:int)->float:
     """The q-quantile of the χ² distribution, by bisection on torch.special.gammainc
@@ -697,19 +694,14 @@ def chi2_quantile(q:float, df:int)->float:
     """
     check_int(df, "df")
     if not 0 < q < 1: raise ValueError(f"q must be in (0, 1), got {q!r}")
-    cdf = lambda x: float(
-        torch.special.gammainc(
-            torch.tensor(df / 2, dtype=torch.float64),
-            torch.tensor(x / 2, dtype=torch.float64),
-        )
-    )
+    f64 = lambda v: torch.tensor(v, dtype=torch.float64)
+    cdf = lambda x: float(torch.special.gammainc(f64(df / 2), f64(x / 2)))
     lo, hi = 0.0, max(1.0, 2.0 * df)
     while cdf(hi) < q: hi *= 2
     for _ in range(100):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
     return (lo + hi) / 2
-
 
 # %% ../nbs/11c_gpt.ipynb #r023
 class SamplingTest(NamedTuple):
@@ -755,8 +747,13 @@ def sampling_test(
     SamplingTest
         the χ² statistic, its threshold at alpha, and whether the draws pass
     """
-    counts = torch.bincount(draw(n), minlength=len(intended)).double()
-    p = intended.double()
+    check_int(n, "n"); check_real(alpha, "alpha", lambda v: 0 < v < 1, "in (0, 1)")
+    p = check_tensor(intended, "intended", ndim=1, floating=True).double()   # (V,)
+    if (p < 0).any() or not abs(p.sum().item() - 1) <= 1e-4:         # NaN fails too
+        raise ValueError(f"intended must be >= 0 and sum to 1, got {intended}")
+    got = check_token_ids(check_tensor(draw(n), "draw(n)", ndim=1), len(p), "draw(n)")
+    if len(got) != n: raise ValueError(f"draw(n) must return n={n} ids, got {len(got)}")
+    counts = torch.bincount(got, minlength=len(p)).double()
     kept = p > 0
     leaked = int(counts[~kept].sum())
     expected = n * p[kept]
@@ -832,7 +829,11 @@ def induction_scores(
     Induction
         per-head induction scores and the loss on each half
     """
-    check_int(length, "length", 2); g = torch.Generator().manual_seed(check_seed(seed))
+    if 2 * check_int(length, "length", 2) > model.max_len:
+        raise ValueError(f"length {length}: its two copies take {2 * length} "
+                         f"positions, more than the model's max_len {model.max_len}")
+    check_token_ids(check_tensor(pool, "pool", ndim=1), model.vocab_size, "pool")
+    check_int(batch, "batch"); g = torch.Generator().manual_seed(check_seed(seed))
     r = pool[torch.randint(0, len(pool), (batch, length), generator=g)]   # (B, n)
     seq = torch.cat([r, r], dim=1)                                        # (B, 2n)
     model.eval()
@@ -844,7 +845,6 @@ def induction_scores(
     w = torch.stack(attn)[:, :, :, q, q - length + 1]   # (L, B, H, n - 1): to r[i + 1]
     bits = lambda nll: nll.mean().item() / math.log(2)
     return Induction(bits(first), bits(second), w.mean((1, 3)))
-
 
 # %% ../nbs/11c_gpt.ipynb #g036b
 def save_lm(path, model:GPT, chars:str, **meta)->None:

@@ -155,6 +155,13 @@ def head_scores(model:GPT, data:Repeats)->HeadScores:
     HeadScores
         the five measures
     """
+    if not isinstance(data, Repeats):
+        raise TypeError(f"data must be a Repeats (repeat_batch's), got "
+                        f"{type(data).__name__}")
+    if data.ids.shape[1] > model.max_len:
+        raise ValueError(f"data holds sequences of {data.ids.shape[1]} tokens, more "
+                         f"than the model's max_len {model.max_len}: draw them with "
+                         f"repeat_batch(..., context={model.max_len})")
     data = Repeats(*(t.to(model.output.weight.device) for t in data))
     was = model.training
     model.eval()
@@ -482,6 +489,7 @@ def composition(
                          f"{model.stack.num_layers}")
     if kind not in ("K", "Q", "V"):
         raise ValueError(f'kind must be "K", "Q" or "V", got {kind!r}')
+    check_int(draws, "draws")                 # the baseline is a mean over draws
     H = model.num_heads
     g = torch.Generator().manual_seed(check_seed(seed))
     def score(ov, h1):
@@ -540,6 +548,11 @@ def run_summary(row:dict)->dict:
         layer-0 head over the shuffled baseline), comp_other (the same for the layer-1
         heads scoring < 0.3, None if none); cpu_s
     """
+    need = {"checkpoints", "phase_change_tokens", "final", "ablation", "cpu_s",
+            "layers"}
+    if not isinstance(row, dict) or not need <= row.keys():
+        raise ValueError(f"row must be a run of benchmarks/induction_seeds.py, a dict "
+                         f"with {sorted(need)}, got {row!r:.60}")
     last = row["checkpoints"][-1]
     ind = torch.tensor(last["induction"][-1])
     h = int(ind.argmax())
@@ -577,6 +590,7 @@ def seed_table(rows:list[dict])->dict:
         {measure: (median, min, max)}, rounded to 3 decimals; phase_change in millions
         of tokens, over the runs that had one
     """
+    if not rows: raise ValueError("rows must hold at least one run, got none")
     sums = [run_summary(r) for r in rows]
     out = {}
     for k in sums[0]:

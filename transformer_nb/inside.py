@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, NamedTuple, Seque
 import torch
 from torch import Tensor, nn
 
-from .core import check_int
-from .data import Vocab, make_batch
-from .gpt import GPT
+from .core import check_int, check_tensor
+from .data import Vocab, _batch
+from .gpt import GPT, _check_context
 from .masking import causal_mask
 from .norms import LayerNorm, RMSNorm
 from .numbers import NumberTask, bpe_encode, english_words, number_words
@@ -39,9 +39,8 @@ def _stacks(model)->list:
         stacks = [("encoder", model.src_embed, model.encoder),
                   ("decoder", model.tgt_embed, model.decoder)]
     elif isinstance(model, GPT): stacks = [("decoder", model.embed, model.stack)]
-    else:
-        raise TypeError("model must be one of the book's models, a Transformer or a "
-                        f"GPT, got {type(model).__name__}")
+    else: raise TypeError("model must be one of the book's models, a Transformer or "
+                          f"a GPT, got {type(model).__name__}")
     for _, _, stack in stacks:
         if not all(layer.norm_first for layer in stack.layers):
             raise ValueError("model must be pre-LN (norm_first=True): the tools read "
@@ -684,7 +683,9 @@ def logit_difference(logits:Tensor, pos:Tensor, good:Tensor, bad:Tensor)->Tensor
     Tensor
         a number
     """
-    at = logits[torch.arange(len(pos)), pos]                          # (B, V)
+    B, T, V = check_tensor(logits, "logits", ndim=3, floating=True).shape
+    good, bad = _rows(good, B, "good", V), _rows(bad, B, "bad", V)   # (B,) each
+    at = logits[torch.arange(B), _rows(pos, B, "pos", T)]                     # (B, V)
     return (at.gather(1, good[:, None]) - at.gather(1, bad[:, None])).mean()
 
 # %% ../nbs/11d_inside.ipynb #i041
@@ -862,7 +863,7 @@ def lens_over(model:Transformer, vocab:Vocab, pairs:Sequence)->Lens:
         token
     """
     _check_model(model, Transformer)
-    b = make_batch(pairs, vocab)
+    b = _batch(model, vocab, pairs)                  # on its device, its vocabulary
     _, cache = run_with_cache(model, b.src, b.tgt_in, b.src_mask, b.tgt_mask,
                               b.src_mask)
     return _lens(logit_lens(model, cache), b.tgt_out, b.tgt_out != vocab.pad)
@@ -889,12 +890,11 @@ def lm_lens(model:GPT, ids:Tensor, context:int=64, windows:int=256)->Lens:
         token, and that probability by position in the window
     """
     _check_model(model, GPT); check_int(windows, "windows")
-    n = min(windows, (len(ids) - 1) // check_int(context, "context"))
+    n = min(windows, (len(ids) - 1) // _check_context(model, context))
     if n < 1:
         raise ValueError(f"ids must hold over context={context} ids, got {len(ids)}")
     x, y = (ids[k:k + n * context].view(n, context) for k in (0, 1))  # (n, T) each
-    L = len(model.stack.layers)
-    keep = ["decoder.embed"] + [f"decoder.{i}.resid_post" for i in range(L)]
-    _, cache = run_with_cache(model, x, places=keep)
+    keep = [f"decoder.{i}.resid_post" for i in range(len(model.stack.layers))]
+    _, cache = run_with_cache(model, x, places=["decoder.embed", *keep])
     return _lens(logit_lens(model, cache), y, torch.ones_like(y, dtype=torch.bool))
 

@@ -27,7 +27,7 @@ def pad_batch(seqs:list, pad_id:int)->Tensor:
     ----------
     seqs : list
         sequences of token ids: lists of ints or 1-D integer tensors, of any lengths >=
-        1
+        1; or a (B, L) tensor, whose rows are taken as they are
     pad_id : int
         the id that fills the gaps
 
@@ -37,17 +37,29 @@ def pad_batch(seqs:list, pad_id:int)->Tensor:
         (B, L) long, L the longest length
     """
     check_int(pad_id, "pad_id", min_value=0)
-    if not seqs:
-        raise ValueError("seqs must hold at least one sequence, got an empty list")
-    ts = [torch.as_tensor(s) for s in seqs]
-    for i, t in enumerate(ts):
+    # a (B, L) tensor: its rows
+    if isinstance(seqs, Tensor): seqs = list(check_tensor(seqs, "seqs", ndim=2))
+    if isinstance(seqs, (str, dict)) or not hasattr(seqs, "__iter__"):
+        raise TypeError(f"seqs must be a list of sequences of token ids, got "
+                        f"{type(seqs).__name__} {seqs!r:.40}")
+    ts = []
+    for i, s in enumerate(seqs):
+        if isinstance(s, str):
+            raise TypeError(f"seqs[{i}] is the string {s!r:.40}: it needs token ids, "
+                            "not text: encode it with vocab.encode")
+        try: t = torch.as_tensor(s)
+        except (TypeError, ValueError, RuntimeError):   # None, [1, "a"], ragged lists
+            raise TypeError(f"seqs[{i}] must be a sequence of int token ids, got "
+                            f"{s!r:.40}") from None
         if t.dim() != 1 or t.numel() == 0:
             raise ValueError(
                 f"seqs[{i}] must be a non-empty 1-D sequence of token ids, got shape "
                 f"{tuple(t.shape)}"
             )
-        check_tensor(t, f"seqs[{i}]", floating=False)  # 1.5 is no id: not truncated
-    ts = [t.long() for t in ts]
+        # 1.5 is no id: not truncated
+        ts.append(check_tensor(t, f"seqs[{i}]", floating=False).long())
+    if not ts:
+        raise ValueError("seqs must hold at least one sequence, got an empty list")
     return pad_sequence(ts, batch_first=True, padding_value=pad_id)
 
 # %% ../nbs/08_masking.ipynb #c009

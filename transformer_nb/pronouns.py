@@ -70,6 +70,11 @@ def pronoun_pair(agent:str, place:str, adjective:str)->tuple[list[str], list[str
     tuple[list[str], list[str]]
         (English words, German words)
     """
+    for name, v, known in (("agent", agent, AGENTS), ("place", place, PLACES),
+                           ("adjective", adjective, {**AGENT_ADJECTIVES,
+                                                     **PLACE_ADJECTIVES})):
+        if not isinstance(v, str) or v not in known:
+            raise ValueError(f"{name} must be one of {', '.join(known)}, got {v!r}")
     (agent_de, g_agent), (place_de, g_place) = AGENTS[agent], PLACES[place]
     adj_de = AGENT_ADJECTIVES.get(adjective) or PLACE_ADJECTIVES[adjective]
     gender = g_agent if adjective in AGENT_ADJECTIVES else g_place   # the referent's
@@ -125,7 +130,7 @@ def refers_to_agent(english:list[str])->bool:
     bool
         True where 'it' is the animal
     """
-    return english[ADJECTIVE] in AGENT_ADJECTIVES
+    return _check_sentence(english)[ADJECTIVE] in AGENT_ADJECTIVES
 
 def genders_differ(english:list[str])->bool:
     """Do the animal and the place differ in gender? Then the pronoun shows the reading
@@ -140,7 +145,18 @@ def genders_differ(english:list[str])->bool:
     bool
         True where the pronoun tells the two readings apart
     """
+    english = _check_sentence(english)
     return AGENTS[english[AGENT]][1] != PLACES[english[PLACE]][1]
+
+def _check_sentence(english)->list[str]:
+    "The words of an English sentence of the task, as pronoun_pair writes them"
+    ok = (isinstance(english, (list, tuple)) and len(english) == ADJECTIVE + 1
+          and english[AGENT] in AGENTS and english[PLACE] in PLACES
+          and english[ADJECTIVE] in {**AGENT_ADJECTIVES, **PLACE_ADJECTIVES})
+    if not ok:
+        raise ValueError(f"english must be the words of a sentence of the task, as "
+                         f"pronoun_pair writes them, got {english!r:.80}")
+    return english
 
 # %% ../nbs/11a_pronouns.ipynb #p014a
 # keyword arguments of Transformer, and of the training run

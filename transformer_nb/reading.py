@@ -10,8 +10,8 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_int
-from .data import Batch, Vocab, make_batch
+from .core import check_int, check_tensor
+from .data import Batch, Vocab, _batch
 from .transformer import Attention, Transformer, ablate_heads
 
 # %% auto #0
@@ -62,7 +62,7 @@ def teacher_forced_accuracy(
     right_tokens = n_tokens = right_seqs = 0
     try:
         for i in range(0, len(pairs), batch_size):
-            b = make_batch(pairs[i:i + batch_size], vocab, model.output.weight.device)
+            b = _batch(model, vocab, pairs[i:i + batch_size], first=i)
             # (B, T)
             pred = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask).argmax(-1)
             # (B, T) not padding
@@ -75,9 +75,11 @@ def teacher_forced_accuracy(
     return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
 
 # %% ../nbs/09b_reading.ipynb #c063
-def _maps(model:Transformer, vocab:Vocab, pairs:Sequence)->tuple[Batch, Attention]:
+def _maps(
+    model:Transformer, vocab:Vocab, pairs:Sequence, names:tuple|None=None,
+)->tuple[Batch, Attention]:
     "The pairs batched on the model's device, and every map of it (eval mode, restored)"
-    b = make_batch(pairs, vocab, model.output.weight.device)
+    b = _batch(model, vocab, pairs, names=names)
     was_training = model.training; model.eval()
     try:
         _, attn = model(
@@ -108,7 +110,7 @@ def attention_maps(model:Transformer, vocab:Vocab, src_text:str, tgt_text:str)->
     tuple
         (Attention with B = 1, source, decoder-input and decoder-output labels)
     """
-    b, attn = _maps(model, vocab, [(src_text, tgt_text)])
+    b, attn = _maps(model, vocab, [(src_text, tgt_text)], ("src_text", "tgt_text"))
     labels = lambda ids: [vocab.itos[i] for i in ids.tolist()]
     return attn, labels(b.src[0]), labels(b.tgt_in[0]), labels(b.tgt_out[0])
 
@@ -329,6 +331,17 @@ def alignment_shares(
     AlignmentShares
         per (layer, head), the share over all pieces and over crossing pieces
     """
+    _, B, _, T, S = check_tensor(cross, "cross", ndim=5, floating=True).shape
+    if not len(golds) == len(src_lens) == B:
+        raise ValueError(f"golds and src_lens must hold one entry per example of "
+                         f"cross, B={B}, got {len(golds)} and {len(src_lens)}")
+    for b, (gold, n) in enumerate(zip(golds, src_lens)):
+        # zip would cut pieces short, and a word past the source is never the argmax
+        if not (check_int(n, f"src_lens[{b}]") <= S and len(gold) <= T
+                and all(0 <= j < n for g in gold for j in g)):
+            raise ValueError(f"golds[{b}] must hold at most T={T} pieces, each a set "
+                             f"of word positions below src_lens[{b}]={n} (<= S={S}), "
+                             f"got {gold!r:.60}")
     top = cross.argmax(-1)                                                # (L, B, H, T)
     hits, cross_hits, diag, diag_x = [], [], [], []
     for b, (gold, S) in enumerate(zip(golds, src_lens)):

@@ -155,8 +155,10 @@ def smoothing_floor(vocab_size:int, eps:float=0.1)->float:
     float
         the entropy of q, in nats
     """
+    check_int(vocab_size, "vocab_size")
+    check_real(eps, "eps", lambda v: 0 <= v < 1, "in [0, 1)")  # 0: one-hot q, floor 0
     hi, lo = 1 - eps + eps / vocab_size, eps / vocab_size
-    return -(hi * math.log(hi) + (vocab_size - 1) * lo * math.log(lo))
+    return -(hi * math.log(hi) + (vocab_size - 1) * lo * math.log(lo)) if eps else 0.0
 
 # %% ../nbs/10_training.ipynb #c016
 def noam_lr(step:int, d_model:int, warmup:int=4000, factor:float=1.0)->float:
@@ -233,8 +235,10 @@ def make_optimizer(
         the optimizer and its learning-rate scheduler
     """
     check_int(d_model, "d_model"); check_int(warmup, "warmup")   # equation 3 divides
-    if cooldown and end is None:  # (the run's last step)
+    check_real(factor, "factor", lambda v: v > 0, "> 0")      # < 0: gradient ascent
+    if check_int(cooldown, "cooldown", 0) and end is None:  # (the run's last step)
         raise ValueError(f"cooldown={cooldown} needs end, its last step; got end=None")
+    if cooldown: check_int(end, "end")
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                            foreach=True)  # one call for all tensors, same numbers
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: (      # i counts from 0
@@ -417,7 +421,6 @@ def mean_loss_share(
     # DDP averages the processes' gradients (their sum / world_size): multiply by it
     return loss_sum / max(n, 1) * procs.world_size
 
-
 # %% ../nbs/10_training.ipynb #c028b
 def _check_train_args(model, batches, steps, warmup, factor, average, average_every,
                       accumulate, cooldown=0, cooldown_end=None):
@@ -576,8 +579,7 @@ def train(
     # every process checks its own arguments, then all agree before any acts
     procs.agree(problem)
     procs.check_same(dict(steps=steps, smoothing=smoothing, accumulate=accumulate,
-                          **schedule, **averaging,
-                          resume=None if resume is None else
+                          **schedule, **averaging, resume=None if resume is None else
                           (resume["step"], _checksum(resume["model"]))), "train's run")
     opt, sched = make_optimizer(model, model.d_model, warmup, factor, cooldown, end)
     avg = CheckpointAverage(keep=average)
@@ -851,9 +853,7 @@ def alignment_weight(
     return total / n
 
 # %% ../nbs/10_training.ipynb #rd02
-def attended_sources(
-    weights:Tensor,
-)->dict[int, int]:
+def attended_sources(weights:Tensor)->dict[int, int]:
     """For each output piece, the source position that its query attends to most, read
     off one head's cross-attention map
 
