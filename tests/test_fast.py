@@ -264,6 +264,80 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     assert kept_small[0] == kept_small[1]
 
 
+def _norm_layer(norm):
+    "A pre-LN layer whose norms are `norm`: an EncoderLayer (LayerNorm) or a decoder-only DecoderLayer"
+    if norm == "layer": return EncoderLayer(64, 4, 128, dropout=0.0)
+    return DecoderLayer(64, 4, 128, dropout=0.0, cross_attention=False, norm=norm)
+
+
+def _grads_of_recompute(norm, run, T=128):
+    "The parameters' gradients of run(layer, x) with recompute_norm True and False; x is 256 kB at T=128"
+    out = {}
+    for r in (True, False):
+        torch.manual_seed(0)
+        layer = _norm_layer(norm)
+        layer.recompute_norm = r
+        x = torch.randn(8, T, 64)                                   # 8 * 128 * 64 floats = 256 kB
+        out[r] = run(layer, x)
+    return out
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_recomputed_norm_under_functional_call_gives_the_gradients_of_what_ran(norm):
+    """functional_call puts the module's own weights back before backward: the norm is computed again from the
+    weights the forward pass read, so the gradients are those of recompute_norm=False (before: 181 off of 544)"""
+    from torch.func import functional_call
+    def run(layer, x):
+        params = {k: (v * 1.5).detach().requires_grad_() for k, v in layer.named_parameters()}
+        y = functional_call(layer, params, (x,), {"need_weights": False})[0]
+        y.pow(2).sum().backward()
+        return {k: v.grad for k, v in params.items()}
+    g = _grads_of_recompute(norm, run)
+    assert g[True].keys() == g[False].keys()
+    for k in g[False]: assert torch.equal(g[True][k], g[False][k]), k
+
+
+HOOKS = ["removed before backward", "removes itself as it fires", "on every module, removed"]
+
+
+@pytest.mark.parametrize("how", HOOKS)
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_a_hooked_norm_is_not_recomputed(norm, how):
+    """A forward hook that changes the norm's output, gone by the backward pass: the layer keeps what the hooked
+    norm returned, and the gradients are those of recompute_norm=False (before: 77 off of 106)"""
+    def run(layer, x):
+        norms = [m for m in layer.modules() if m is layer.norm1]
+        steer = lambda m, i, o: o + 1.0 if m in norms else None
+        if how == "on every module, removed":
+            handle = nn.modules.module.register_module_forward_hook(steer)
+        else:
+            def once(m, i, o):
+                if how == "removes itself as it fires": handle.remove()
+                return steer(m, i, o)
+            handle = layer.norm1.register_forward_hook(once)
+        y = layer(x, need_weights=False)[0]
+        handle.remove()
+        y.pow(2).sum().backward()
+        return {k: p.grad for k, p in layer.named_parameters()}
+    g = _grads_of_recompute(norm, run)
+    for k in g[False]: assert torch.equal(g[True][k], g[False][k]), k
+
+
+def test_a_hooked_norm_keeps_its_output_and_an_unhooked_one_does_not():
+    "What autograd keeps: one (8, 128, 64) float tensor less per sublayer without hooks, none less with one"
+    torch.manual_seed(0)
+    layer = EncoderLayer(64, 4, 128, dropout=0.0)
+    x = torch.randn(8, 128, 64)
+    kept = {}
+    for r in (False, True):
+        layer.recompute_norm = r
+        kept[r] = saved_for_backward(lambda: layer(x, need_weights=False)[0].sum().backward())
+    assert kept[False] - kept[True] == 2 * 8 * 128 * 64 * 4 / 2**20
+    layer.norm2.register_forward_pre_hook(lambda m, args: None)
+    hooked = saved_for_backward(lambda: layer(x, need_weights=False)[0].sum().backward())
+    assert hooked - kept[True] == 8 * 128 * 64 * 4 / 2**20        # norm2's output is kept
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_drop_mask_probability(p):
     torch.manual_seed(0)

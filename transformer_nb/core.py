@@ -21,7 +21,7 @@ from torch import Tensor, nn
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
            'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
            'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
-           'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
+           'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -592,6 +592,27 @@ class _Recompute(NamedTuple):
     ("Where a saved view sits, relative to the tensor that `recompute_saved` computes "
      "again")
     shape: torch.Size; stride: tuple; offset: int
+
+# %% ../nbs/00_core.ipynb #k014
+def has_hooks(module:nn.Module)->bool:
+    """Would calling `module` run a hook, forward or backward: one of its own, or one
+    that torch runs for every module (`register_module_forward_hook` and the like)?
+
+    Parameters
+    ----------
+    module : nn.Module
+        a module whose computation the caller would do itself, without calling it
+
+    Returns
+    -------
+    bool
+        True: call the module, or its hooks are skipped
+    """
+    every = nn.modules.module   # torch's hooks for every module: its call's own test
+    return bool(module._forward_hooks or module._forward_pre_hooks
+                or module._backward_hooks or module._backward_pre_hooks
+                or every._global_forward_hooks or every._global_forward_pre_hooks
+                or every._global_backward_hooks or every._global_backward_pre_hooks)
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_nb.core import (
@@ -19,6 +20,7 @@ from transformer_nb.core import (
     check_mask,
     check_nonempty,
     check_tensor,
+    has_hooks,
     log_shapes,
     recompute_saved,
 )
@@ -31,7 +33,13 @@ from transformer_nb.multihead import (
     load_weights,
     to_torch_state,
 )
-from .norms import LayerNorm, check_norm_first, make_norm
+from transformer_nb.norms import (
+    LayerNorm,
+    RMSNorm,
+    _rms_norm,
+    check_norm_first,
+    make_norm,
+)
 
 # %% auto #0
 __all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'Encoder', 'Decoder',
@@ -96,6 +104,18 @@ def _recomputing(h:Tensor, fn)->Iterator[Tensor]:
     "`with _recomputing(h, fn) as h:` inside `recompute_saved(h, fn)`"
     with recompute_saved(h, fn): yield h
 
+def _norm_again(norm:nn.Module, x:Tensor):
+    ("A function that computes norm(x) again from the weights this call reads (those "
+     "functional_call swaps in), without calling norm; None where it could differ")
+    if has_hooks(norm): return None        # a hook may change, or stop changing, h
+    if type(norm) is LayerNorm and norm.fused:
+        d, w, b, eps = norm.d_model, norm.weight, norm.bias, norm.eps
+        return lambda: F.layer_norm(x, (d,), w, b, eps)
+    if type(norm) is RMSNorm:
+        w, eps = norm.weight, norm.eps
+        return lambda: _rms_norm(x, w, eps)
+    return None                            # unfused, parametrized, another module
+
 class _Sublayers(CheckedModule):
     "What the encoder and decoder layers share: the sublayers' plumbing"
     # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
@@ -104,15 +124,17 @@ class _Sublayers(CheckedModule):
     def _normed(self, norm:nn.Module, x:Tensor):
         ("`with self._normed(norm, x) as h:` h = norm(x); for a large x autograd "
          "keeps x instead of h, and computes h again for the backward pass")
-        h = norm(x)
+        again = None
         # is_compiling() before the size: a symbolic size (torch.export) is not compared
         if (self.recompute_norm and torch.is_grad_enabled()
                 and not torch.compiler.is_compiling()
                 and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES):
-            return _recomputing(h, lambda: norm(x))
-        # nothing to recompute (no backward, or a small x): a plain object, cheaper
+            # before the call: a hook that removes itself as it fires still counts
+            again = _norm_again(norm, x)
+        h = norm(x)
+        # nothing to recompute (no backward, a small x, a hook): a plain object, cheaper
         # than a generator's `with`, which a decoding step would pay 3 times a layer
-        return nullcontext(h)
+        return nullcontext(h) if again is None else _recomputing(h, again)
 
     def _sa_block(self, h, mask, need_weights, cache=None):
         "Self-attention of h; with a cache, over the cached positions and h's own"
