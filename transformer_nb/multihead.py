@@ -21,6 +21,7 @@ from transformer_nb.core import (
     check_mask,
     check_nonempty,
     check_tensor,
+    has_hooks,
     log_shapes,
     outside,
 )
@@ -304,7 +305,9 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     x : Tensor
         (..., d_in)
     linears : tuple
-        nn.Linear layers that all read x, with or without biases alike
+        nn.Linear layers that all read x, with or without biases alike; if one is
+        another module (quantized, parametrized) or has hooks (pruning, a probe), each
+        is called on x instead, so that what they do runs
     keep
         an object whose attribute `stacked` keeps the stacked weight and bias from
         call to call, such as a decoding cache: the weights do not change while it
@@ -315,6 +318,8 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     Tensor
         (..., sum of their out_features): their outputs side by side
     """
+    if not all(type(l) is nn.Linear and not has_hooks(l) for l in linears):
+        return torch.cat([l(x) for l in linears], dim=-1)    # the modules themselves
     stacked = getattr(keep, "stacked", None)
     if stacked is None:
         # (sum d_out, d_in)
