@@ -402,3 +402,30 @@ def test_generate_runs_in_inference_mode_and_hands_back_tensors_autograd_takes(p
     # the prompt's length and offset 0: the rotary tables generate kept are read again, and saved for backward
     m(out[:, :3]).logsumexp(-1).mean().backward()
     assert m.embed.tokens.embed.weight.grad is not None
+
+
+def test_per_sample_gradients_with_vmap():
+    """torch.func's per-sample gradient recipe, vmap(grad(functional_call)), on the GPT and on the Transformer: the
+    door's id check steps aside under the transforms (before: vmap refused its read of the ids' values), and each
+    row's gradient is that of a backward pass of the row alone; eager calls still refuse a bad id"""
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    ids, y = torch.randint(0, 17, (4, 9)), torch.randint(0, 17, (4, 9))
+    params = {k: v.detach() for k, v in g.named_parameters()}
+    loss = lambda p, i, t: F.cross_entropy(functional_call(g, p, (i[None],))[0], t)
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, ids, y)
+    for r in range(len(ids)):
+        g.zero_grad(); F.cross_entropy(g(ids[r:r + 1])[0], y[r]).backward()
+        for k, p in g.named_parameters(): torch.testing.assert_close(per_sample[k][r], p.grad, atol=1e-6, rtol=1e-5)
+    t = Transformer(11, 13, d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64,
+                    dropout=0.0).eval()
+    src, tgt = torch.randint(0, 11, (3, 5)), torch.randint(0, 13, (3, 6))
+    tp = {k: v.detach() for k, v in t.named_parameters()}
+    out = lambda p, s, u: functional_call(t, p, (s[None], u[None])).square().mean()
+    per_row = vmap(grad(out), in_dims=(None, 0, 0))(tp, src, tgt)
+    t.zero_grad(); t(src[1:2], tgt[1:2]).square().mean().backward()
+    for k, p in t.named_parameters():
+        if p.grad is not None: torch.testing.assert_close(per_row[k][1], p.grad, atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="must lie in"): g(ids + 17)

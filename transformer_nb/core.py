@@ -20,8 +20,8 @@ from torch import Tensor, nn
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
            'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
-           'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
-           'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules', 'ProgressBar']
+           'check_mask', 'outside', 'inside', 'CheckedModule', 'tracing', 'drop_mask', 'dropout', 'torch_dropout_masks',
+           'Dropout', 'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -443,6 +443,19 @@ def _check_devices(module:nn.Module, args:tuple, kwargs:dict):
                 key = names[key] if key < len(names) else f"argument {key}"
             check_device(x, key, w.device)
 
+# %% ../nbs/00_core.ipynb #c022u
+def tracing()->bool:
+    """Is torch tracing the code rather than running it on values: `torch.compile` or
+    `torch.export`, or a `torch.func` transform (`vmap`, `grad`)? A check that reads
+    a tensor's values steps aside then
+
+    Returns
+    -------
+    bool
+        False in plain eager code
+    """
+    return torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
+
 # %% ../nbs/00_core.ipynb #k001
 def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
     """A dropout mask from 32 random bits per element, drawn 64 at a time from torch's
@@ -560,11 +573,7 @@ def recompute_saved(t:Tensor, fn)->Iterator[None]:
     """
     # no backward to serve; a compiler plans its own recomputation; torch.func's
     # transforms wrap tensors in a way these hooks cannot see through
-    if (
-        not (torch.is_grad_enabled() and t.requires_grad)
-        or torch.compiler.is_compiling()
-        or torch._C._are_functorch_transforms_active()
-    ):
+    if not (torch.is_grad_enabled() and t.requires_grad) or tracing():
         yield; return
     # the hooks below must not hold t itself: autograd keeps them as long as what they
     # packed, and t would stay in memory
