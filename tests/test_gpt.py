@@ -12,11 +12,14 @@ from torch import nn
 from transformer_nb.decoding import greedy_search
 from transformer_nb.gpt import (
     GPT,
+    bits_per_char,
     chi2_quantile,
     filter_logits,
     generate,
+    induction_scores,
     load_lm,
     ngram_bits,
+    previous_token_scores,
     pydoc_text,
     sample_next,
     sampler,
@@ -429,3 +432,21 @@ def test_per_sample_gradients_with_vmap():
     for k, p in t.named_parameters():
         if p.grad is not None: torch.testing.assert_close(per_row[k][1], p.grad, atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="must lie in"): g(ids + 17)
+
+
+def test_measurements_hand_the_model_back_in_its_mode():
+    """bits_per_char, previous_token_scores and induction_scores measure in eval mode and restore the caller's
+    mode, as generate does (before: a model in train mode came back in eval mode, its dropout off)"""
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16, dropout=0.1)
+    ids = torch.randint(0, 17, (40,))
+    measures = [lambda: bits_per_char(g, ids, context=16), lambda: previous_token_scores(g, ids[:16].view(2, 8)),
+                lambda: induction_scores(g, torch.arange(17), length=6, batch=4)]
+    same = lambda a, b: (all(same(x, y) for x, y in zip(a, b)) if isinstance(a, tuple)
+                         else torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b)
+    for measure in measures:
+        for mode in (True, False):
+            g.train(mode)
+            first = measure()
+            assert all(m.training == mode for m in g.modules())
+            assert same(first, measure())            # measured in eval mode: no dropout, the same twice

@@ -21,7 +21,8 @@ from torch import Tensor, nn
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
            'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
            'check_mask', 'outside', 'inside', 'CheckedModule', 'tracing', 'drop_mask', 'dropout', 'torch_dropout_masks',
-           'Dropout', 'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules', 'ProgressBar']
+           'Dropout', 'evaluating', 'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules',
+           'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -531,6 +532,27 @@ class Dropout(nn.Dropout):
             while training; x in eval mode
         """
         return dropout(x, self.p, self.training)
+
+# %% ../nbs/00_core.ipynb #k004d
+@contextmanager
+def evaluating(model:nn.Module)->Iterator[nn.Module]:
+    """Inside this `with` block `model` is in eval mode; after it, in the mode it was
+    in before
+
+    Parameters
+    ----------
+    model : nn.Module
+        the model to measure
+
+    Returns
+    -------
+    Iterator[nn.Module]
+        model, in eval mode inside the block
+    """
+    was = model.training
+    model.eval()
+    try: yield model
+    finally: model.train(was)
 
 # %% ../nbs/00_core.ipynb #k009a
 def saved_for_backward(step)->float:
