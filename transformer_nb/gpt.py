@@ -180,7 +180,7 @@ class GPT(CheckedModule):
         dropout : float
             P_drop on embeddings, sublayer outputs, attention, FFN
         activation : str
-            "gelu" (GPT) or "relu" (the paper)
+            "gelu" (GPT), "relu" (the paper); chapter 11f: "gelu_tanh" or "swiglu"
         positions : str
             "sinusoidal" (the paper), "learned" (GPT) or "rope": rotary, inside
             attention (Llama; chapter 11f)
@@ -241,7 +241,8 @@ class GPT(CheckedModule):
         Returns
         -------
         Tensor | tuple[Tensor, list[Tensor]]
-            (B, T, V) logits for the next token
+            (B, T, V) logits for the next token; with need_weights, (logits, each
+            layer's self-attention weights (B, H, T, t))
         """
         T, past = ids.shape[1], 0 if cache is None else len(cache[0])
         x = self.embed(ids, offset=past)                            # (B, T, d_model)

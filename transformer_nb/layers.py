@@ -169,7 +169,7 @@ class EncoderLayer(_Sublayers):
         norm_first : bool
             True: pre-LN (ours); False: post-LN (the paper)
         activation : str
-            "relu" (the paper) or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         """
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
@@ -251,7 +251,7 @@ class DecoderLayer(_Sublayers):
         norm_first : bool
             True: pre-LN (ours); False: post-LN (the paper)
         activation : str
-            "relu" (the paper), "gelu" or "swiglu" (chapter 11f)
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         cross_attention : bool
             False: no cross-attention (and no norm2), the layer of a decoder-only model
         norm : str
@@ -454,7 +454,7 @@ class Encoder(_Stack):
         norm_first : bool
             True: pre-LN; False: post-LN (the paper)
         activation : str
-            "relu" or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         final_norm : bool | None
             a LayerNorm after the last layer; None: only when norm_first
         """
@@ -525,7 +525,7 @@ class Decoder(_Stack):
         norm_first : bool
             True: pre-LN; False: post-LN (the paper)
         activation : str
-            "relu" or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         final_norm : bool | None
             a LayerNorm after the last layer; None: only when norm_first
         cross_attention : bool
