@@ -9,6 +9,7 @@ import inspect
 import logging
 import math
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, NamedTuple
@@ -397,10 +398,12 @@ def check_mask(
     return mask
 
 # %% ../nbs/00_core.ipynb #d002
-class _Door:
-    ("Is a call of the package's modules under way? Then its entry has checked the "
-     "inputs")
-    inside = False
+class _Door(threading.local):
+    ("Is a call of the package's modules under way in this thread? Then its entry has "
+     "checked the inputs; another thread's call checks its own")
+    def __init__(self): self.inside = False     # run in each thread, at its first use
+
+_door = _Door()
 
 def outside()->bool:
     """Is the caller outside the package's modules and functions, at the door where
@@ -411,13 +414,13 @@ def outside()->bool:
     bool
         False inside the call of a `CheckedModule` or a `with inside():` block
     """
-    return not _Door.inside
+    return not _door.inside
 
 class inside:
     ("`with inside():` the package's modules and functions called in the block check "
      "nothing: the caller has")
-    def __enter__(self): self.was, _Door.inside = _Door.inside, True
-    def __exit__(self, *exc): _Door.inside = self.was
+    def __enter__(self): self.was, _door.inside = _door.inside, True
+    def __exit__(self, *exc): _door.inside = self.was
 
 class CheckedModule(nn.Module):
     ("An `nn.Module` that checks its inputs at the door: `_check_inputs` runs when it "
@@ -426,7 +429,7 @@ class CheckedModule(nn.Module):
         "Raise a TypeError or ValueError naming a wrong argument of forward; none here"
 
     def __call__(self, *args, **kwargs):
-        if _Door.inside: return _call(self, *args, **kwargs)
+        if _door.inside: return _call(self, *args, **kwargs)
         self._check_inputs(*args, **kwargs)
         _check_devices(self, args, kwargs)
         with inside(): return _call(self, *args, **kwargs)
