@@ -138,9 +138,8 @@ class _Sublayers(CheckedModule):
 
     def _sa_block(self, h, mask, need_weights, cache=None):
         "Self-attention of h; with a cache, over the cached positions and h's own"
-        return self.self_attn(
-            h, h, h, mask=mask, need_weights=need_weights, cache=cache
-        )
+        return self.self_attn(h, h, h, mask=mask, need_weights=need_weights,
+                              cache=cache, is_self=True)
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(_Sublayers):
