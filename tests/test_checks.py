@@ -126,3 +126,29 @@ def test_a_part_called_directly_checks_once():
     # a failed check leaves the door open: the next call checks again
     with pytest.raises(ValueError, match="mask of shape"): mha(x, x, x, mask=torch.ones(7, 5, dtype=torch.bool))
     assert transformer_nb.core.outside()
+
+
+def test_the_door_is_per_thread():
+    """A call under way in one thread does not open the door for another: a second thread's call checks its own
+    inputs (before: one flag for every thread, and a mask refused alone was accepted, broadcast the wrong way, while
+    another thread was inside a module)"""
+    import threading
+
+    from transformer_nb.core import outside
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 4, 8)
+    bad = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)[:, None, :]     # (B, 1, S): reads as (H, T, S)
+    with pytest.raises(ValueError, match="would read as"): mha(x, x, x, bad)
+    a_in, b_done, res = threading.Event(), threading.Event(), {}
+    def hold(*_):                                       # thread A waits inside the module until B is done
+        if threading.current_thread().name == "A": a_in.set(); b_done.wait(30)
+    mha.W_o.register_forward_hook(hold)
+    a = threading.Thread(target=lambda: mha(x, x, x), name="A"); a.start()
+    assert a_in.wait(30)
+    def b():
+        try: res["out"] = mha(x, x, x, bad)
+        except ValueError as e: res["error"] = str(e)
+        finally: b_done.set()
+    t = threading.Thread(target=b, name="B"); t.start(); t.join(30); a.join(30)
+    assert "would read as (H, T, S)" in res.get("error", ""), res
+    assert outside()

@@ -305,3 +305,23 @@ def test_the_description_checks_can_fail():
     sections = numpydoc_sections(inspect.cleandoc(doc))
     assert list(entries(sections["Parameters"]).values()) == ["a number", "a number"]
     assert restates("Figure", "the figure") and not restates("int", "the exit status")
+
+
+def test_every_activation_parameter_names_every_activation():
+    """A public signature that takes `activation` documents every name it accepts (before: the encoder, decoder,
+    Transformer, TransformerConfig and GPT listed only "relu" and "gelu"), and the GPT's Returns says what
+    need_weights adds"""
+    from fastcore.docments import docments, parse_docstring
+
+    from transformer_nb.ffn import _ACTIVATIONS
+    takes = {n: o for n, o in API.items()                       # check_activation's lists them in its summary
+             if "activation" in parameters(o, n) and not n.rsplit(".", 1)[1].startswith("check_")}
+    assert {"transformer_nb.gpt.GPT", "transformer_nb.transformer.Transformer"} <= takes.keys()
+    assert "transformer_nb.transformer.TransformerConfig" in takes
+    for name, obj in takes.items():
+        if generated(obj): continue                                 # a dataclass's __init__: its class says
+        text = (" ".join(parse_docstring(obj)["Parameters"]["activation"].desc) if is_record(obj)
+                else docments(obj, full=True)["activation"]["docment"])
+        assert all(f'"{a}"' in text for a in _ACTIVATIONS), (name, text)
+    from transformer_nb.gpt import GPT
+    assert "need_weights" in docments(GPT.forward, full=True)["return"]["docment"]

@@ -264,6 +264,80 @@ def test_layers_recompute_their_norms_in_pre_ln(cls, norm_first):
     assert kept_small[0] == kept_small[1]
 
 
+def _norm_layer(norm):
+    "A pre-LN layer whose norms are `norm`: an EncoderLayer (LayerNorm) or a decoder-only DecoderLayer"
+    if norm == "layer": return EncoderLayer(64, 4, 128, dropout=0.0)
+    return DecoderLayer(64, 4, 128, dropout=0.0, cross_attention=False, norm=norm)
+
+
+def _grads_of_recompute(norm, run, T=128):
+    "The parameters' gradients of run(layer, x) with recompute_norm True and False; x is 256 kB at T=128"
+    out = {}
+    for r in (True, False):
+        torch.manual_seed(0)
+        layer = _norm_layer(norm)
+        layer.recompute_norm = r
+        x = torch.randn(8, T, 64)                                   # 8 * 128 * 64 floats = 256 kB
+        out[r] = run(layer, x)
+    return out
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_recomputed_norm_under_functional_call_gives_the_gradients_of_what_ran(norm):
+    """functional_call puts the module's own weights back before backward: the norm is computed again from the
+    weights the forward pass read, so the gradients are those of recompute_norm=False (before: 181 off of 544)"""
+    from torch.func import functional_call
+    def run(layer, x):
+        params = {k: (v * 1.5).detach().requires_grad_() for k, v in layer.named_parameters()}
+        y = functional_call(layer, params, (x,), {"need_weights": False})[0]
+        y.pow(2).sum().backward()
+        return {k: v.grad for k, v in params.items()}
+    g = _grads_of_recompute(norm, run)
+    assert g[True].keys() == g[False].keys()
+    for k in g[False]: assert torch.equal(g[True][k], g[False][k]), k
+
+
+HOOKS = ["removed before backward", "removes itself as it fires", "on every module, removed"]
+
+
+@pytest.mark.parametrize("how", HOOKS)
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_a_hooked_norm_is_not_recomputed(norm, how):
+    """A forward hook that changes the norm's output, gone by the backward pass: the layer keeps what the hooked
+    norm returned, and the gradients are those of recompute_norm=False (before: 77 off of 106)"""
+    def run(layer, x):
+        norms = [m for m in layer.modules() if m is layer.norm1]
+        steer = lambda m, i, o: o + 1.0 if m in norms else None
+        if how == "on every module, removed":
+            handle = nn.modules.module.register_module_forward_hook(steer)
+        else:
+            def once(m, i, o):
+                if how == "removes itself as it fires": handle.remove()
+                return steer(m, i, o)
+            handle = layer.norm1.register_forward_hook(once)
+        y = layer(x, need_weights=False)[0]
+        handle.remove()
+        y.pow(2).sum().backward()
+        return {k: p.grad for k, p in layer.named_parameters()}
+    g = _grads_of_recompute(norm, run)
+    for k in g[False]: assert torch.equal(g[True][k], g[False][k]), k
+
+
+def test_a_hooked_norm_keeps_its_output_and_an_unhooked_one_does_not():
+    "What autograd keeps: one (8, 128, 64) float tensor less per sublayer without hooks, none less with one"
+    torch.manual_seed(0)
+    layer = EncoderLayer(64, 4, 128, dropout=0.0)
+    x = torch.randn(8, 128, 64)
+    kept = {}
+    for r in (False, True):
+        layer.recompute_norm = r
+        kept[r] = saved_for_backward(lambda: layer(x, need_weights=False)[0].sum().backward())
+    assert kept[False] - kept[True] == 2 * 8 * 128 * 64 * 4 / 2**20
+    layer.norm2.register_forward_pre_hook(lambda m, args: None)
+    hooked = saved_for_backward(lambda: layer(x, need_weights=False)[0].sum().backward())
+    assert hooked - kept[True] == 8 * 128 * 64 * 4 / 2**20        # norm2's output is kept
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_drop_mask_probability(p):
     torch.manual_seed(0)
@@ -431,19 +505,87 @@ def test_torch_dropout_masks_draw_what_torch_draws():
     torch.manual_seed(0); assert not torch.equal(dropout(x, 0.3), ours)   # outside: our own mask
 
 
+def _products(mha, *args):
+    "The out_features of every F.linear that mha(*args, need_weights=False) computes, in order"
+    from torch.overrides import TorchFunctionMode
+    seen = []
+    class Count(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is nn.functional.linear: seen.append(args[1].shape[0])
+            return func(*args, **(kwargs or {}))
+    with Count(): out = mha(*args, need_weights=False)[0]
+    return seen, out
+
+
 def test_fuse_projections_switch():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D, H)
     x, mem = torch.randn(B, T, D), torch.randn(B, S, D)
-    calls = []
-    mha.W_q.register_forward_hook(lambda *a: calls.append("q"))
-    mha.W_k.register_forward_hook(lambda *a: calls.append("k"))
-    fused = mha(x, x, x, need_weights=False)[0], mha(x, mem, mem, need_weights=False)[0]
-    assert calls == ["q"]                                   # K and V of the memory in one product
+    fused = _products(mha, x, x, x), _products(mha, x, mem, mem)
+    assert [f[0] for f in fused] == [[3 * D, D], [D, 2 * D, D]]     # K and V of the memory in one product
     mha.fuse_projections = False
-    apart = mha(x, x, x, need_weights=False)[0], mha(x, mem, mem, need_weights=False)[0]
-    assert calls == ["q", "q", "k", "q", "k"]               # three products each time
-    for a, b in zip(fused, apart): torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+    apart = _products(mha, x, x, x), _products(mha, x, mem, mem)
+    assert [a[0] for a in apart] == [[D, D, D, D]] * 2             # three products each time, and W_o
+    for a, b in zip(fused, apart): torch.testing.assert_close(a[1], b[1], atol=TOL, rtol=0)
+
+
+def test_hooks_on_the_projections_run_on_the_fast_path():
+    """Q, K, V are projected by one product only where W_q, W_k, W_v are plain nn.Linear without hooks: otherwise
+    the modules are called, their hooks fire, and what a hook changes is seen (before: W_k's hook never ran)"""
+    from transformer_nb import GPT
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    attn, ids = g.stack.layers[0].self_attn, torch.randint(0, 17, (2, 6))
+    calls = []
+    for n in ("W_q", "W_k", "W_v", "W_o"):
+        getattr(attn, n).register_forward_hook(lambda m, i, o, n=n: calls.append(n))
+    g(ids)
+    assert calls == ["W_q", "W_k", "W_v", "W_o"]
+    zero_k = attn.W_k.register_forward_hook(lambda m, i, o: o * 0)
+    hooked = g(ids)
+    torch.testing.assert_close(hooked, g(ids, need_weights=True)[0], atol=TOL, rtol=0)
+    zero_k.remove()
+    assert (hooked - g(ids)).abs().max() > 0.1                     # the hook changed the output
+    # cross-attention's W_k and W_v, read from the memory
+    mha, x, mem = MultiHeadAttention(D, H), torch.randn(B, T, D), torch.randn(B, S, D)
+    mha.W_v.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    torch.testing.assert_close(mha(x, mem, mem, need_weights=False)[0], mha(x, mem, mem)[0], atol=TOL, rtol=0)
+    assert _products(mha, x, mem, mem)[0] == [D, D, D, D]
+
+
+def test_pruned_projection_trains_on_the_fast_path():
+    "torch.nn.utils.prune puts a pre-hook on W_q: three training steps run (before: the second raised)"
+    import torch.nn.functional as F
+    from torch.nn.utils import prune
+
+    from transformer_nb import GPT
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16)
+    attn, ids = g.stack.layers[0].self_attn, torch.randint(0, 17, (2, 6))
+    prune.l1_unstructured(attn.W_q, "weight", amount=0.5)
+    opt = torch.optim.AdamW(g.parameters(), lr=1e-2)
+    for _ in range(3):
+        loss = F.cross_entropy(g(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten())
+        opt.zero_grad(); loss.backward(); opt.step()
+    g.eval()
+    torch.testing.assert_close(g(ids), g(ids, need_weights=True)[0], atol=TOL, rtol=0)
+    assert (attn.W_q.weight == 0).float().mean() == 0.5           # the pruned weights stay at zero
+
+
+def test_dynamically_quantized_model_runs_on_the_fast_path():
+    "quantize_dynamic swaps each nn.Linear for a quantized one: the fast path calls it (before: a TypeError)"
+    import warnings
+
+    from transformer_nb import GPT
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    ids = torch.randint(0, 17, (2, 6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                           # torch.ao's deprecation notice
+        q = torch.ao.quantization.quantize_dynamic(g, {nn.Linear})
+        fast, readable = q(ids), q(ids, need_weights=True)[0]
+    torch.testing.assert_close(fast, readable, atol=TOL, rtol=0)
+    assert (fast - g(ids)).abs().max() < 0.1                      # 8-bit weights: close to the float model
 
 
 def test_training_step_with_default_adam():

@@ -12,11 +12,14 @@ from torch import nn
 from transformer_nb.decoding import greedy_search
 from transformer_nb.gpt import (
     GPT,
+    bits_per_char,
     chi2_quantile,
     filter_logits,
     generate,
+    induction_scores,
     load_lm,
     ngram_bits,
+    previous_token_scores,
     pydoc_text,
     sample_next,
     sampler,
@@ -402,3 +405,48 @@ def test_generate_runs_in_inference_mode_and_hands_back_tensors_autograd_takes(p
     # the prompt's length and offset 0: the rotary tables generate kept are read again, and saved for backward
     m(out[:, :3]).logsumexp(-1).mean().backward()
     assert m.embed.tokens.embed.weight.grad is not None
+
+
+def test_per_sample_gradients_with_vmap():
+    """torch.func's per-sample gradient recipe, vmap(grad(functional_call)), on the GPT and on the Transformer: the
+    door's id check steps aside under the transforms (before: vmap refused its read of the ids' values), and each
+    row's gradient is that of a backward pass of the row alone; eager calls still refuse a bad id"""
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    ids, y = torch.randint(0, 17, (4, 9)), torch.randint(0, 17, (4, 9))
+    params = {k: v.detach() for k, v in g.named_parameters()}
+    loss = lambda p, i, t: F.cross_entropy(functional_call(g, p, (i[None],))[0], t)
+    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))(params, ids, y)
+    for r in range(len(ids)):
+        g.zero_grad(); F.cross_entropy(g(ids[r:r + 1])[0], y[r]).backward()
+        for k, p in g.named_parameters(): torch.testing.assert_close(per_sample[k][r], p.grad, atol=1e-6, rtol=1e-5)
+    t = Transformer(11, 13, d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1, d_ff=64,
+                    dropout=0.0).eval()
+    src, tgt = torch.randint(0, 11, (3, 5)), torch.randint(0, 13, (3, 6))
+    tp = {k: v.detach() for k, v in t.named_parameters()}
+    out = lambda p, s, u: functional_call(t, p, (s[None], u[None])).square().mean()
+    per_row = vmap(grad(out), in_dims=(None, 0, 0))(tp, src, tgt)
+    t.zero_grad(); t(src[1:2], tgt[1:2]).square().mean().backward()
+    for k, p in t.named_parameters():
+        if p.grad is not None: torch.testing.assert_close(per_row[k][1], p.grad, atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="must lie in"): g(ids + 17)
+
+
+def test_measurements_hand_the_model_back_in_its_mode():
+    """bits_per_char, previous_token_scores and induction_scores measure in eval mode and restore the caller's
+    mode, as generate does (before: a model in train mode came back in eval mode, its dropout off)"""
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16, dropout=0.1)
+    ids = torch.randint(0, 17, (40,))
+    measures = [lambda: bits_per_char(g, ids, context=16), lambda: previous_token_scores(g, ids[:16].view(2, 8)),
+                lambda: induction_scores(g, torch.arange(17), length=6, batch=4)]
+    same = lambda a, b: (all(same(x, y) for x, y in zip(a, b)) if isinstance(a, tuple)
+                         else torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b)
+    for measure in measures:
+        for mode in (True, False):
+            g.train(mode)
+            first = measure()
+            assert all(m.training == mode for m in g.modules())
+            assert same(first, measure())            # measured in eval mode: no dropout, the same twice

@@ -325,3 +325,28 @@ def test_d_ff_must_be_a_non_negative_int():
         DecoderLayer(D, H, -1)
     with pytest.raises(TypeError, match="d_ff must be an int"):
         Decoder(D, H, 2.5, num_layers=1)
+
+
+@pytest.mark.parametrize("hook", ["pre-hook that copies", "full backward hook"])
+def test_cached_self_attention_survives_hooks_that_hand_over_new_tensors(hook):
+    """The layers tell their attention which one it is (is_self=True), so a cached step no longer depends on
+    `key is query`: a forward pre-hook that returns copies, or a full backward hook in grad mode (it wraps the
+    inputs), leaves cached logits equal to the full ones (before: 1.67 and 1.35 off, and generate raised)"""
+    from transformer_nb.gpt import GPT, generate
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    ids = torch.randint(0, 17, (1, 12))
+    attn = g.stack.layers[0].self_attn
+    if hook == "pre-hook that copies":
+        attn.register_forward_pre_hook(lambda m, args: tuple(a * 1.0 for a in args))
+    else:
+        attn.register_full_backward_hook(lambda *a: None)
+    with torch.no_grad(): full = g(ids)
+    grad_mode = torch.enable_grad() if hook == "full backward hook" else torch.no_grad()
+    with grad_mode:
+        cache = [LayerCache()]
+        steps = [g(ids[:, :4], cache=cache)] + [g(ids[:, t:t + 1], cache=cache) for t in range(4, 12)]
+    torch.testing.assert_close(torch.cat(steps, 1).detach(), full, atol=1e-5, rtol=0)
+    ref = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    ref.load_state_dict(g.state_dict())
+    assert torch.equal(generate(g, ids[:, :4], 8, greedy=True), generate(ref, ids[:, :4], 8, greedy=True))

@@ -306,7 +306,8 @@ def test_rope_with_a_cache_is_for_self_attention():
     torch.manual_seed(0)
     m = MultiHeadAttention(16, 2, rope=True).eval()
     y, mem = torch.randn(1, 4, 16), torch.randn(1, 6, 16)
-    with pytest.raises(ValueError, match=r"rope=True with a cache is for self-attention \(key is query\)"):
+    with pytest.raises(ValueError,
+                       match=r"rope=True with a cache is for self-attention \(key is query, or is_self=True\)"):
         m(y[:, :1], mem, mem, cache=LayerCache())
     m(y, mem, mem)                                                    # without a cache: each counts from 0
     with torch.no_grad():

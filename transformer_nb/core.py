@@ -9,6 +9,7 @@ import inspect
 import logging
 import math
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, NamedTuple
@@ -20,8 +21,9 @@ from torch import Tensor, nn
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
            'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
-           'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
-           'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
+           'check_mask', 'outside', 'inside', 'CheckedModule', 'tracing', 'drop_mask', 'dropout', 'torch_dropout_masks',
+           'Dropout', 'evaluating', 'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules',
+           'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -396,10 +398,12 @@ def check_mask(
     return mask
 
 # %% ../nbs/00_core.ipynb #d002
-class _Door:
-    ("Is a call of the package's modules under way? Then its entry has checked the "
-     "inputs")
-    inside = False
+class _Door(threading.local):
+    ("Is a call of the package's modules under way in this thread? Then its entry has "
+     "checked the inputs; another thread's call checks its own")
+    def __init__(self): self.inside = False     # run in each thread, at its first use
+
+_door = _Door()
 
 def outside()->bool:
     """Is the caller outside the package's modules and functions, at the door where
@@ -410,13 +414,13 @@ def outside()->bool:
     bool
         False inside the call of a `CheckedModule` or a `with inside():` block
     """
-    return not _Door.inside
+    return not _door.inside
 
 class inside:
     ("`with inside():` the package's modules and functions called in the block check "
      "nothing: the caller has")
-    def __enter__(self): self.was, _Door.inside = _Door.inside, True
-    def __exit__(self, *exc): _Door.inside = self.was
+    def __enter__(self): self.was, _door.inside = _door.inside, True
+    def __exit__(self, *exc): _door.inside = self.was
 
 class CheckedModule(nn.Module):
     ("An `nn.Module` that checks its inputs at the door: `_check_inputs` runs when it "
@@ -425,7 +429,7 @@ class CheckedModule(nn.Module):
         "Raise a TypeError or ValueError naming a wrong argument of forward; none here"
 
     def __call__(self, *args, **kwargs):
-        if _Door.inside: return _call(self, *args, **kwargs)
+        if _door.inside: return _call(self, *args, **kwargs)
         self._check_inputs(*args, **kwargs)
         _check_devices(self, args, kwargs)
         with inside(): return _call(self, *args, **kwargs)
@@ -442,6 +446,19 @@ def _check_devices(module:nn.Module, args:tuple, kwargs:dict):
                 names = list(inspect.signature(module.forward).parameters)
                 key = names[key] if key < len(names) else f"argument {key}"
             check_device(x, key, w.device)
+
+# %% ../nbs/00_core.ipynb #c022u
+def tracing()->bool:
+    """Is torch tracing the code rather than running it on values: `torch.compile` or
+    `torch.export`, or a `torch.func` transform (`vmap`, `grad`)? A check that reads
+    a tensor's values steps aside then
+
+    Returns
+    -------
+    bool
+        False in plain eager code
+    """
+    return torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
 
 # %% ../nbs/00_core.ipynb #k001
 def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
@@ -519,6 +536,27 @@ class Dropout(nn.Dropout):
         """
         return dropout(x, self.p, self.training)
 
+# %% ../nbs/00_core.ipynb #k004d
+@contextmanager
+def evaluating(model:nn.Module)->Iterator[nn.Module]:
+    """Inside this `with` block `model` is in eval mode; after it, in the mode it was
+    in before
+
+    Parameters
+    ----------
+    model : nn.Module
+        the model to measure
+
+    Returns
+    -------
+    Iterator[nn.Module]
+        model, in eval mode inside the block
+    """
+    was = model.training
+    model.eval()
+    try: yield model
+    finally: model.train(was)
+
 # %% ../nbs/00_core.ipynb #k009a
 def saved_for_backward(step)->float:
     """MB of the distinct storages that autograd keeps from the forward pass for the
@@ -560,11 +598,7 @@ def recompute_saved(t:Tensor, fn)->Iterator[None]:
     """
     # no backward to serve; a compiler plans its own recomputation; torch.func's
     # transforms wrap tensors in a way these hooks cannot see through
-    if (
-        not (torch.is_grad_enabled() and t.requires_grad)
-        or torch.compiler.is_compiling()
-        or torch._C._are_functorch_transforms_active()
-    ):
+    if not (torch.is_grad_enabled() and t.requires_grad) or tracing():
         yield; return
     # the hooks below must not hold t itself: autograd keeps them as long as what they
     # packed, and t would stay in memory
@@ -592,6 +626,27 @@ class _Recompute(NamedTuple):
     ("Where a saved view sits, relative to the tensor that `recompute_saved` computes "
      "again")
     shape: torch.Size; stride: tuple; offset: int
+
+# %% ../nbs/00_core.ipynb #k014
+def has_hooks(module:nn.Module)->bool:
+    """Would calling `module` run a hook, forward or backward: one of its own, or one
+    that torch runs for every module (`register_module_forward_hook` and the like)?
+
+    Parameters
+    ----------
+    module : nn.Module
+        a module whose computation the caller would do itself, without calling it
+
+    Returns
+    -------
+    bool
+        True: call the module, or its hooks are skipped
+    """
+    every = nn.modules.module   # torch's hooks for every module: its call's own test
+    return bool(module._forward_hooks or module._forward_pre_hooks
+                or module._backward_hooks or module._backward_pre_hooks
+                or every._global_forward_hooks or every._global_forward_pre_hooks
+                or every._global_backward_hooks or every._global_backward_pre_hooks)
 
 # %% ../nbs/00_core.ipynb #k006
 def compare_modules(

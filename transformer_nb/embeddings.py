@@ -22,6 +22,7 @@ from transformer_nb.core import (
     check_nonempty,
     check_tensor,
     log_shapes,
+    tracing,
 )
 
 # %% auto #0
@@ -107,7 +108,7 @@ def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
     check_nonempty(ids, name)
     # reads values: eager only (chapter Core), and on the CPU only, where it waits for
     # no device (on a GPU, nn.Embedding's device-side assert reports a bad id)
-    if ids.numel() and ids.device.type == "cpu" and not torch.compiler.is_compiling():
+    if ids.numel() and ids.device.type == "cpu" and not tracing():
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi

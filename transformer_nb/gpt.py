@@ -24,6 +24,7 @@ from transformer_nb.core import (
     check_real,
     check_seed,
     check_tensor,
+    evaluating,
     inside,
 )
 from .decoding import _check_tokens, _Room
@@ -179,7 +180,7 @@ class GPT(CheckedModule):
         dropout : float
             P_drop on embeddings, sublayer outputs, attention, FFN
         activation : str
-            "gelu" (GPT) or "relu" (the paper)
+            "gelu" (GPT), "relu" (the paper); chapter 11f: "gelu_tanh" or "swiglu"
         positions : str
             "sinusoidal" (the paper), "learned" (GPT) or "rope": rotary, inside
             attention (Llama; chapter 11f)
@@ -240,7 +241,8 @@ class GPT(CheckedModule):
         Returns
         -------
         Tensor | tuple[Tensor, list[Tensor]]
-            (B, T, V) logits for the next token
+            (B, T, V) logits for the next token; with need_weights, (logits, each
+            layer's self-attention weights (B, H, T, t))
         """
         T, past = ids.shape[1], 0 if cache is None else len(cache[0])
         x = self.embed(ids, offset=past)                            # (B, T, d_model)
@@ -325,15 +327,15 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
     """
     check_tensor(ids, "ids", ndim=1, floating=False); _check_context(model, context)
     if len(ids) < 2: raise ValueError(f"ids must hold 2 tokens or more, got {len(ids)}")
-    model.eval()
     ids = ids.to(model.output.weight.device)
     total, n = 0.0, 0
-    for i in range(0, len(ids) - 1, context):
-        x = ids[i:i + context][None]                         # (1, <= T)
-        y = ids[i + 1:i + 1 + context][None]
-        x = x[:, :y.shape[1]]
-        total += F.cross_entropy(model(x)[0], y[0], reduction="sum").item()
-        n += y.shape[1]
+    with evaluating(model):                 # no dropout; then the caller's mode again
+        for i in range(0, len(ids) - 1, context):
+            x = ids[i:i + context][None]                         # (1, <= T)
+            y = ids[i + 1:i + 1 + context][None]
+            x = x[:, :y.shape[1]]
+            total += F.cross_entropy(model(x)[0], y[0], reduction="sum").item()
+            n += y.shape[1]
     return total / n / math.log(2)
 
 # %% ../nbs/11c_gpt.ipynb #r009
@@ -782,8 +784,7 @@ def previous_token_scores(model:GPT, ids:Tensor)->Tensor:
     """
     if check_tensor(ids, "ids", ndim=2, floating=False).shape[1] < 2:
         raise ValueError(f"ids must have T >= 2, got shape {tuple(ids.shape)}")
-    model.eval()
-    _, attn = model(ids, need_weights=True)
+    with evaluating(model): _, attn = model(ids, need_weights=True)
     w = torch.stack(attn)                                       # (L, B, H, T, T)
     return w.diagonal(offset=-1, dim1=-2, dim2=-1).mean((1, 3))  # (L, H)
 
@@ -836,8 +837,7 @@ def induction_scores(
     check_int(batch, "batch"); g = torch.Generator().manual_seed(check_seed(seed))
     r = pool[torch.randint(0, len(pool), (batch, length), generator=g)]   # (B, n)
     seq = torch.cat([r, r], dim=1)                                        # (B, 2n)
-    model.eval()
-    logits, attn = model(seq, need_weights=True)
+    with evaluating(model): logits, attn = model(seq, need_weights=True)
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), seq[:, 1:],
                           reduction="none")            # (B, 2n - 1): nll[t] of seq[t+1]
     first, second = nll[:, :length - 1], nll[:, length:]   # targets 1..n-1, n+1..2n-1

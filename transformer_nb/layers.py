@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_nb.core import (
@@ -19,6 +20,7 @@ from transformer_nb.core import (
     check_mask,
     check_nonempty,
     check_tensor,
+    has_hooks,
     log_shapes,
     recompute_saved,
 )
@@ -31,7 +33,13 @@ from transformer_nb.multihead import (
     load_weights,
     to_torch_state,
 )
-from .norms import LayerNorm, check_norm_first, make_norm
+from transformer_nb.norms import (
+    LayerNorm,
+    RMSNorm,
+    _rms_norm,
+    check_norm_first,
+    make_norm,
+)
 
 # %% auto #0
 __all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'Encoder', 'Decoder',
@@ -96,6 +104,18 @@ def _recomputing(h:Tensor, fn)->Iterator[Tensor]:
     "`with _recomputing(h, fn) as h:` inside `recompute_saved(h, fn)`"
     with recompute_saved(h, fn): yield h
 
+def _norm_again(norm:nn.Module, x:Tensor):
+    ("A function that computes norm(x) again from the weights this call reads (those "
+     "functional_call swaps in), without calling norm; None where it could differ")
+    if has_hooks(norm): return None        # a hook may change, or stop changing, h
+    if type(norm) is LayerNorm and norm.fused:
+        d, w, b, eps = norm.d_model, norm.weight, norm.bias, norm.eps
+        return lambda: F.layer_norm(x, (d,), w, b, eps)
+    if type(norm) is RMSNorm:
+        w, eps = norm.weight, norm.eps
+        return lambda: _rms_norm(x, w, eps)
+    return None                            # unfused, parametrized, another module
+
 class _Sublayers(CheckedModule):
     "What the encoder and decoder layers share: the sublayers' plumbing"
     # pre-LN: autograd keeps x, not norm(x), for backward (chapter "Fast path")
@@ -104,21 +124,22 @@ class _Sublayers(CheckedModule):
     def _normed(self, norm:nn.Module, x:Tensor):
         ("`with self._normed(norm, x) as h:` h = norm(x); for a large x autograd "
          "keeps x instead of h, and computes h again for the backward pass")
-        h = norm(x)
+        again = None
         # is_compiling() before the size: a symbolic size (torch.export) is not compared
         if (self.recompute_norm and torch.is_grad_enabled()
                 and not torch.compiler.is_compiling()
                 and x.numel() * x.element_size() >= RECOMPUTE_MIN_BYTES):
-            return _recomputing(h, lambda: norm(x))
-        # nothing to recompute (no backward, or a small x): a plain object, cheaper
+            # before the call: a hook that removes itself as it fires still counts
+            again = _norm_again(norm, x)
+        h = norm(x)
+        # nothing to recompute (no backward, a small x, a hook): a plain object, cheaper
         # than a generator's `with`, which a decoding step would pay 3 times a layer
-        return nullcontext(h)
+        return nullcontext(h) if again is None else _recomputing(h, again)
 
     def _sa_block(self, h, mask, need_weights, cache=None):
         "Self-attention of h; with a cache, over the cached positions and h's own"
-        return self.self_attn(
-            h, h, h, mask=mask, need_weights=need_weights, cache=cache
-        )
+        return self.self_attn(h, h, h, mask=mask, need_weights=need_weights,
+                              cache=cache, is_self=True)
 
 # %% ../nbs/06_layers.ipynb #c007
 class EncoderLayer(_Sublayers):
@@ -147,7 +168,7 @@ class EncoderLayer(_Sublayers):
         norm_first : bool
             True: pre-LN (ours); False: post-LN (the paper)
         activation : str
-            "relu" (the paper) or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         """
         super().__init__()
         self.d_model, self.num_heads = check_int(d_model, "d_model"), num_heads
@@ -229,7 +250,7 @@ class DecoderLayer(_Sublayers):
         norm_first : bool
             True: pre-LN (ours); False: post-LN (the paper)
         activation : str
-            "relu" (the paper), "gelu" or "swiglu" (chapter 11f)
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         cross_attention : bool
             False: no cross-attention (and no norm2), the layer of a decoder-only model
         norm : str
@@ -432,7 +453,7 @@ class Encoder(_Stack):
         norm_first : bool
             True: pre-LN; False: post-LN (the paper)
         activation : str
-            "relu" or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         final_norm : bool | None
             a LayerNorm after the last layer; None: only when norm_first
         """
@@ -503,7 +524,7 @@ class Decoder(_Stack):
         norm_first : bool
             True: pre-LN; False: post-LN (the paper)
         activation : str
-            "relu" or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         final_norm : bool | None
             a LayerNorm after the last layer; None: only when norm_first
         cross_attention : bool

@@ -21,6 +21,7 @@ from transformer_nb.core import (
     check_mask,
     check_nonempty,
     check_tensor,
+    has_hooks,
     log_shapes,
     outside,
 )
@@ -157,6 +158,7 @@ class MultiHeadAttention(CheckedModule):
         mask:Tensor|None=None,
         need_weights:bool=True,
         cache=None,
+        is_self:bool|None=None,
     )->tuple[Tensor, Tensor|None]:
         """
         Parameters
@@ -175,9 +177,12 @@ class MultiHeadAttention(CheckedModule):
             path"), same output
         cache
             a key/value cache such as chapter 6's `LayerCache`, for decoding step by
-            step. Self-attention (key is query): the new positions' keys and values
-            are appended and every position so far is attended. Cross-attention: the
-            keys and values of key/value are computed once and kept in `cache.cross`
+            step. Self-attention: the new positions' keys and values are appended
+            and every position so far is attended. Cross-attention: the keys and
+            values of key/value are computed once and kept in `cache.cross`
+        is_self : bool | None
+            True: self-attention, False: cross-attention, as chapter 6's layers say;
+            None: self-attention exactly when key is query (the same tensor object)
 
         Returns
         -------
@@ -187,6 +192,7 @@ class MultiHeadAttention(CheckedModule):
         """
         log_shapes("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         H, G = self.num_heads, self.n_kv_heads
+        if is_self is None: is_self = key is query        # what a cache is for
         # need_weights=False, the fast path (below): Q, K, V projected with one
         # product where they read one tensor; three products give the same numbers
         fuse = self.fuse_projections and not need_weights
@@ -196,7 +202,7 @@ class MultiHeadAttention(CheckedModule):
             q, k, v = split_heads(qkv, H + 2 * G).split((H, G, G), dim=1)
         else:
             q = split_heads(self.W_q(query), H)
-            if cache is not None and key is not query and cache.cross is not None:
+            if cache is not None and not is_self and cache.cross is not None:
                 k, v = cache.cross                 # the memory's, from the first step
             elif fuse and key is value:
                 k, v = split_heads(fused_projection(key, (self.W_k, self.W_v)),
@@ -204,11 +210,11 @@ class MultiHeadAttention(CheckedModule):
             else: k, v = split_heads(self.W_k(key), G), split_heads(self.W_v(value), G)
         # only with rope or qk_norm (chapter 11f): QK-norm and rotary positions act on
         # q and the new k, before the cache
-        if self.rope or self.qk_norm: q, k = self._rotate(q, k, key is query, cache)
+        if self.rope or self.qk_norm: q, k = self._rotate(q, k, is_self, cache)
         # only with a cache (decoding step by step, chapters 6 and 11): self-attention
         # attends to every position so far (B, H, t, d_k); cross-attention keeps the
         # memory's keys and values for the next steps
-        if cache is not None and key is query: k, v = cache.append(k, v)
+        if cache is not None and is_self: k, v = cache.append(k, v)
         elif cache is not None and cache.cross is None: cache.cross = k, v
         # only in beam search (chapter 11): one memory's keys and values for every
         # row, a view
@@ -242,8 +248,9 @@ class MultiHeadAttention(CheckedModule):
         return q, k
 
     def _check_inputs(self, query, key, value, mask=None, need_weights=True,
-                      cache=None):
+                      cache=None, is_self=None):
         "What forward needs; S of the mask counts the cached positions"
+        if is_self is None: is_self = key is query
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(t, name, ndim=3, floating=True)
             check_last_dim(t, self.d_model, name)
@@ -264,14 +271,14 @@ class MultiHeadAttention(CheckedModule):
                 f"key and value must have the same length S, got {key.shape[1]} and "
                 f"{value.shape[1]}"
             )
-        if self.rope and cache is not None and key is not query:
+        if self.rope and cache is not None and not is_self:
             raise ValueError(
-                "rope=True with a cache is for self-attention (key is query), whose "
-                "cache counts the positions; in cross-attention every step's query "
-                "would be rotated as position 0 (without a cache, queries and keys "
-                "each count from 0)")
+                "rope=True with a cache is for self-attention (key is query, or "
+                "is_self=True), whose cache counts the positions; in cross-attention "
+                "every step's query would be rotated as position 0 (without a cache, "
+                "queries and keys each count from 0)")
         B, T, S = query.shape[0], query.shape[1], key.shape[1]
-        if cache is not None and key is query: S += len(cache)
+        if cache is not None and is_self: S += len(cache)
         check_heads_mask(mask)
         check_mask(mask, (B, self.num_heads, T, S), device=query.device)
 
@@ -304,7 +311,9 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     x : Tensor
         (..., d_in)
     linears : tuple
-        nn.Linear layers that all read x, with or without biases alike
+        nn.Linear layers that all read x, with or without biases alike; if one is
+        another module (quantized, parametrized) or has hooks (pruning, a probe), each
+        is called on x instead, so that what they do runs
     keep
         an object whose attribute `stacked` keeps the stacked weight and bias from
         call to call, such as a decoding cache: the weights do not change while it
@@ -315,6 +324,8 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
     Tensor
         (..., sum of their out_features): their outputs side by side
     """
+    if not all(type(l) is nn.Linear and not has_hooks(l) for l in linears):
+        return torch.cat([l(x) for l in linears], dim=-1)    # the modules themselves
     stacked = getattr(keep, "stacked", None)
     if stacked is None:
         # (sum d_out, d_in)

@@ -252,12 +252,18 @@ class RMSNorm(CheckedModule):
             same shape as x
         """
         log_shapes("RMSNorm", x=x)
-        ms = x.pow(2).mean(dim=-1, keepdim=True)                    # (B, T, 1)
-        return x * torch.rsqrt(ms + self.eps) * self.weight         # (B, T, d_model)
+        return _rms_norm(x, self.weight, self.eps)                  # (B, T, d_model)
 
     def _check_inputs(self, x):
         "x: floating, (..., d_model)"
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
+
+def _rms_norm(x:Tensor, weight:Tensor, eps:float)->Tensor:
+    ("What `RMSNorm` computes, from its weight: float16 and bfloat16 in float32 and "
+     "back, as nn.RMSNorm (in float16, x² overflows from |x| = 256)")
+    xf = x.to(torch.promote_types(x.dtype, torch.float32))       # float32 or float64
+    ms = xf.pow(2).mean(dim=-1, keepdim=True)                    # (B, T, 1)
+    return (xf * torch.rsqrt(ms + eps) * weight).to(x.dtype)     # (B, T, d_model)
 
 def make_norm(norm:str, d_model:int)->nn.Module:
     """The norm of a residual connection, by name

@@ -107,7 +107,7 @@ class Transformer(CheckedModule):
             tie target embedding and output projection (and the source embedding, if
             src_vocab == tgt_vocab)
         activation : str
-            "relu" (the paper) or "gelu"
+            "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
         """
         super().__init__()
         sizes = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, d_model=d_model,
@@ -381,7 +381,7 @@ class TransformerConfig:
     share_embeddings : bool
         tie target embedding and output projection
     activation : str
-        "relu" or "gelu"
+        "relu" (the paper), "gelu"; chapter 11f: "gelu_tanh" or "swiglu"
     """
     src_vocab:int
     tgt_vocab:int
