@@ -19,9 +19,9 @@ from torch import Tensor, nn
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
-           'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
-           'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout', 'torch_dropout_masks', 'Dropout',
-           'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
+           'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_dtype',
+           'check_device_name', 'check_mask', 'outside', 'inside', 'CheckedModule', 'drop_mask', 'dropout',
+           'torch_dropout_masks', 'Dropout', 'saved_for_backward', 'recompute_saved', 'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -309,6 +309,29 @@ def check_device(x:Tensor, name:str, device:torch.device)->Tensor:
     if x.device != device:
         raise ValueError(f"{name} is on {x.device}, but the model is on {device}: "
                          f"move it with {name}.to({str(device)!r})")
+    return x
+
+def check_dtype(x:Tensor, name:str, dtype:torch.dtype)->Tensor:
+    """Check that the caller's tensor has the dtype of the module's weights: torch's
+    own message, from deep inside a matrix product, names neither
+
+    Parameters
+    ----------
+    x : Tensor
+        the caller's floating tensor
+    name : str
+        the argument's name, used in the message
+    dtype : torch.dtype
+        the weights', read from one of them
+
+    Returns
+    -------
+    Tensor
+        x, unchanged
+    """
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {dtype}: "
+                        f"convert one to the other, e.g. module.to({x.dtype})")
     return x
 
 def check_device_name(device, name:str="device")->torch.device:

@@ -14,6 +14,7 @@ from transformer_nb.core import (
     Dropout,
     check_bool,
     check_dropout,
+    check_dtype,
     check_int,
     check_last_dim,
     check_tensor,
@@ -78,8 +79,9 @@ class PositionwiseFeedForward(CheckedModule):
         return self.linear2(hidden)                         # (B, T, d_model)
 
     def _check_inputs(self, x):
-        "x: floating, (..., d_model)"
+        "x: floating, (..., d_model), of the weights' dtype"
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
+        check_dtype(x, "x", self.linear1.weight.dtype)
 
 # %% ../nbs/04_ffn.ipynb #c007
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # two more below, for chapter 11f
