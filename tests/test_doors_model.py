@@ -1,10 +1,16 @@
-"""Bad input at the doors of the model's parts (the audit of the public API with bad input, its items 3, 8 and 16): each case was accepted silently, answered wrongly, or failed inside torch or Python with a message
+"""Bad input at the doors of the model's parts (the audit of the public API with bad input, its items 3, 7, 8 and 16): each case was accepted silently, answered wrongly, or failed inside torch or Python with a message
 that named no argument of the caller; each is now a ValueError or TypeError naming the argument."""
+import math
 
 import pytest
 import torch
 from torch import nn
 
+from transformer_nb.decoding import (
+    KVCache,
+    decode_step,
+    sequence_logprob,
+)
 from transformer_nb.ffn import PositionwiseFeedForward
 from transformer_nb.gpt import GPT
 from transformer_nb.layers import (
@@ -129,6 +135,74 @@ def test_a_layer_cache_of_another_batch_is_refused():
         door(cache, B=2)
         with pytest.raises(ValueError, match="cache holds the keys of a batch of 2, but this call's batch is 1"):
             door(cache, B=1)
+
+
+# ---- item 7: decode_step and sequence_logprob -------------------------------------------------------------------
+
+def _step(token, cache=None, steps=0):
+    m = small(layers=1)
+    memory = m.encode(torch.tensor([[4, 5, 6], [4, 5, 7]]))
+    cache = KVCache(m, memory) if cache is None else cache
+    for _ in range(steps): decode_step(m, cache, torch.tensor([1, 1]))
+    return decode_step(m, cache, token)
+
+
+STEP_SLIPS = [
+    (lambda: _step(torch.tensor([[1], [1]])), ValueError, r"token must have 1 dimensions, got shape \(2, 1\)"),
+    (lambda: _step(torch.tensor(1)), ValueError, "token must have 1 dimensions"),
+    (lambda: _step(torch.tensor([1, 1, 1])), ValueError, "token must hold one id per row of the cache, 2, got 3"),
+    (lambda: _step(torch.tensor([1, 12])), ValueError, r"token must lie in \[0, vocab_size=12\), got 12"),
+    (lambda: _step(torch.tensor([1.0, 1.0])), TypeError, "token must hold integer token ids"),
+    (lambda: _step([1, 1]), TypeError, "token must be a torch.Tensor"),
+    (lambda: _step(torch.tensor([1, 1]), cache=[LayerCache()]), TypeError, "cache must be a KVCache"),
+    (lambda: _step(torch.tensor([1, 1]), cache=False), TypeError, "cache must be a KVCache"),
+    (lambda: _step(torch.tensor([1, 1]), steps=16), ValueError, r"position 16, past the model's position table"),
+    (lambda: KVCache(small(), small().encode(torch.tensor([[4, 5]])).tolist()), TypeError, "memory must be a torch"),
+    (lambda: KVCache(nn.Linear(2, 2), torch.zeros(1, 2, D)), TypeError, "model must be a Transformer"),
+    (lambda: KVCache(small(), torch.zeros(1, 2, 4)), ValueError, "memory must have last dimension d_model=8"),
+    (lambda: KVCache(small(), torch.zeros(1, 2, D).double()), TypeError, "memory has dtype torch.float64"),
+]
+
+
+@pytest.mark.parametrize("call,error,words", STEP_SLIPS)
+def test_decode_step_names_its_token_and_cache(call, error, words):
+    with pytest.raises(error, match=words): call()
+
+
+def test_decode_step_called_by_a_user_gives_the_same_logits():
+    m = small(layers=1)
+    src, tgt = torch.tensor([[4, 5, 6]]), torch.tensor([[1, 7, 8]])
+    memory = m.encode(src)
+    cache = KVCache(m, memory)
+    steps = torch.stack([decode_step(m, cache, tgt[:, t]) for t in range(3)], 1)
+    with torch.no_grad(): full = m.decode(tgt, memory, causal_mask(3))
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=0)
+
+
+LOGPROB_SLIPS = [
+    # -1 was read as the last token of the vocabulary: a silently wrong log-probability
+    (dict(tokens=[-1], finished=False), ValueError, r"tokens\[0\] must be >= 0, got -1"),
+    (dict(tokens=[12], finished=False), ValueError, r"tokens\[0\] must be a token id below .* 12, got 12"),
+    (dict(tokens=[4, 12, 5]), ValueError, r"tokens\[1\] must be a token id below"),
+    (dict(tokens=[4, 1.5]), TypeError, r"tokens\[1\] must be an int"),
+    (dict(tokens="45"), TypeError, "tokens must be a list of token ids"),
+    (dict(tokens=None), TypeError, "tokens must be a list of token ids"),
+    (dict(tokens=torch.ones(2, 2, dtype=torch.long)), ValueError, "tokens must have 1 dimensions"),
+    (dict(tokens=[4] * 16), ValueError, "tokens: 16 tokens and </s> need 17 positions, but the model's position"),
+    (dict(tokens=[4], finished="no"), TypeError, "finished must be a bool"),
+]
+
+
+@pytest.mark.parametrize("kw,error,words", LOGPROB_SLIPS)
+def test_sequence_logprob_names_its_tokens(kw, error, words):
+    with pytest.raises(error, match=words): sequence_logprob(small(), torch.tensor([4, 5, 6]), **kw)
+
+
+def test_sequence_logprob_takes_a_list_or_a_tensor():
+    m, src = small(), torch.tensor([4, 5, 6])
+    a = sequence_logprob(m, src, [4, 5])
+    assert a == sequence_logprob(m, src, torch.tensor([4, 5])) and math.isfinite(a)
+    assert sequence_logprob(m, src, [4] * 15) < 0              # 15 tokens and </s>: the table's 16
 
 
 # ---- item 8: dtype checks in the FFN and the norms --------------------------------------------------------------
