@@ -1,17 +1,29 @@
-"""Bad input at the doors of the model's parts (the audit of the public API with bad input, its items 3, 7, 8 and 16): each case was accepted silently, answered wrongly, or failed inside torch or Python with a message
+"""Bad input at the doors of the model's parts (the audit of the public API with bad input, its items 3, 4, 7, 8, 13, 16 and 17): each case was accepted silently, answered wrongly, or failed inside torch or Python with a message
 that named no argument of the caller; each is now a ValueError or TypeError naming the argument."""
 import math
+import time
 
 import pytest
 import torch
 from torch import nn
 
+from transformer_nb.attention import (
+    fused_attention,
+    is_causal,
+    scaled_dot_product_attention,
+    softmax_saturation,
+)
+from transformer_nb.core import (
+    drop_mask,
+)
 from transformer_nb.decoding import (
     KVCache,
     decode_step,
+    length_penalty,
     sequence_logprob,
 )
-from transformer_nb.ffn import PositionwiseFeedForward
+from transformer_nb.embeddings import NoPositions, SinusoidalPositions, rotary
+from transformer_nb.ffn import PositionwiseFeedForward, SwiGLU
 from transformer_nb.gpt import GPT
 from transformer_nb.layers import (
     Decoder,
@@ -137,6 +149,50 @@ def test_a_layer_cache_of_another_batch_is_refused():
             door(cache, B=1)
 
 
+# ---- item 4: fused_attention ------------------------------------------------------------------------------------
+
+torch.manual_seed(0)
+Q, K, V = torch.randn(2, 4, 3, 6), torch.randn(2, 4, 5, 6), torch.randn(2, 4, 5, 6)
+KEEP = torch.tensor([True, True, True, True, False]).expand(2, 1, 1, 5)
+FUSED_SLIPS = [
+    # a 0/1 float mask was added to the scores: the padded key got attended
+    (lambda: fused_attention(Q, K, V, KEEP.float()), TypeError, "mask must have dtype torch.bool"),
+    (lambda: fused_attention(Q, K, V, KEEP.long()), TypeError, "mask must have dtype torch.bool"),
+    (lambda: fused_attention(Q, K, V, torch.ones(3, 5, 5, dtype=torch.bool)), ValueError, "does not broadcast"),
+    (lambda: fused_attention(Q, K, V, torch.ones(5, dtype=torch.bool)), ValueError, r"mask must have shape \(\.\.\., T"),
+    (lambda: fused_attention(Q, K, V, dropout_p=-0.5), ValueError, r"dropout_p must be in \[0, 1\)"),
+    (lambda: fused_attention(Q.double(), K, V), TypeError, "share one dtype"),
+    (lambda: fused_attention(Q, K[..., :4], V), ValueError, "same last dimension d_k"),
+    (lambda: fused_attention(Q[..., :0, :], K, V), ValueError, "q must hold at least one position"),
+    (lambda: fused_attention(Q, K[..., :0, :], V[..., :0, :]), ValueError, "k must hold at least one position"),
+    (lambda: fused_attention(Q, K[:1, :3], V[:1, :3], enable_gqa=True), ValueError, "G heads dividing the H = 4"),
+    (lambda: fused_attention(Q, K, V, enable_gqa="yes"), TypeError, "enable_gqa must be a bool"),
+    (lambda: fused_attention(Q.long(), K, V), TypeError, "q must have a floating dtype"),
+    (lambda: fused_attention(Q, K[:1].expand(3, 4, 5, 6), V), ValueError, "leading dimensions"),
+]
+
+
+@pytest.mark.parametrize("call,error,words", FUSED_SLIPS)
+def test_fused_attention_checks_what_a_caller_passes(call, error, words):
+    with pytest.raises(error, match=words): call()
+
+
+def test_fused_attention_still_agrees_where_it_did():
+    "Grouped-query heads and a broadcast mask pass the door and give chapter 2's numbers"
+    want = scaled_dot_product_attention(Q, K, V, KEEP)[0]
+    torch.testing.assert_close(fused_attention(Q, K, V, KEEP), want, atol=1e-5, rtol=0)
+    k2, v2 = K[:, :2], V[:, :2]
+    want = scaled_dot_product_attention(Q, k2.repeat_interleave(2, 1), v2.repeat_interleave(2, 1), KEEP)[0]
+    torch.testing.assert_close(fused_attention(Q, k2, v2, KEEP, enable_gqa=True), want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.long, torch.float32, torch.uint8])
+def test_is_causal_only_for_a_boolean_mask(dtype):
+    "torch.equal ignores the dtype: a float or long lower triangle was called causal"
+    assert is_causal(torch.ones(3, 3, dtype=torch.bool).tril(), 3, 3)
+    assert not is_causal(torch.ones(3, 3, dtype=dtype).tril(), 3, 3)
+
+
 # ---- item 7: decode_step and sequence_logprob -------------------------------------------------------------------
 
 def _step(token, cache=None, steps=0):
@@ -221,6 +277,57 @@ def test_a_dtype_other_than_the_weights_is_named(module, dtype):
     module.float()
 
 
+# ---- item 13: small public functions ----------------------------------------------------------------------------
+
+SMALL_SLIPS = [
+    (lambda: softmax_saturation(0, n_queries=8), ValueError, "d_k must be >= 1, got 0"),       # was (nan, nan)
+    (lambda: softmax_saturation(4, n_queries=0), ValueError, "n_queries must be >= 1"),        # was nan
+    (lambda: softmax_saturation(4, n_keys=0), ValueError, "n_keys must be >= 1"),
+    (lambda: softmax_saturation(16.0), TypeError, "d_k must be an int"),
+    (lambda: softmax_saturation(4, scale="no"), TypeError, "scale must be a bool"),
+    (lambda: rotary(torch.randn(1, 3, 5)), ValueError, r"d_k even .* got \(1, 3, 5\)"),
+    (lambda: rotary(torch.arange(8).view(1, 2, 4)), TypeError, "x must have a floating dtype"),  # was int64 garbage
+    (lambda: rotary(torch.randn(4)), ValueError, r"x must have shape \(\.\.\., T, d_k\)"),
+    (lambda: rotary(torch.randn(2, 4), base=0.0), ValueError, "base must be > 0"),                # was NaN
+    (lambda: rotary(torch.randn(2, 4), base=-1.0), ValueError, "base must be > 0"),
+    (lambda: rotary(torch.randn(2, 4), offset=-2), ValueError, "offset must be >= 0"),
+    (lambda: SwiGLU()(torch.randn(2, 3)), ValueError, r"even last dimension.*\(2, 3\)"),       # was shape (2, 2)
+    (lambda: SwiGLU()(torch.randn(2, 5)), ValueError, "even last dimension"),
+    (lambda: length_penalty(-10), ValueError, "length must be >= 0"),                             # was complex
+    (lambda: length_penalty(3, -1.0), ValueError, "alpha must be >= 0"),
+    (lambda: length_penalty(3, float("nan")), ValueError, "alpha must be >= 0"),
+    (lambda: drop_mask((4,), 1.5), ValueError, r"p must be in \[0, 1\]"),                         # garbage masks
+    (lambda: drop_mask((4,), -0.5), ValueError, r"p must be in \[0, 1\]"),
+    (lambda: drop_mask((4,), float("nan")), ValueError, r"p must be in \[0, 1\]"),
+    (lambda: NoPositions(0, 8), ValueError, "d_model must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("call,error,words", SMALL_SLIPS)
+def test_small_public_functions_check_their_arguments(call, error, words):
+    with pytest.raises(error, match=words): call()
+
+
+def test_drop_mask_refuses_a_string_before_building_anything():
+    "p='0.5' built '0.5' * 2**32, a 12 GiB string, before its TypeError"
+    t0 = time.perf_counter()
+    with pytest.raises(TypeError, match="p must be a number"): drop_mask((4,), "0.5")
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_rotary_inside_attention_is_unchanged():
+    "The checks stand at rotary's door only: attention with rope still matches itself step by step"
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H, rope=True).eval()
+    x = torch.randn(1, 4, D)
+    with torch.no_grad():
+        full = mha(x, x, x, mask=causal_mask(4))[0]
+        cache = LayerCache()
+        steps = [mha(xt, xt, xt, cache=cache)[0] for xt in x.split(1, dim=1)]   # self-attention: one tensor
+    steps = torch.cat(steps, 1)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=0)
+
+
 # ---- item 16: need_weights --------------------------------------------------------------------------------------
 
 def _doors():
@@ -247,3 +354,28 @@ def test_need_weights_must_be_a_bool_at_every_door(door, flag):
     call = _doors()[door]
     with pytest.raises(TypeError, match="need_weights must be a bool"): call(flag)
     call(True); call(False)
+
+
+# ---- item 17: leading dimensions and devices --------------------------------------------------------------------
+
+DEVICE_SLIPS = [
+    (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(3, 5, 4), torch.randn(3, 5, 4)),
+     ValueError, r"leading dimensions \(batch, heads\) that broadcast, got shapes \(2, 3, 4\), \(3, 5, 4\)"),
+    (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(3, 5, 4)),
+     ValueError, "leading dimensions"),
+    (lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 4),
+                                          torch.ones(3, 5, dtype=torch.bool, device="meta")),
+     ValueError, "mask is on meta, but the attention scores are on cpu"),
+    (lambda: SinusoidalPositions(D, 16)(torch.randn(1, 3, D, device="meta")), ValueError, "x is on meta, but the"),
+]
+
+
+@pytest.mark.parametrize("call,error,words", DEVICE_SLIPS)
+def test_shapes_and_devices_that_failed_inside_torch_are_named(call, error, words):
+    with pytest.raises(error, match=words): call()
+
+
+def test_broadcast_leading_dimensions_still_pass():
+    "One set of keys for every batch row, (1, S, d), broadcasts as before"
+    q, k, v = torch.randn(2, 3, 4), torch.randn(1, 5, 4), torch.randn(1, 5, 4)
+    assert scaled_dot_product_attention(q, k, v)[0].shape == (2, 3, 4)

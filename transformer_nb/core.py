@@ -485,6 +485,8 @@ def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
     Tensor
         boolean, True (drop) with probability p, independently per element
     """
+    # checked when a user calls it: `dropout` and `Dropout` have checked p
+    if outside(): check_real(p, "p", lambda v: 0 <= v <= 1, "in [0, 1]")
     n = math.prod(shape)
     bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
     bits = bits.random_(-2**63, None)                # the full 64-bit range

@@ -106,7 +106,7 @@ def check_activation(activation)->str:
     return activation
 
 # %% ../nbs/04_ffn.ipynb #c027b
-class SwiGLU(nn.Module):
+class SwiGLU(CheckedModule):
     ("The gated unit of Shazeer (2020), as in Llama: SiLU(gate) · up, the two halves "
      "of the last dimension")
     def forward(self, x:Tensor)->Tensor:
@@ -123,6 +123,13 @@ class SwiGLU(nn.Module):
         """
         gate, up = x.chunk(2, dim=-1)
         return F.silu(gate) * up
+
+    def _check_inputs(self, x):
+        "x: floating, (..., 2·d_ff): an odd width would broadcast the halves' product"
+        check_tensor(x, "x", floating=True)
+        if x.dim() == 0 or x.shape[-1] % 2:
+            raise ValueError(f"x must have an even last dimension, gate and up side by "
+                             f"side, got shape {tuple(x.shape)}")
 
 class GELUTanh(nn.GELU):
     "GELU's tanh approximation, as GPT-2 computes it (its \"gelu_new\"; chapter 11f)"
