@@ -1,5 +1,7 @@
-"""Bad input at the doors of the model's parts (the audit of the public API with bad input, its items 3, 4, 7, 8, 13, 16 and 17): each case was accepted silently, answered wrongly, or failed inside torch or Python with a message
+"""Bad input at the doors of the model's parts (the audit of the public API with bad input, its items 3, 4, 7, 8, 13,
+16, 17, 18 and 19): each case was accepted silently, answered wrongly, or failed inside torch or Python with a message
 that named no argument of the caller; each is now a ValueError or TypeError naming the argument."""
+import datetime
 import math
 import time
 
@@ -13,15 +15,21 @@ from transformer_nb.attention import (
     scaled_dot_product_attention,
     softmax_saturation,
 )
+from transformer_nb.checkpoints import CheckpointAverage
 from transformer_nb.core import (
+    ProgressBar,
+    compare_modules,
     drop_mask,
+    saved_for_backward,
 )
+from transformer_nb.data import Vocab, batch_orders, date_pairs, make_task
 from transformer_nb.decoding import (
     KVCache,
     decode_step,
     length_penalty,
     sequence_logprob,
 )
+from transformer_nb.distributed import init_processes, spawn
 from transformer_nb.embeddings import NoPositions, SinusoidalPositions, rotary
 from transformer_nb.ffn import PositionwiseFeedForward, SwiGLU
 from transformer_nb.gpt import GPT
@@ -31,12 +39,19 @@ from transformer_nb.layers import (
     Encoder,
     EncoderLayer,
     LayerCache,
+    layer_from_torch,
+    layer_to_torch,
+    torch_state,
 )
 from transformer_nb.masking import causal_mask
 from transformer_nb.multihead import (
     MultiHeadAttention,
+    from_torch_state,
+    load_weights,
+    to_torch_state,
 )
 from transformer_nb.norms import LayerNorm, SublayerConnection
+from transformer_nb.plotting import smooth
 from transformer_nb.transformer import Transformer
 
 D, H = 8, 2
@@ -379,3 +394,55 @@ def test_broadcast_leading_dimensions_still_pass():
     "One set of keys for every batch row, (1, S, d), broadcasts as before"
     q, k, v = torch.randn(2, 3, 4), torch.randn(1, 5, 4), torch.randn(1, 5, 4)
     assert scaled_dot_product_attention(q, k, v)[0].shape == (2, 3, 4)
+
+
+# ---- item 18: messages that named another argument --------------------------------------------------------------
+
+def test_messages_name_the_callers_argument(capsys):
+    with pytest.raises(ValueError, match=r"name must be one of \('copy', 'reverse', 'dates'\), got 'Copy'"):
+        make_task("Copy")
+    with pytest.raises(ValueError, match=r"formats\[1\] is an unknown date format 'ISO'"):
+        date_pairs(2, 0, formats=["D Mon YYYY", "ISO"])
+    from transformer_nb.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "--checkpoint", "missing.pt", "x", "--temperature", "1e-45"])
+    assert e.value.code == 2
+    assert "argument --temperature: must be >= 1.2e-38" in capsys.readouterr().err
+
+
+# ---- item 19: Python errors from wrong kinds of object ----------------------------------------------------------
+
+def _other_average():
+    avg = CheckpointAverage()
+    avg.add(nn.Linear(2, 2))
+    return avg.apply(nn.Linear(3, 2))
+
+
+KIND_SLIPS = [
+    (lambda: ProgressBar(0), ValueError, "total must be >= 1"),
+    (lambda: compare_modules(3, nn.Identity(), torch.ones(2)), TypeError, "ours must be callable, got int"),
+    (lambda: saved_for_backward(3), TypeError, "step must be callable, got int"),
+    (lambda: load_weights(3, {}), TypeError, "theirs must be an nn.Module, got int"),
+    (lambda: load_weights(nn.Linear(2, 2), [1]), TypeError, "state must be a state dict"),
+    (lambda: to_torch_state([1]), TypeError, "state must be a state dict"),
+    (lambda: from_torch_state([1]), TypeError, "state must be a state dict"),
+    (lambda: layer_to_torch(EncoderLayer(D, H, 16), None), TypeError, "theirs must be an nn.Module, got NoneType"),
+    (lambda: layer_from_torch(3, EncoderLayer(D, H, 16)), TypeError, "theirs must be an nn.Module, got int"),
+    (lambda: torch_state(3), TypeError, "stack must be a Decoder, got int"),
+    (lambda: CheckpointAverage().add(3), TypeError, "model must be an nn.Module, got int"),
+    (lambda: CheckpointAverage().load_state_dict({}), ValueError, "state must be what state_dict"),
+    (_other_average, ValueError, r"model is not the one whose checkpoints were added: they hold weight \(2, 2\)"),
+    (lambda: Vocab("ab").encode(None), TypeError, "text must be a string or a list of tokens, got NoneType"),
+    (lambda: batch_orders("4", 2), TypeError, "n must be an int"),
+    (lambda: date_pairs(2, 0, first=datetime.datetime(2000, 1, 1)), TypeError, "first must be a datetime.date"),
+    (lambda: smooth("abc"), TypeError, "xs must be a sequence of numbers, got 'abc'"),
+    (lambda: smooth([[1.0, 2.0], [3.0, 4.0]]), ValueError, r"xs must be one curve, 1-D, got shape \(2, 2\)"),
+    (lambda: init_processes(rank=-1, world_size=1), ValueError, "rank must be >= 0, got -1"),
+    (lambda: init_processes(rank=2, world_size=2), ValueError, "rank must be below world_size 2, got 2"),
+    (lambda: spawn(3, 1), TypeError, "fn must be callable, got int"),        # before any process starts
+]
+
+
+@pytest.mark.parametrize("call,error,words", KIND_SLIPS)
+def test_wrong_kinds_of_object_are_named(call, error, words):
+    with pytest.raises(error, match=words): call()

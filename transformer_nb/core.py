@@ -559,6 +559,8 @@ def saved_for_backward(step)->float:
     float
         MB
     """
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {type(step).__name__}")
     storages = {}
     def pack(t):
         s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
@@ -645,6 +647,9 @@ def compare_modules(
     dict[str, float]
         largest difference per "output", "grad input i", "grad <name>"
     """
+    for name, fn in (("ours", ours), ("theirs", theirs)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
     def run(fn, side):
         xs = [
             x.detach().clone().requires_grad_()
@@ -725,6 +730,7 @@ class ProgressBar:
         enabled : bool
             False: write nothing
         """
+        check_int(total, "total"); check_int(width, "width")
         self.total, self.file, self.width, self.enabled = (
             total,
             file or sys.stderr,

@@ -650,6 +650,8 @@ def _check_settings(ours, theirs):
             "ours must be an EncoderLayer, DecoderLayer, Encoder or Decoder, "
             f"got {type(ours).__name__}"
         )
+    if not isinstance(theirs, nn.Module):
+        raise TypeError(f"theirs must be an nn.Module, got {type(theirs).__name__}")
     for name, m in ours.named_modules():
         if not isinstance(m, (EncoderLayer, DecoderLayer)): continue
         try: a, b = _settings(m), _settings(theirs.get_submodule(name))
@@ -714,6 +716,8 @@ def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
     dict
         the same tensors under a causal nn.TransformerEncoder's keys
     """
+    if not isinstance(stack, Decoder):
+        raise TypeError(f"stack must be a Decoder, got {type(stack).__name__}")
     tensors = stack.state_dict() if tensors is None else tensors
     return to_torch_state(
         {k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()}, LAYER_NAMES

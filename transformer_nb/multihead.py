@@ -493,6 +493,12 @@ def from_torch_masks(
 # %% ../nbs/03_multihead.ipynb #c043
 MHA_NAMES = {"W_o": "out_proj"}  # our name -> torch.nn's, where only the name differs
 
+def _check_state(state, name:str="state"):
+    "A state dict: a mapping of parameter names to tensors"
+    if not isinstance(state, Mapping):
+        raise TypeError(f"{name} must be a state dict (parameter names to tensors), "
+                        f"got {type(state).__name__}")
+
 def _rename(key:str, names:Mapping[str, str])->str:
     "`key` with each dotted run of parts that `names` lists replaced"
     k = f".{key}."
@@ -518,6 +524,7 @@ def to_torch_state(
     dict[str, Tensor]
         the same tensors under torch.nn's keys
     """
+    _check_state(state)
     out = {}
     for key, v in state.items():
         at, _, p = key.rpartition(".")                 # e.g. "self_attn.W_q", "weight"
@@ -548,6 +555,7 @@ def from_torch_state(
     dict[str, Tensor]
         the same tensors under our keys
     """
+    _check_state(state)
     back, out = {b: a for a, b in names.items()}, {}
     for key, v in state.items():
         at, _, p = _rename(key, back).rpartition(".")
@@ -577,6 +585,9 @@ def load_weights(
     nn.Module
         `module`, with the weights
     """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{name} must be an nn.Module, got {type(module).__name__}")
+    _check_state(state)
     try: module.load_state_dict(state)
     except RuntimeError as e: raise ValueError(f"{name} does not match: {e}") from None
     return module
