@@ -144,18 +144,18 @@ def decode_step(model:Transformer, cache:KVCache, token:Tensor)->Tensor:
     return model.decode(
         token[:, None], memory, None, cache.memory_mask, cache=cache.layers)[:, -1]
 
-# %% ../nbs/11_decoding.ipynb #c011b
-def _check_model(model)->nn.Module:
-    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
-     "a `Trained`)")
-    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
+# %% ../nbs/11_decoding.ipynb #c009c
+def _check_decoder(model)->int:
+    ("KVCache and decode_step need a Transformer: its decoder, and its target's "
+     "position table, whose length is returned")
+    if not isinstance(model, nn.Module) or not hasattr(model, "decoder"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    return model
+    return model.tgt_embed.positions.max_len
 
 def _check_memory(model, memory, memory_mask):
     ("KVCache's memory: the model's encoder output (B, S, d_model); memory_mask (B, 1, "
      "1, S) or None")
-    _check_model(model)
+    _check_decoder(model)
     check_tensor(memory, "memory", ndim=3, floating=True)
     check_last_dim(memory, model.d_model, "memory"); check_nonempty(memory, "memory", 1)
     w = model.output.weight
@@ -166,7 +166,7 @@ def _check_memory(model, memory, memory_mask):
 def _check_step(model, cache, token):
     ("decode_step's: a KVCache of this model, and (B,) ids, one per row of the cache, "
      "at a position the table holds")
-    _check_model(model)
+    room = _check_decoder(model)
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, KVCache(model, memory), got "
                         f"{type(cache).__name__}")
@@ -180,10 +180,17 @@ def _check_step(model, cache, token):
     if len(token) != rows:
         raise ValueError(f"token must hold one id per row of the cache, {rows}, got "
                          f"{len(token)}")
-    room = _room(model)
-    if room is not None and cache.length >= room:
+    if cache.length >= room:
         raise ValueError(f"token would stand at position {cache.length}, past the "
                          f"model's position table (max_len {room})")
+
+# %% ../nbs/11_decoding.ipynb #c011b
+def _check_model(model)->nn.Module:
+    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
+     "a `Trained`)")
+    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    return model
 
 def _room(model:nn.Module, part:str="tgt_embed")->int|None:
     "The most positions the position table of `part` holds; None: no limit known"
