@@ -194,7 +194,7 @@ DECODING_CASES = {
     "train iterator runs out": (lambda: train(DEC, iter([make_batch(TASK.train[:8], V)] * 3), 5, progress=False),
                                 ValueError, ["batches ran out after 3 of 5 steps", "DataLoader"]),
     "train_task steps 0": (lambda: train_task("copy", steps=0), ValueError, ["steps must be >= 1"]),
-    "train_task unknown task": (lambda: train_task("sort"), ValueError, ["task must be one of", "'sort'"]),
+    "train_task unknown task": (lambda: train_task("sort"), ValueError, ["name must be one of", "'sort'"]),
     # checkpoints
     "save config mismatch": (lambda: save_model("/tmp/never.pt", DEC, {**CONFIG, "d_ff": 64}, V), ValueError,
                              ["config does not match the model", "6 weights differ", "in Transformer(**config)"]),

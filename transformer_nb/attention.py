@@ -13,7 +13,9 @@ from torch import Tensor
 
 # F.dropout, with a cheaper random mask on a CPU (or torch's, for measuring)
 from transformer_nb.core import (
+    check_bool,
     check_dropout,
+    check_int,
     check_mask,
     check_nonempty,
     check_seed,
@@ -59,7 +61,7 @@ def scaled_dot_product_attention(
     # (..., T, S)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        if outside(): check_mask(mask, scores.shape)
+        if outside(): check_mask(mask, scores.shape, device=q.device)
         # finite in every dtype
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     # (..., T, S), rows sum to 1
@@ -75,7 +77,7 @@ def scaled_dot_product_attention(
 # %% ../nbs/02_attention.ipynb #c007
 def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
     """Check queries, keys and values: float tensors (..., T, d_k), (..., S, d_k), (...,
-    S, d_v), with T, S >= 1
+    S, d_v), with T, S >= 1 and leading dimensions (batch, heads) that broadcast
 
     Parameters
     ----------
@@ -111,6 +113,13 @@ def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
             f"k and v must have the same number of positions S, got {k.shape[-2]} and "
             f"{v.shape[-2]}"
         )
+    # q @ kᵀ, then the weights @ v: their batch and head dimensions broadcast
+    try: torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"q, k and v must have leading dimensions (batch, heads) that broadcast, "
+            f"got shapes {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
+        ) from None
 
 # %% ../nbs/02_attention.ipynb #c020
 def softmax_saturation(
@@ -137,6 +146,8 @@ def softmax_saturation(
     tuple[float, float]
         (mean largest weight, mean gradient norm per query)
     """
+    check_int(d_k, "d_k"); check_bool(scale, "scale")
+    check_int(n_queries, "n_queries"); check_int(n_keys, "n_keys")
     g = torch.Generator().manual_seed(check_seed(seed))
     q, k = (
         torch.randn(n_queries, d_k, generator=g),
@@ -170,6 +181,7 @@ def is_causal(mask:Tensor|None, T:int, S:int)->bool:
     """
     if (
         mask is None
+        or mask.dtype != torch.bool     # a float mask is added to the scores
         or T != S
         or tuple(mask.shape[-2:]) != (T, T)
         or any(n != 1 for n in mask.shape[:-2])
@@ -208,6 +220,8 @@ def fused_attention(
     Tensor
         (B, H, T, d_v), without the weights
     """
+    # checked when a user calls it; multi-head attention has checked its inputs
+    if outside(): _check_fused(q, k, v, mask, dropout_p, enable_gqa)
     T, S = q.shape[-2], k.shape[-2]
     if enable_gqa and dropout_p > 0:
         raise ValueError(f"enable_gqa needs dropout_p 0, got {dropout_p}")
@@ -230,3 +244,23 @@ def fused_attention(
         is_causal=causal,
         **({"enable_gqa": True} if enable_gqa else {}),
     )
+
+def _check_fused(q, k, v, mask, dropout_p, enable_gqa):
+    ("The checks of scaled_dot_product_attention; with enable_gqa, k and v hold G "
+     "heads (dimension -3) dividing the H of q")
+    check_bool(enable_gqa, "enable_gqa"); check_dropout(dropout_p, "dropout_p")
+    H = None
+    if enable_gqa:
+        for name, t in (("q", q), ("k", k), ("v", v)): check_tensor(t, name, ndim=4)
+        H, G = q.shape[1], k.shape[1]
+        if v.shape[1] != G or H % G:
+            raise ValueError(f"with enable_gqa, k and v must hold G heads dividing the "
+                             f"H = {H} of q, got shapes {tuple(k.shape)} and "
+                             f"{tuple(v.shape)}")
+        q = q[:, :G]                    # the heads below compare G with G
+    check_qkv(q, k, v)
+    if isinstance(mask, Tensor) and mask.dim() < 2:      # torch's kernels need 2
+        raise ValueError(f"mask must have shape (..., T, S), got {tuple(mask.shape)}")
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    if H is not None: lead = (*lead[:-1], H)
+    check_mask(mask, (*lead, q.shape[-2], k.shape[-2]), device=q.device)

@@ -294,6 +294,12 @@ def load_model(path, map_location="cpu")->tuple[Transformer, Vocab, dict]:
 
 
 # %% ../nbs/09a_checkpoints.ipynb #c025
+def _state(model)->dict:
+    "The model's state dict; a model that is not an nn.Module is refused, named"
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
+    return model.state_dict()
+
 class CheckpointAverage:
     "The mean of the parameters of the last few checkpoints of a model"
     def __init__(self, keep:int|None=None):
@@ -312,7 +318,7 @@ class CheckpointAverage:
     @staticmethod
     def _weights(model:nn.Module)->dict:
         "A copy of the model's floating-point weights"
-        return {k: v.detach().clone() for k, v in model.state_dict().items()
+        return {k: v.detach().clone() for k, v in _state(model).items()
                 if v.is_floating_point()}
     @torch.no_grad()
     def add(self, model:nn.Module)->None:
@@ -345,6 +351,12 @@ class CheckpointAverage:
         kept = self.checkpoints + ([self._weights(model)] if current else [])
         if self.keep is not None: kept = kept[-self.keep:]
         if not kept: raise ValueError("no checkpoint to average: call add() first")
+        state = _state(model)
+        for k, v in kept[0].items():
+            if k not in state or state[k].shape != v.shape:
+                got = tuple(state[k].shape) if k in state else "nothing"
+                raise ValueError(f"model is not the one whose checkpoints were added: "
+                                 f"they hold {k} {tuple(v.shape)}, it holds {got}")
         for k, v in model.state_dict().items():
             if k in kept[0]: v.copy_(sum(c[k].double() for c in kept) / len(kept))
         return model
@@ -365,4 +377,7 @@ class CheckpointAverage:
         state : dict
             what `state_dict()` returned
         """
+        if not isinstance(state, dict) or set(state) != {"keep", "checkpoints"}:
+            raise ValueError(f"state must be what state_dict() returned, a dict of "
+                             f"keep and checkpoints, got {state!r:.60}")
         self.keep, self.checkpoints = state["keep"], list(state["checkpoints"])

@@ -38,6 +38,16 @@ def _positive(text:str)->float:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
     return t
 
+def _temperature(text:str)->float:
+    "argparse type of --temperature: > 0, and a number float32 holds in full"
+    t = _positive(text)
+    # generate's own limit, torch.finfo().tiny, spelled out: --help needs no torch
+    if t < 2.0 ** -126:
+        raise argparse.ArgumentTypeError(f"must be >= 1.2e-38, the smallest number "
+                                         "float32 holds in full (--greedy is the "
+                                         f"limit of a small temperature), got {text}")
+    return t
+
 # gpt.LM_TRAINING["steps"] and induction.INDUCTION_TRAINING["steps"], spelled out so
 # that --help needs no torch (a test compares)
 _LM_STEPS = 450
@@ -69,7 +79,7 @@ def _add_lm_parsers(sub):
                    help="the text to continue; - (the default) reads standard input")
     g.add_argument("--max-new-tokens", type=_count, default=48,
                    help="characters to write (default: 48)")
-    g.add_argument("--temperature", type=_positive, default=None,
+    g.add_argument("--temperature", type=_temperature, default=None,
                    help="> 0; lower is closer to greedy (default: 1)")
     g.add_argument("--top-k", type=_count, default=None,
                    help="sample among the k most probable characters (default: all)")

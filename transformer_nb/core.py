@@ -20,10 +20,10 @@ from torch import Tensor, nn
 
 # %% auto #0
 __all__ = ['logger', 'log_shapes', 'trace_shapes', 'check_int', 'check_seed', 'check_bool', 'check_real', 'check_dropout',
-           'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_device_name',
-           'check_mask', 'outside', 'inside', 'CheckedModule', 'tracing', 'drop_mask', 'dropout', 'torch_dropout_masks',
-           'Dropout', 'evaluating', 'saved_for_backward', 'recompute_saved', 'has_hooks', 'compare_modules',
-           'ProgressBar']
+           'check_loss', 'check_tensor', 'check_last_dim', 'check_nonempty', 'check_device', 'check_dtype',
+           'check_device_name', 'check_mask', 'outside', 'inside', 'CheckedModule', 'tracing', 'drop_mask', 'dropout',
+           'torch_dropout_masks', 'Dropout', 'evaluating', 'saved_for_backward', 'recompute_saved', 'has_hooks',
+           'compare_modules', 'ProgressBar']
 
 # %% ../nbs/00_core.ipynb #c006
 logger = logging.getLogger("transformer_nb")
@@ -313,6 +313,29 @@ def check_device(x:Tensor, name:str, device:torch.device)->Tensor:
                          f"move it with {name}.to({str(device)!r})")
     return x
 
+def check_dtype(x:Tensor, name:str, dtype:torch.dtype)->Tensor:
+    """Check that the caller's tensor has the dtype of the module's weights: torch's
+    own message, from deep inside a matrix product, names neither
+
+    Parameters
+    ----------
+    x : Tensor
+        the caller's floating tensor
+    name : str
+        the argument's name, used in the message
+    dtype : torch.dtype
+        the weights', read from one of them
+
+    Returns
+    -------
+    Tensor
+        x, unchanged
+    """
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {dtype}: "
+                        f"convert one to the other, e.g. module.to({x.dtype})")
+    return x
+
 def check_device_name(device, name:str="device")->torch.device:
     """Check that the caller's `device` names one torch can put a tensor on, here
 
@@ -479,6 +502,8 @@ def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
     Tensor
         boolean, True (drop) with probability p, independently per element
     """
+    # checked when a user calls it: `dropout` and `Dropout` have checked p
+    if outside(): check_real(p, "p", lambda v: 0 <= v <= 1, "in [0, 1]")
     n = math.prod(shape)
     bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
     bits = bits.random_(-2**63, None)                # the full 64-bit range
@@ -572,6 +597,8 @@ def saved_for_backward(step)->float:
     float
         MB
     """
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {type(step).__name__}")
     storages = {}
     def pack(t):
         s = t.untyped_storage(); storages[s.data_ptr()] = s.nbytes(); return t
@@ -675,6 +702,9 @@ def compare_modules(
     dict[str, float]
         largest difference per "output", "grad input i", "grad <name>"
     """
+    for name, fn in (("ours", ours), ("theirs", theirs)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
     def run(fn, side):
         xs = [
             x.detach().clone().requires_grad_()
@@ -755,6 +785,7 @@ class ProgressBar:
         enabled : bool
             False: write nothing
         """
+        check_int(total, "total"); check_int(width, "width")
         self.total, self.file, self.width, self.enabled = (
             total,
             file or sys.stderr,

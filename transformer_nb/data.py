@@ -61,6 +61,9 @@ class Vocab:
             the ids, with <s> and </s> where asked
         """
         check_bool(bos, "bos"); check_bool(eos, "eos")
+        if not isinstance(text, (str, Sequence)):
+            raise TypeError(f"text must be a string or a list of tokens, got "
+                            f"{type(text).__name__} {text!r:.60}")
         ids = [self.stoi.get(c, self.unk) for c in text]
         return [self.bos] * bos + ids + [self.eos] * eos
     def decode(self, ids:Sequence[int]|Tensor)->str:
@@ -230,7 +233,8 @@ def date_pairs(
     """
     check_int(n, "n")
     for name, day in (("first", first), ("last", last)):
-        if not isinstance(day, datetime.date):
+        # a datetime is a date too, but cannot be compared with one
+        if not isinstance(day, datetime.date) or isinstance(day, datetime.datetime):
             raise TypeError(f"{name} must be a datetime.date, got "
                             f"{type(day).__name__} {day!r}")
     if first > last:
@@ -243,9 +247,10 @@ def date_pairs(
     if not names:
         raise ValueError(f"formats must name at least one format, got none; known: "
                          f"{list(DATE_FORMATS)}")
-    for f in names:
-        if f not in DATE_FORMATS: raise ValueError(f"unknown date format {f!r}; "
-                                                   f"known: {list(DATE_FORMATS)}")
+    for i, f in enumerate(names):
+        if f not in DATE_FORMATS: raise ValueError(f"formats[{i}] is an unknown date "
+                                                   f"format {f!r}; known: "
+                                                   f"{list(DATE_FORMATS)}")
     rng = random.Random(check_int(seed, "seed", 0))
     lo, hi = first.toordinal(), last.toordinal()
     out = []
@@ -302,7 +307,7 @@ def make_task(name:str, n_train:int=20_000, n_valid:int=1000, seed:int=0)->Task:
     Task
         the task: vocabulary, training and validation pairs
     """
-    if name not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {name!r}")
+    if name not in TASKS: raise ValueError(f"name must be one of {TASKS}, got {name!r}")
     check_int(n_train, "n_train"); check_int(n_valid, "n_valid")
     check_seed(seed)
     if name == "dates": gen, chars = date_pairs, DATE_CHARS
@@ -468,7 +473,7 @@ def batch_orders(n:int, batch_size:int, seed:int=0)->Iterator[list[int]]:
     Iterator[list[int]]
         each batch's indices, without end
     """
-    check_int(batch_size, "batch_size")
+    check_int(n, "n"); check_int(batch_size, "batch_size")
     if n < batch_size:
         raise ValueError(f"batch_size {batch_size} exceeds the number of pairs {n}")
     g = torch.Generator().manual_seed(check_seed(seed))

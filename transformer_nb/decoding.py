@@ -12,14 +12,19 @@ from torch import Tensor, nn
 
 from transformer_nb.core import (
     check_bool,
+    check_device,
+    check_dtype,
     check_int,
+    check_last_dim,
     check_mask,
     check_nonempty,
     check_real,
     check_tensor,
     inside,
+    outside,
 )
 from .data import Vocab, _check_pairs, _check_vocab, _room
+from .embeddings import check_token_ids
 from .layers import LayerCache
 from .masking import causal_mask, pad_batch, padding_mask
 from .transformer import Transformer
@@ -83,6 +88,8 @@ class KVCache:
             positions to make room for; doubled whenever they run out
         """
         check_int(capacity, "capacity")
+        # checked when a user builds it; the searches pass what they have checked
+        if outside(): _check_memory(model, memory, memory_mask)
         B, H = memory.shape[0], model.num_heads
         self.memory, self.memory_mask = memory, memory_mask
         # one per decoder layer, which DecoderLayer.forward(..., cache=) extends
@@ -128,11 +135,54 @@ def decode_step(model:Transformer, cache:KVCache, token:Tensor)->Tensor:
     Tensor
         (B, V) logits for the next token
     """
+    if outside():          # called by a user: check, then enter (the searches have)
+        _check_step(model, cache, token)
+        with inside(): return decode_step(model, cache, token)
     # beam search: one source for every row, a view
     memory = cache.memory                                             # (B, S, d_model)
     if memory.shape[0] != token.shape[0]: memory = memory.expand(token.shape[0], -1, -1)
     return model.decode(
         token[:, None], memory, None, cache.memory_mask, cache=cache.layers)[:, -1]
+
+# %% ../nbs/11_decoding.ipynb #c009c
+def _check_decoder(model)->int:
+    ("KVCache and decode_step need a Transformer: its decoder, and its target's "
+     "position table, whose length is returned")
+    if not isinstance(model, nn.Module) or not hasattr(model, "decoder"):
+        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
+    return model.tgt_embed.positions.max_len
+
+def _check_memory(model, memory, memory_mask):
+    ("KVCache's memory: the model's encoder output (B, S, d_model); memory_mask (B, 1, "
+     "1, S) or None")
+    _check_decoder(model)
+    check_tensor(memory, "memory", ndim=3, floating=True)
+    check_last_dim(memory, model.d_model, "memory"); check_nonempty(memory, "memory", 1)
+    w = model.output.weight
+    check_dtype(memory, "memory", w.dtype); check_device(memory, "memory", w.device)
+    B, S = memory.shape[:2]
+    check_mask(memory_mask, (B, model.num_heads, 1, S), "memory_mask", memory.device)
+
+def _check_step(model, cache, token):
+    ("decode_step's: a KVCache of this model, and (B,) ids, one per row of the cache, "
+     "at a position the table holds")
+    room = _check_decoder(model)
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache, KVCache(model, memory), got "
+                        f"{type(cache).__name__}")
+    if (len(cache.layers) != len(model.decoder.layers)
+            or cache.memory.shape[-1] != model.d_model):
+        raise ValueError("cache was built for another model: KVCache(model, memory) "
+                         "with this model")
+    check_tensor(token, "token", ndim=1, floating=False)
+    check_token_ids(token, model.output.out_features, "token")
+    rows = cache.layers[0].keys.shape[0]
+    if len(token) != rows:
+        raise ValueError(f"token must hold one id per row of the cache, {rows}, got "
+                         f"{len(token)}")
+    if cache.length >= room:
+        raise ValueError(f"token would stand at position {cache.length}, past the "
+                         f"model's position table (max_len {room})")
 
 # %% ../nbs/11_decoding.ipynb #c011b
 def _check_model(model)->nn.Module:
@@ -194,6 +244,22 @@ def _check_texts(texts)->list[str]:
                                                    f"{type(t).__name__} {t!r}")
         if not t: raise ValueError(f"texts[{i}] is empty: there is nothing to decode")
     return texts
+
+def _check_output(model:nn.Module, tokens, finished:bool)->list[int]:
+    ("sequence_logprob's tokens: ids below the target vocabulary (a list, or a 1-D "
+     "tensor), which with </s> fit the position table")
+    if isinstance(tokens, Tensor):
+        tokens = check_tensor(tokens, "tokens", ndim=1, floating=False).tolist()
+    if isinstance(tokens, (str, bytes)) or not isinstance(tokens, Sequence):
+        raise TypeError(f"tokens must be a list of token ids, got "
+                        f"{type(tokens).__name__} {tokens!r}")
+    _check_tokens(model, **{f"tokens[{i}]": t for i, t in enumerate(tokens)})
+    room, n = _room(model), len(tokens) + finished
+    if room is not None and n > room:
+        end = " and </s>" if finished else ""
+        raise ValueError(f"tokens: {len(tokens)} tokens{end} need {n} positions, but "
+                         f"the model's position table holds {room} (its max_len)")
+    return list(tokens)
 
 def _check_fits(model:nn.Module, vocab:Vocab, texts:list[str], name=None):
     ("Each text, encoded, must fit the source's position table: the first too long "
@@ -383,6 +449,9 @@ def length_penalty(length:int, alpha:float=0.6)->float:
     float
         the divisor of a hypothesis's log-probability
     """
+    if outside():          # beam search calls it inside its door, at every step
+        check_int(length, "length", min_value=0)
+        check_real(alpha, "alpha", lambda v: v >= 0, ">= 0")
     return ((5 + length) / 6) ** alpha
 
 # %% ../nbs/11_decoding.ipynb #c020
@@ -516,8 +585,9 @@ def sequence_logprob(
     """
     _check_model(model)
     _check_source(src, ndim=1)
-    _check_tokens(model, bos=bos, eos=eos)
-    out = list(tokens) + [eos] if finished else list(tokens)
+    _check_tokens(model, bos=bos, eos=eos); check_bool(finished, "finished")
+    tokens = _check_output(model, tokens, finished)
+    out = tokens + [eos] if finished else tokens
     # nothing written: probability one
     if not out: return 0.0
     was_training = model.training; model.eval()

@@ -246,7 +246,11 @@ def init_processes(
     threads : int
         torch threads of this process
     """
-    torch.set_num_threads(threads)
+    if world_size is not None: check_int(world_size, "world_size")
+    if rank is not None: check_int(rank, "rank", min_value=0)
+    if None not in (rank, world_size) and rank >= world_size:
+        raise ValueError(f"rank must be below world_size {world_size}, got {rank}")
+    torch.set_num_threads(check_int(threads, "threads"))
     wait = timedelta(seconds=timeout)
     if port is None:  # MASTER_ADDR and MASTER_PORT from the environment
         given = {k: v for k, v in (("rank", rank), ("world_size", world_size))
@@ -304,6 +308,9 @@ def spawn(fn:Callable, world_size:int, *args, timeout:float=120)->list:
         what fn returned, by rank
     """
     check_int(world_size, "world_size")
+    # before any process starts: each would fail on its own, after joining the group
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     ctx = _context()
     # the rendezvous: a store that torch binds to a free port (port 0) and this
     # process keeps open, so that no other program can take the port in between

@@ -20,8 +20,10 @@ from transformer_nb.core import (
     check_int,
     check_last_dim,
     check_nonempty,
+    check_real,
     check_tensor,
     log_shapes,
+    outside,
     tracing,
 )
 
@@ -189,8 +191,10 @@ class SinusoidalPositions(CheckedModule):
         return x + self.pe[offset:offset + x.shape[1]].to(x.dtype)
 
     def _check_inputs(self, x, offset=0):
-        "x (B, T, d_model); offset + T <= max_len"
+        "x (B, T, d_model), on the table's device; offset + T <= max_len"
         check_positions(x, self.d_model, self.max_len, offset)
+        # no parameter tells the door's device check where the module is: the buffer
+        check_device(x, "x", self.pe.device)
 
 # %% ../nbs/01_embeddings.ipynb #c025
 class LearnedPositions(CheckedModule):
@@ -281,6 +285,7 @@ def rotary(x:Tensor, offset:int=0, base:float=10000.0)->Tensor:
         x rotated, same shape; the dot product of a query at m and a key at n then
         depends on m - n only
     """
+    if outside(): _check_rotary(x, offset, base)   # attention has checked q and k
     T, d_k = x.shape[-2], x.shape[-1]
     # every layer rotates q and k at the same positions: the tables are kept (not
     # while compiling)
@@ -289,6 +294,15 @@ def rotary(x:Tensor, offset:int=0, base:float=10000.0)->Tensor:
     cos, sin = tables(T, d_k, offset, base, x.device, x.dtype)      # (T, d_k)
     x1, x2 = x.chunk(2, dim=-1)                                     # (..., T, d_k/2)
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin             # (..., T, d_k)
+
+def _check_rotary(x, offset, base):
+    "x: floating (..., T, d_k), d_k even; offset >= 0; base > 0 (else NaN angles)"
+    check_tensor(x, "x", floating=True)
+    if x.dim() < 2 or x.shape[-1] % 2:
+        raise ValueError(f"x must have shape (..., T, d_k) with d_k even (rotary turns "
+                         f"the features in pairs), got {tuple(x.shape)}")
+    check_int(offset, "offset", min_value=0)
+    check_real(base, "base", lambda v: v > 0, "> 0")
 
 def _rotary_tables(T, d_k, offset, base, device, dtype):
     "cos(m·θ_i) and sin(m·θ_i) for positions offset ... offset + T - 1: (T, d_k) each"
@@ -318,7 +332,8 @@ class NoPositions(nn.Module):
             longest sequence supported
         """
         super().__init__()
-        self.d_model, self.max_len = d_model, check_int(max_len, "max_len")
+        self.d_model = check_int(d_model, "d_model")
+        self.max_len = check_int(max_len, "max_len")
 
     def forward(self, x:Tensor, offset:int=0)->Tensor:
         """

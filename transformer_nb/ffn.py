@@ -14,6 +14,7 @@ from transformer_nb.core import (
     Dropout,
     check_bool,
     check_dropout,
+    check_dtype,
     check_int,
     check_last_dim,
     check_tensor,
@@ -78,8 +79,9 @@ class PositionwiseFeedForward(CheckedModule):
         return self.linear2(hidden)                         # (B, T, d_model)
 
     def _check_inputs(self, x):
-        "x: floating, (..., d_model)"
+        "x: floating, (..., d_model), of the weights' dtype"
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
+        check_dtype(x, "x", self.linear1.weight.dtype)
 
 # %% ../nbs/04_ffn.ipynb #c007
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}  # two more below, for chapter 11f
@@ -104,7 +106,7 @@ def check_activation(activation)->str:
     return activation
 
 # %% ../nbs/04_ffn.ipynb #c027b
-class SwiGLU(nn.Module):
+class SwiGLU(CheckedModule):
     ("The gated unit of Shazeer (2020), as in Llama: SiLU(gate) · up, the two halves "
      "of the last dimension")
     def forward(self, x:Tensor)->Tensor:
@@ -121,6 +123,13 @@ class SwiGLU(nn.Module):
         """
         gate, up = x.chunk(2, dim=-1)
         return F.silu(gate) * up
+
+    def _check_inputs(self, x):
+        "x: floating, (..., 2·d_ff): an odd width would broadcast the halves' product"
+        check_tensor(x, "x", floating=True)
+        if x.dim() == 0 or x.shape[-1] % 2:
+            raise ValueError(f"x must have an even last dimension, gate and up side by "
+                             f"side, got shape {tuple(x.shape)}")
 
 class GELUTanh(nn.GELU):
     "GELU's tanh approximation, as GPT-2 computes it (its \"gelu_new\"; chapter 11f)"

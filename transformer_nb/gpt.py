@@ -29,7 +29,7 @@ from transformer_nb.core import (
 )
 from .decoding import _check_tokens, _Room
 from .embeddings import Embeddings, check_token_ids
-from .layers import Decoder, LayerCache
+from .layers import Decoder, LayerCache, check_caches
 from .masking import causal_mask
 
 # %% auto #0
@@ -255,12 +255,9 @@ class GPT(CheckedModule):
 
     def _check_inputs(self, ids, need_weights=False, cache=None):
         "ids and their positions, as the embedding checks them; one cache per layer"
-        check_bool(need_weights, "need_weights")
-        past = 0 if cache is None else len(cache[0])
-        self.embed._check_inputs(ids, offset=past)
-        if cache is not None and len(cache) != len(self.stack.layers):
-            raise ValueError(f"cache must hold one LayerCache per layer, "
-                             f"{len(self.stack.layers)}, got {len(cache)}")
+        check_bool(need_weights, "need_weights"); check_tensor(ids, "ids", ndim=2)
+        if cache is not None: check_caches(cache, len(self.stack.layers), len(ids))
+        self.embed._check_inputs(ids, offset=0 if cache is None else len(cache[0]))
 
 # %% ../nbs/11c_gpt.ipynb #r002
 CHAR_LM = dict(d_model=128, num_heads=4, d_ff=512, num_layers=2, max_len=64)

@@ -5,7 +5,7 @@
 # %% ../nbs/06_layers.ipynb #c002
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 
 import torch
@@ -15,6 +15,8 @@ from torch import Tensor, nn
 from transformer_nb.core import (
     CheckedModule,
     Dropout,
+    check_bool,
+    check_dtype,
     check_int,
     check_last_dim,
     check_mask,
@@ -28,6 +30,7 @@ from .ffn import PositionwiseFeedForward
 from transformer_nb.multihead import (
     MHA_NAMES,
     MultiHeadAttention,
+    check_cache,
     check_heads_mask,
     from_torch_state,
     load_weights,
@@ -42,8 +45,8 @@ from transformer_nb.norms import (
 )
 
 # %% auto #0
-__all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'Encoder', 'Decoder',
-           'layer_to_torch', 'layer_from_torch', 'torch_state']
+__all__ = ['RECOMPUTE_MIN_BYTES', 'LAYER_NAMES', 'EncoderLayer', 'DecoderLayer', 'LayerCache', 'check_caches', 'Encoder',
+           'Decoder', 'layer_to_torch', 'layer_from_torch', 'torch_state']
 
 # %% ../nbs/06_layers.ipynb #c006
 def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
@@ -52,9 +55,7 @@ def _check_seq(x, name:str, d_model:int, module:nn.Module|None=None)->Tensor:
     check_last_dim(x, d_model, name)
     check_nonempty(x, name, dim=1)
     w = next(module.parameters(), None) if module is not None else None
-    if w is not None and x.dtype != w.dtype:
-        raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {w.dtype}: "
-                        f"convert one to the other, e.g. module.to({x.dtype})")
+    if w is not None: check_dtype(x, name, w.dtype)
     return x
 
 def _check_source(x, src_mask, d_model:int, num_heads:int, module:nn.Module|None=None):
@@ -67,11 +68,17 @@ def _check_source(x, src_mask, d_model:int, num_heads:int, module:nn.Module|None
 
 # %% ../nbs/06_layers.ipynb #c006b
 def _check_target(y, memory, tgt_mask, memory_mask, d_model:int, num_heads:int,
-                  cross:bool, past:int=0, module:nn.Module|None=None):
+                  cross:bool, module:nn.Module|None=None, cache=None,
+                  num_layers:int|None=None):
     ("y (B, T, d_model); memory (B, S, d_model) exactly when there is cross-attention; "
-     "the masks broadcast to (B, H, T, past + T) and (B, H, T, S)")
+     "a layer's cache of this batch, or a stack's (num_layers); the masks broadcast to "
+     "(B, H, T, past + T) and (B, H, T, S)")
     _check_seq(y, "y", d_model, module)
     B, T, _ = y.shape
+    if cache is not None and num_layers is not None:
+        cache = check_caches(cache, num_layers, B)[0]
+    elif cache is not None: check_cache(cache, B)
+    past = 0 if cache is None else len(cache)
     check_heads_mask(tgt_mask, "tgt_mask")
     check_mask(tgt_mask, (B, num_heads, T, past + T), "tgt_mask", device=y.device)
     if not cross:
@@ -215,6 +222,7 @@ class EncoderLayer(_Sublayers):
     def _check_inputs(self, x, src_mask=None, need_weights=True):
         "x (B, S, d_model); src_mask broadcasts to (B, H, S, S)"
         _check_source(x, src_mask, self.d_model, self.num_heads, self)
+        check_bool(need_weights, "need_weights")
 
 # %% ../nbs/06_layers.ipynb #c011
 class DecoderLayer(_Sublayers):
@@ -354,10 +362,10 @@ class DecoderLayer(_Sublayers):
 
     def _check_inputs(self, y, memory=None, tgt_mask=None, memory_mask=None,
                       need_weights=True, cache=None):
-        "y, memory and the masks; tgt_mask's keys count the cached positions"
-        past = 0 if cache is None else len(cache)
+        "y, memory, the masks and the cache; tgt_mask's keys count the cached positions"
         _check_target(y, memory, tgt_mask, memory_mask, self.d_model, self.num_heads,
-                      self.cross_attn is not None, past, self)
+                      self.cross_attn is not None, self, cache)
+        check_bool(need_weights, "need_weights")
 
 # %% ../nbs/06_layers.ipynb #k001
 class LayerCache:
@@ -392,6 +400,45 @@ class LayerCache:
     def __len__(self)->int:
         "The number of positions cached"
         return 0 if self.k is None else self.k.shape[2]
+
+# %% ../nbs/06_layers.ipynb #k001c
+def check_caches(cache, num_layers:int, batch:int, name:str="cache")->Sequence:
+    """Check the cache of a stack: a list (or tuple) of `num_layers` distinct layer
+    caches, each as `check_cache` wants it, all holding the same positions
+
+    Parameters
+    ----------
+    cache
+        the caller's caches, one per layer
+    num_layers : int
+        N, the layers of the stack
+    batch : int
+        B, the rows of this call's target
+    name : str
+        the argument's name, used in the message
+
+    Returns
+    -------
+    Sequence
+        cache, unchanged
+    """
+    fresh = f"[LayerCache() for _ in range({num_layers})]"
+    if not isinstance(cache, (list, tuple)):
+        raise TypeError(f"{name} must be a list of {num_layers} LayerCache, one per "
+                        f"layer, {fresh}, got {type(cache).__name__}")
+    if len(cache) != num_layers:
+        raise ValueError(f"{name} must hold one LayerCache per layer, {num_layers}, "
+                         f"got {len(cache)}")
+    for i, c in enumerate(cache): check_cache(c, batch, f"{name}[{i}]")
+    # [LayerCache()] * N: N times one object, whose keys every layer would extend
+    if len({id(c) for c in cache}) != num_layers:
+        raise ValueError(f"{name} holds the same LayerCache more than once: each "
+                         f"layer needs its own, {fresh}")
+    if len({len(c) for c in cache}) > 1:
+        raise ValueError(f"{name}'s layers hold different numbers of positions, "
+                         f"{[len(c) for c in cache]}: they must come from the same "
+                         "calls")
+    return cache
 
 # %% ../nbs/06_layers.ipynb #c015
 def _check_final_norm(final_norm, norm_first)->bool:
@@ -488,6 +535,7 @@ class Encoder(_Stack):
     def _check_inputs(self, x, src_mask=None, need_weights=False):
         "x (B, S, d_model); src_mask broadcasts to (B, H, S, S)"
         _check_source(x, src_mask, self.d_model, self.layers[0].num_heads, self)
+        check_bool(need_weights, "need_weights")
 
 # %% ../nbs/06_layers.ipynb #c017
 class Decoder(_Stack):
@@ -570,7 +618,8 @@ class Decoder(_Stack):
         need_weights : bool
             also return each layer's self- and cross-attention weights
         cache : list[LayerCache] | None
-            one LayerCache per layer, extended in place: decoding step by step
+            one LayerCache per layer, extended in place: decoding step by step; a new
+            one each, `[LayerCache() for _ in range(N)]`
 
         Returns
         -------
@@ -589,14 +638,10 @@ class Decoder(_Stack):
     def _check_inputs(self, y, memory=None, tgt_mask=None, memory_mask=None,
                       need_weights=False, cache=None):
         "y, memory, the masks, and one cache per layer"
-        if cache is not None and len(cache) != self.num_layers:
-            raise ValueError(
-                f"cache must hold one LayerCache per layer, {self.num_layers}, got "
-                f"{len(cache)}"
-            )
         first = self.layers[0]
         _check_target(y, memory, tgt_mask, memory_mask, self.d_model, first.num_heads,
-                      first.cross_attn is not None, len(cache[0]) if cache else 0, self)
+                      first.cross_attn is not None, self, cache, self.num_layers)
+        check_bool(need_weights, "need_weights")
 
 # %% ../nbs/06_layers.ipynb #c023
 # our names -> torch.nn's, where only the name differs
@@ -626,6 +671,8 @@ def _check_settings(ours, theirs):
             "ours must be an EncoderLayer, DecoderLayer, Encoder or Decoder, "
             f"got {type(ours).__name__}"
         )
+    if not isinstance(theirs, nn.Module):
+        raise TypeError(f"theirs must be an nn.Module, got {type(theirs).__name__}")
     for name, m in ours.named_modules():
         if not isinstance(m, (EncoderLayer, DecoderLayer)): continue
         try: a, b = _settings(m), _settings(theirs.get_submodule(name))
@@ -690,6 +737,8 @@ def torch_state(stack:Decoder, tensors:dict|None=None)->dict:
     dict
         the same tensors under a causal nn.TransformerEncoder's keys
     """
+    if not isinstance(stack, Decoder):
+        raise TypeError(f"stack must be a Decoder, got {type(stack).__name__}")
     tensors = stack.state_dict() if tensors is None else tensors
     return to_torch_state(
         {k.replace(".norm3.", ".norm2."): v for k, v in tensors.items()}, LAYER_NAMES

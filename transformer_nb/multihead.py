@@ -16,6 +16,7 @@ from transformer_nb.core import (
     CheckedModule,
     check_bool,
     check_dropout,
+    check_dtype,
     check_int,
     check_last_dim,
     check_mask,
@@ -28,7 +29,7 @@ from transformer_nb.core import (
 from .embeddings import rotary
 
 # %% auto #0
-__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'check_heads_mask', 'fused_projection',
+__all__ = ['MHA_NAMES', 'split_heads', 'merge_heads', 'MultiHeadAttention', 'check_heads_mask', 'check_cache', 'fused_projection',
            'to_torch_masks', 'from_torch_masks', 'to_torch_state', 'from_torch_state', 'load_weights', 'mha_to_torch',
            'mha_from_torch']
 
@@ -255,12 +256,8 @@ class MultiHeadAttention(CheckedModule):
             check_tensor(t, name, ndim=3, floating=True)
             check_last_dim(t, self.d_model, name)
             check_nonempty(t, name, dim=1)
-            if t.dtype != self.W_q.weight.dtype:
-                raise TypeError(
-                    f"{name} has dtype {t.dtype}, but the weights have "
-                    f"{self.W_q.weight.dtype}: "
-                    f"convert one to the other, e.g. module.to({t.dtype})"
-                )
+            check_dtype(t, name, self.W_q.weight.dtype)
+        check_bool(need_weights, "need_weights")
         if query.shape[0] != key.shape[0] or key.shape[0] != value.shape[0]:
             raise ValueError(
                 f"query, key and value must have the same batch size B, got "
@@ -278,6 +275,7 @@ class MultiHeadAttention(CheckedModule):
                 "every step's query would be rotated as position 0 (without a cache, "
                 "queries and keys each count from 0)")
         B, T, S = query.shape[0], query.shape[1], key.shape[1]
+        if cache is not None: check_cache(cache, B)
         if cache is not None and is_self: S += len(cache)
         check_heads_mask(mask)
         check_mask(mask, (B, self.num_heads, T, S), device=query.device)
@@ -301,6 +299,35 @@ def check_heads_mask(mask:Tensor|None, name:str="mask")->None:
             "the scores (B, H, T, S), one mask per head, not one per sequence: give "
             f"a padding mask its head dimension, {name}[:, None] of shape (B, 1, 1, "
             "S), and a mask per head its batch dimension, (1, H, T, S)")
+
+# %% ../nbs/03_multihead.ipynb #c016k
+def check_cache(cache, batch:int, name:str="cache")->None:
+    """Check a key/value cache for decoding step by step: an object with `append`,
+    `cross` and a length, such as chapter 6's `LayerCache`, holding keys of this batch
+    if it holds any
+
+    Parameters
+    ----------
+    cache
+        the caller's cache
+    batch : int
+        B, the rows of this call's queries
+    name : str
+        the argument's name, used in the message
+    """
+    if (isinstance(cache, (list, tuple, dict)) or not hasattr(cache, "cross")
+            or not callable(getattr(cache, "append", None))
+            or not hasattr(cache, "__len__")):
+        raise TypeError(f"{name} must be a key/value cache such as LayerCache(), with "
+                        f"append, cross and a length, got {type(cache).__name__}")
+    k, cross = getattr(cache, "k", None), cache.cross
+    # the memory's keys may have one row for all (beam search)
+    rows = [(k, "keys", (batch,)), (cross[0] if cross else None, "memory", (1, batch))]
+    for t, what, ok in rows:
+        if isinstance(t, Tensor) and t.shape[0] not in ok:
+            raise ValueError(f"{name} holds the {what} of a batch of {t.shape[0]}, but "
+                             f"this call's batch is {batch}: start a new cache for a "
+                             "new batch")
 
 # %% ../nbs/03_multihead.ipynb #m101
 def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
@@ -477,6 +504,12 @@ def from_torch_masks(
 # %% ../nbs/03_multihead.ipynb #c043
 MHA_NAMES = {"W_o": "out_proj"}  # our name -> torch.nn's, where only the name differs
 
+def _check_state(state, name:str="state"):
+    "A state dict: a mapping of parameter names to tensors"
+    if not isinstance(state, Mapping):
+        raise TypeError(f"{name} must be a state dict (parameter names to tensors), "
+                        f"got {type(state).__name__}")
+
 def _rename(key:str, names:Mapping[str, str])->str:
     "`key` with each dotted run of parts that `names` lists replaced"
     k = f".{key}."
@@ -502,6 +535,7 @@ def to_torch_state(
     dict[str, Tensor]
         the same tensors under torch.nn's keys
     """
+    _check_state(state)
     out = {}
     for key, v in state.items():
         at, _, p = key.rpartition(".")                 # e.g. "self_attn.W_q", "weight"
@@ -532,6 +566,7 @@ def from_torch_state(
     dict[str, Tensor]
         the same tensors under our keys
     """
+    _check_state(state)
     back, out = {b: a for a, b in names.items()}, {}
     for key, v in state.items():
         at, _, p = _rename(key, back).rpartition(".")
@@ -561,6 +596,9 @@ def load_weights(
     nn.Module
         `module`, with the weights
     """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{name} must be an nn.Module, got {type(module).__name__}")
+    _check_state(state)
     try: module.load_state_dict(state)
     except RuntimeError as e: raise ValueError(f"{name} does not match: {e}") from None
     return module

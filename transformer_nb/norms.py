@@ -16,6 +16,7 @@ from transformer_nb.core import (
     CheckedModule,
     Dropout,
     check_dropout,
+    check_dtype,
     check_int,
     check_last_dim,
     check_real,
@@ -76,8 +77,9 @@ class LayerNorm(CheckedModule):
         return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
     def _check_inputs(self, x):
-        "x: floating, (..., d_model)"
+        "x: floating, (..., d_model), of the weights' dtype"
         check_tensor(x, "x", floating=True); check_last_dim(x, self.d_model, "x")
+        check_dtype(x, "x", self.weight.dtype)
 
 # %% ../nbs/05_norms.ipynb #c008
 def check_eps(eps, name:str="eps")->float:

@@ -561,7 +561,11 @@ def smooth(xs:Sequence[float], k:int=25)->Tensor:
         the running mean over the last k values
     """
     check_int(k, "k")
-    x = torch.tensor(xs, dtype=torch.float64)
+    try: x = torch.tensor(xs, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"xs must be a sequence of numbers, got {xs!r:.60}") from None
+    if x.dim() != 1:
+        raise ValueError(f"xs must be one curve, 1-D, got shape {tuple(x.shape)}")
     c = torch.cat([torch.zeros(1, dtype=x.dtype), x.cumsum(0)])
     n = torch.arange(1, len(x) + 1).clamp(max=k)
     return ((c[1:] - c[torch.arange(len(x)) + 1 - n]) / n).float()

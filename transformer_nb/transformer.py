@@ -30,6 +30,7 @@ from transformer_nb.layers import (
     Decoder,
     Encoder,
     LayerCache,
+    check_caches,
     layer_from_torch,
     layer_to_torch,
 )
@@ -192,9 +193,8 @@ class Transformer(CheckedModule):
             self-attention weights (B, H, S, S))
         """
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
-        if outside():          # called by a user: check, then enter
-            self._check_ids(src, "src", self.src_embed)
-            self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
+        # called by a user: check, then enter
+        if outside(): self._check_encode(src, src_mask, need_weights)
         with inside():
             return self.encoder(
                 self.src_embed(src), src_mask, need_weights=need_weights
@@ -226,8 +226,9 @@ class Transformer(CheckedModule):
         need_weights : bool
             also return the per-layer self- and cross-attention weights
         cache : Sequence[LayerCache] | None
-            one LayerCache per decoder layer (chapter 6), extended in place: tgt then
-            holds only the new positions, which follow the len(cache[0]) cached ones
+            one LayerCache per decoder layer (chapter 6), a new one each, extended in
+            place: tgt then holds only the new positions, which follow the
+            len(cache[0]) cached ones
 
         Returns
         -------
@@ -243,13 +244,10 @@ class Transformer(CheckedModule):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
+        # called by a user: check, then enter
+        if outside():
+            self._check_decode(tgt, memory, tgt_mask, memory_mask, need_weights, cache)
         past = 0 if cache is None else len(cache[0])
-        if outside():          # called by a user: check, then enter
-            self._check_ids(tgt, "tgt", self.tgt_embed, past)
-            self._check_memory(memory, tgt)
-            T = tgt.shape[1]
-            self._check_mask(tgt_mask, "tgt_mask", tgt, T, past + T)
-            self._check_mask(memory_mask, "memory_mask", tgt, T, memory.shape[1])
         with inside():
             out = self.decoder(self.tgt_embed(tgt, offset=past), memory, tgt_mask,
                                memory_mask, need_weights=need_weights, cache=cache)
@@ -315,16 +313,36 @@ class Transformer(CheckedModule):
         self._check_mask(tgt_mask, "tgt_mask", tgt, T, T)
         self._check_mask(memory_mask, "memory_mask", tgt, T, S)
 
-    def _check_ids(self, ids, name, embed, offset=0):
+    def _check_encode(self, src, src_mask, need_weights):
+        "Every input of encode"
+        check_bool(need_weights, "need_weights")
+        self._check_ids(src, "src", self.src_embed)
+        self._check_mask(src_mask, "src_mask", src, src.shape[1], src.shape[1])
+
+    def _check_decode(self, tgt, memory, tgt_mask, memory_mask, need_weights, cache):
+        "Every input of decode; with a cache, tgt's positions follow the cached ones"
+        check_bool(need_weights, "need_weights")
+        past = self._check_ids(tgt, "tgt", self.tgt_embed, cache)
+        self._check_memory(memory, tgt)
+        T = tgt.shape[1]
+        self._check_mask(tgt_mask, "tgt_mask", tgt, T, past + T)
+        self._check_mask(memory_mask, "memory_mask", tgt, T, memory.shape[1])
+
+    def _check_ids(self, ids, name, embed, cache=None)->int:
+        "ids (B, T) in the vocabulary, after the cache's positions if any; their offset"
         check_tensor(ids, name, ndim=2, floating=False)
         check_token_ids(ids, embed.tokens.vocab_size, name)
         check_device(ids, name, self.output.weight.device)
+        offset = 0
+        if cache is not None:
+            offset = len(check_caches(cache, len(self.decoder.layers), len(ids))[0])
         if offset + ids.shape[1] > embed.positions.max_len:
             raise ValueError(
                 f"{name}: sequence length {ids.shape[1]} (from offset {offset}) "
                 f"exceeds max_len {embed.positions.max_len} of the position table; "
                 "build the model with a larger max_len"
             )
+        return offset
 
     def _check_mask(self, mask, name, ids, T, S):
         check_heads_mask(mask, name)
