@@ -2,6 +2,7 @@
 words or pieces) come back with their ids, the training state comes back as it was given, and another format or a
 configuration this version cannot build is refused; so is a configuration that differs from the model, even in a
 choice that owns no weight. CheckpointAverage refuses a `keep` below 1."""
+import os
 from dataclasses import asdict
 
 import pytest
@@ -57,6 +58,48 @@ def test_training_state_comes_back_as_given(tmp_path):
     save_model(tmp_path / "n.pt", m, m.config, vocab)
     assert load_checkpoint(tmp_path / "n.pt")["training"] is None
     assert "training" not in torch.load(tmp_path / "n.pt", weights_only=True)
+
+
+FULL_DISK = """import resource, signal, sys, torch
+from transformer_nb.checkpoints import write_checkpoint
+path = sys.argv[1]
+write_checkpoint(path, {"format": "x", "w": torch.zeros(10)})               # the run that a new save replaces
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)        # a write past the limit fails (EFBIG), as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try: write_checkpoint(path, {"format": "x", "w": torch.zeros(100_000)})
+except OSError as e: print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "setsid"), reason="RLIMIT_FSIZE is POSIX")
+def test_a_write_that_fails_leaves_the_old_file_whole_and_says_why(tmp_path):
+    """torch.save wrote in place: a full disk left a truncated file where the old checkpoint was (a resumed run was
+    lost), and the error was torch's '[enforce fail at inline_container.cc:672] . unexpected pos ...'. Now the bytes
+    go to a file beside it, which replaces it only once written: the old file is whole, nothing else is left behind,
+    and the error is the OS's"""
+    import subprocess
+    import sys
+    path = tmp_path / "run.pt"
+    r = subprocess.run([sys.executable, "-c", FULL_DISK, str(path)], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == f"OSError cannot write {path}: File too large", (r.stdout, r.stderr)
+    assert [p.name for p in tmp_path.iterdir()] == ["run.pt"]
+    assert torch.load(path, weights_only=True)["w"].shape == (10,)
+
+
+def test_a_file_that_cannot_be_replaced_is_refused_before_writing(tmp_path):
+    "A checkpoint this user may not write (read-only; immutable, for root) is refused, with the OS's reason, and kept"
+    import subprocess
+    vocab = Vocab("0123456789")
+    m = small_model(vocab)
+    path = tmp_path / "old.pt"; path.write_bytes(b"an older run"); path.chmod(0o444)
+    if os.access(path, os.W_OK): subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+    if os.access(path, os.W_OK): pytest.skip("no way here to make a file this user cannot write")
+    try:
+        with pytest.raises(PermissionError, match=f"cannot replace {path}: (Permission denied|Operation not permitted)"):
+            save_model(path, m, m.config, vocab)
+    finally: subprocess.run(["chattr", "-i", str(path)], capture_output=True)
+    assert path.read_bytes() == b"an older run"
+    with pytest.raises(FileExistsError, match="is not a regular file"): save_model("/dev/null", m, m.config, vocab)
 
 
 def test_checkpoint_of_another_format_or_an_unknown_config_is_refused(tmp_path):

@@ -91,6 +91,20 @@ def test_characters_outside_the_vocabulary_get_a_warning(trained, capsys):
     # a command's flag before the command: it said "invalid choice: 'copy'", the flag's value
     (["--task", "copy"], ["--task comes after a command", "COMMAND --task copy", "train, decode"]),
     (["trian"], ["invalid choice: 'trian'"]),                      # a misspelt command stays itself
+    # a command's own flag without a value, or as --flag=value, before the command: it said "unrecognized
+    # arguments: --quiet", from the command that has --quiet
+    (["--quiet", "train"], ["transformer-nb train: error: --quiet comes after a command: transformer-nb train --quiet"]),
+    (["--no-plots", "train", "--task", "reverse"], ["--no-plots comes after a command: transformer-nb train --no-plots"]),
+    (["--greedy", "generate", "--checkpoint", "x.pt", "y"],
+     ["transformer-nb generate: error: --greedy comes after a command: transformer-nb generate --greedy"]),
+    (["--steps=3", "train"], ["--steps=3 comes after a command: transformer-nb train --steps=3"]),
+    (["--bogus", "train"], ["transformer-nb train: error: unrecognized arguments: --bogus"]),   # not train's
+    # what float32 cannot hold: exit 1 after loading the model (--temperature), a traceback from
+    # torch.multinomial (--top-p, which float32 rounded to 0)
+    (["generate", "--checkpoint", "x.pt", "--temperature", "1e-50", "y"],
+     ["argument --temperature: must be at least 1.2e-38", "got 1e-50"]),
+    (["generate", "--checkpoint", "x.pt", "--top-p", "1e-46", "y"], ["argument --top-p: must be at least 1.2e-38",
+                                                                      "got 1e-46"]),
 ])
 def test_usage_errors_exit_2_with_one_line(args, words, tmp_path):
     r = cli(*args, cwd=tmp_path)
@@ -192,8 +206,8 @@ def test_nproc_error_found_by_one_process_is_one_line_and_every_process_exits(tr
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=out, env=env)
     assert r.returncode == 1, (r.returncode, r.stderr)
     errors = [line for line in r.stderr.splitlines() if "error" in line.lower()]
-    assert errors == ["transformer-nb train: error: resume='copy.pt' holds another model: d_model 16 there, 32 here, "
-                      "num_heads 2 there, 4 here, d_ff 32 there, 64 here (on rank 1 of 2)"], r.stderr
+    assert errors == ["transformer-nb train: error: --resume copy.pt holds another model than --task copy's: d_model 16 "
+                      "there, 32 here, num_heads 2 there, 4 here, d_ff 32 there, 64 here (on rank 1 of 2)"], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == "", r.stderr
 
 
@@ -317,7 +331,8 @@ def _one_error_line(r):
 
 
 def test_generate_and_decode_refuse_what_is_not_their_checkpoint_in_one_line(trained, lm, tmp_path, capsys):
-    "A text file, an empty file, a pickled module, the other kind of checkpoint: one line each, status 1"
+    """A text file, an empty file, a pickled module, the other kind of checkpoint: one line each, status 1, naming
+    --checkpoint; the other kind is named with the command that uses it (it quoted the two format strings)"""
     import torch
     out, _ = trained
     notes = tmp_path / "notes.txt"; notes.write_text("not a model")
@@ -327,14 +342,17 @@ def test_generate_and_decode_refuse_what_is_not_their_checkpoint_in_one_line(tra
              (["generate", "--checkpoint", empty, "x"], "model: the file is empty"),
              (["generate", "--checkpoint", module, "x"], "Python objects that torch.load(weights_only=True)"),
              (["generate", "--checkpoint", tmp_path, "x"], "is a directory"),
-             (["generate", "--checkpoint", out / "copy.pt", "x"], "'transformer_nb.checkpoint/2'"),
-             (["decode", "--checkpoint", lm, "123"], "'transformer_nb.gpt/1'"),
+             (["generate", "--checkpoint", out / "copy.pt", "x"],
+              "is a translation model, written by `transformer-nb train`: use it with `transformer-nb decode`"),
+             (["decode", "--checkpoint", lm, "123"],
+              "is a language model, written by `transformer-nb train-lm`: use it with `transformer-nb generate`"),
              (["decode", "--checkpoint", empty, "123"], "checkpoint: the file is empty")]
     for i, (args, words) in enumerate(cases):  # the first through the script
         r = cli(*args, cwd=tmp_path) if i == 0 else in_process(capsys, *args)
         assert r.returncode == 1, (args, r.returncode, r.stderr)
         line = _one_error_line(r)
-        assert words in line and ("not a transformer_nb" in line or words == "is a directory"), (args, line)
+        assert f"error: --checkpoint {args[2]} " in line and words in line, (args, line)
+        assert "format" not in line, line
 
 
 def test_resume_without_task_takes_the_runs_task_and_a_numbers_run_is_refused_in_one_line(numbers_run, capsys):
@@ -505,3 +523,243 @@ def test_help_states_the_steps_each_recipe_runs():
     for task, steps in recipe.items(): assert re.search(rf"\b{task} {steps}\b", train), (task, train)
     induction = " ".join(commands["induction"].format_help().split())
     assert f"(default: the recipe's, {INDUCTION_TRAINING['steps']})" in induction, induction
+
+
+# ---------------------------------------------------------------- a new user's audit of the command line (audit_cli)
+def _command():
+    "The installed script, else main through Python"
+    return [str(EXE)] if EXE.exists() else [sys.executable, "-c",
+                                            "import sys; from transformer_nb.cli import main; sys.exit(main())"]
+
+
+RANK_0_SAVES_SLOWLY = """import os, sys, time
+from transformer_nb import checkpoints
+from transformer_nb.cli import main
+log, write = os.environ["ORDER_LOG"], checkpoints.write_checkpoint
+def slowly(path, ckpt):
+    time.sleep(3)
+    write(path, ckpt)
+    with open(log, "a") as f: f.write("rank 0 saved\\n")
+checkpoints.write_checkpoint = slowly
+status = main()
+with open(log, "a") as f: f.write(f"rank {os.environ['RANK']} left\\n")
+sys.exit(status)
+"""
+
+
+def test_torchrun_every_process_waits_until_rank_0_has_saved(tmp_path):
+    """The README's torchrun command sometimes aborted after training (2 runs in 34) and wrote nothing: rank 1
+    returned at once and tore the process group down while rank 0 still evaluated and saved; torch then aborted it,
+    and torchrun stopped rank 0. Every process now waits for rank 0 at a barrier: with rank 0's save slowed down by
+    3 s, rank 1 leaves after it has saved, and the run ends with status 0"""
+    script, log = tmp_path / "slow_save.py", tmp_path / "order.log"
+    script.write_text(RANK_0_SAVES_SLOWLY)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    cmd = [str(torchrun), "--nproc-per-node", "2", str(script), "train", "--task", "copy", "--steps", "3",
+           "--n-train", "200", "--out", str(tmp_path / "run"), "--quiet", "--no-plots"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "ORDER_LOG": str(log)})
+    assert r.returncode == 0, r.stderr
+    order = log.read_text().splitlines()
+    assert sorted(order) == ["rank 0 left", "rank 0 saved", "rank 1 left"], order
+    assert order.index("rank 0 saved") < order.index("rank 1 left"), order
+    assert (tmp_path / "run" / "copy.pt").exists()
+
+
+def test_a_reader_that_stops_reading_ends_decode_quietly(trained):
+    "`decode ... | head` said 'error: [Errno 32] Broken pipe' with status 1: now nothing, and the status of SIGPIPE"
+    out, _ = trained
+    p = subprocess.Popen([*_command(), "decode", "--checkpoint", str(out / "copy.pt"), "12", "34"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()                                    # nobody reads what decode writes, as after `| head -0`
+    err = p.stderr.read().decode(); p.wait(timeout=120)
+    assert p.returncode == 141 and err == "", (p.returncode, err)
+
+
+def _unwritable(path) -> bool:
+    "Make `path` a file this user cannot write: read-only, or immutable for root (chattr); False where neither holds"
+    os.chmod(path, 0o444)
+    if not os.access(path, os.W_OK): return True
+    try: subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+    except OSError: return False                        # no chattr
+    return not os.access(path, os.W_OK)
+
+
+def test_a_checkpoint_that_cannot_be_replaced_is_refused_before_training(tmp_path, capsys):
+    """A {task}.pt that the save cannot replace (immutable for root, read-only for a user) passed the check of --out,
+    and the save failed after the whole training with torch's 'enforce fail ... Operation not permitted'"""
+    (tmp_path / "copy.pt").write_bytes(b"an older run")
+    if not _unwritable(tmp_path / "copy.pt"): pytest.skip("no way here to make a file this user cannot write")
+    try:
+        r = in_process(capsys, "train", "--task", "copy", "--steps", "2", "--n-train", "64", "--out", tmp_path,
+                       "--no-plots")
+    finally:
+        subprocess.run(["chattr", "-i", str(tmp_path / "copy.pt")], capture_output=True)
+    assert r.returncode == 1 and f"--out {tmp_path}: cannot replace {tmp_path / 'copy.pt'}: " in _one_error_line(r)
+    assert "training" not in r.stderr and (tmp_path / "copy.pt").read_bytes() == b"an older run", r.stderr
+
+
+FULL_DISK = """import resource, signal, sys
+from transformer_nb.cli import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails (EFBIG), as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "setsid"), reason="RLIMIT_FSIZE is POSIX")
+def test_a_save_that_fails_leaves_no_half_file_and_says_why(tmp_path):
+    """A full disk left a truncated {task}.pt (decode then called it 'cut short') and the message was torch's
+    '[enforce fail at inline_container.cc:672] . unexpected pos ...': now the OS's reason, and no file at all"""
+    r = subprocess.run([sys.executable, "-c", FULL_DISK, "train", "--task", "copy", "--steps", "2", "--n-train",
+                        "64", "--out", str(tmp_path), "--quiet", "--no-plots"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.splitlines()[-1] == f"transformer-nb train: error: cannot write {tmp_path / 'copy.pt'}: File too large"
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+CTRL_C_AS_NUMPY_IMPORTS = """import os, signal, sys
+class CtrlC:
+    "Ctrl-C just as NumPy starts to import (torch imports it)"
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and os.environ.pop("CTRL_C_AT_NUMPY", None): os.kill(os.getpid(), signal.SIGINT)
+sys.meta_path.insert(0, CtrlC())
+"""
+
+
+def test_ctrl_c_while_torch_imports_numpy_is_an_interrupt(trained, tmp_path):
+    """Torch swallows a KeyboardInterrupt raised while it imports NumPy: a Ctrl-C in the first quarter second was
+    ignored (the command ran on and exited 0) or broke NumPy (a traceback from matplotlib, 'cannot load module more
+    than once'). It is held back while torch imports, then raised: 'interrupted', status 130, nothing decoded"""
+    out, _ = trained
+    (tmp_path / "sitecustomize.py").write_text(CTRL_C_AS_NUMPY_IMPORTS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "CTRL_C_AT_NUMPY": "1"}
+    r = subprocess.run([*_command(), "decode", "--checkpoint", str(out / "copy.pt"), "12"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", "transformer-nb decode: interrupted\n"), r
+
+
+def test_plots_that_fail_are_one_line_after_the_checkpoint(tmp_path, capsys, monkeypatch):
+    "An exception from matplotlib while plotting was a whole traceback; now one line that says the checkpoint is saved"
+    import transformer_nb.transformer
+    def broken(*args, **kwargs): raise AttributeError("module 'numpy' has no attribute 'subtract'")
+    monkeypatch.setattr(transformer_nb.transformer, "show_attention_grid", broken)
+    r = in_process(capsys, "train", "--task", "copy", "--steps", "2", "--n-train", "64", "--out", tmp_path, "--quiet")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.splitlines()[1:] == [
+        f"transformer-nb train: error: the attention plots failed (AttributeError: module 'numpy' has no attribute "
+        f"'subtract'); the checkpoint is saved: {tmp_path / 'copy.pt'}"], r.stderr                # after 'training...'
+
+    assert (tmp_path / "copy.pt").exists()
+
+
+def test_top_p_that_float32_rounds_to_0_keeps_the_most_probable_token():
+    """filter_logits compared the mass with top_p in float32, where 1e-46 is 0: no token was kept, and
+    torch.multinomial raised 'probability tensor contains either inf, nan or element < 0'. The most probable token
+    is always in the nucleus, as the docstring's 'smallest set of mass >= p' says; the command line's float32 bound
+    is float32's own"""
+    import torch
+
+    from transformer_nb.cli import _TINY
+    from transformer_nb.gpt import filter_logits, sample_next
+    logits = torch.tensor([[0.5, 2.0, -1.0, 1.0]])
+    kept = filter_logits(logits, top_p=1e-46)
+    assert torch.isfinite(kept).tolist() == [[False, True, False, False]], kept
+    assert sample_next(logits, top_p=1e-46, generator=torch.Generator().manual_seed(0)).tolist() == [1]
+    assert _TINY == torch.finfo(torch.float32).tiny
+
+
+def test_resume_errors_name_the_flag_before_the_training_line(trained, tmp_path, capsys):
+    """--resume of a directory said 'adir is a directory' (no flag); of a model of another shape,
+    "resume='shape.pt' holds another model" after the 'training ...' line; of a task this version does not know,
+    KeyError: 'nonsense' (a traceback); of a language model, its format string"""
+    import torch
+
+    from transformer_nb.checkpoints import save_model
+    from transformer_nb.training import train_task
+    out, _ = trained
+    t = train_task("copy", steps=1, n_train=200, n_valid=4, progress=False, d_model=16, num_heads=2, d_ff=32)
+    save_model(tmp_path / "shape.pt", t.model, t.config, t.task.vocab, training=t.history.state)
+    ckpt = torch.load(out / "copy.pt", weights_only=True)
+    ckpt["training"]["settings"]["task"] = "nonsense"
+    torch.save(ckpt, tmp_path / "badtask.pt")
+    (tmp_path / "adir").mkdir()
+    from transformer_nb.gpt import GPT, save_lm
+    save_lm(tmp_path / "lm.pt", GPT(3, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=8), "abc")
+    cases = [("adir", "--resume {} is a directory, not a checkpoint file"),
+             ("shape.pt", "--resume {} holds another model than --task copy's: d_model 16 there, 32 here, num_heads "
+                          "2 there, 4 here, d_ff 32 there, 64 here"),
+             ("badtask.pt", "--resume {} is a run of task 'nonsense', which this version does not know"),
+             ("lm.pt", "--resume {} is a language model, written by `transformer-nb train-lm`: use it with "
+                       "`transformer-nb generate`")]
+    for name, words in cases:
+        path = tmp_path / name
+        r = in_process(capsys, "train", "--resume", path, "--steps", "9", "--out", tmp_path / "run", "--quiet")
+        assert r.returncode == 1 and words.format(path) in _one_error_line(r), (name, r.stderr)
+
+
+def test_what_train_prints_says_what_it_does(trained, numbers_run, tmp_path, capsys):
+    """A resumed run's line gave the target, not the work ('for 7 steps', then 2 trained); the numbers tasks printed
+    no 'training ...' line at all; a long text was quoted whole by the numbers tasks (cut at 20 characters by the
+    others)"""
+    out, _ = trained
+    r = in_process(capsys, "train", "--resume", out / "copy.pt", "--steps", "7", "--out", tmp_path, "--quiet",
+                   "--no-plots")
+    assert r.returncode == 0 and "training copy for 2 steps (steps 6 to 7) on 1 thread(s)" in r.stderr, r.stderr
+    assert numbers_run[1].stderr.startswith("training numbers-de for 5 steps on 1 thread(s)"), numbers_run[1].stderr
+    r = in_process(capsys, "decode", "--checkpoint", numbers_run[0] / "numbers-de.pt", "one " * 30)
+    line = _one_error_line(r)
+    assert r.returncode == 1 and "text 1 of 1 'one one one one one ...'" in line and "one " * 6 not in line, line
+
+
+def test_interrupted_starts_a_line_of_its_own_on_a_terminal(tmp_path, monkeypatch):
+    "On a terminal, 'interrupted' followed the progress bar on its line ('... 2.1s^Ctransformer-nb train: interrupted')"
+    import contextlib
+    import io
+
+    import transformer_nb.training
+    from transformer_nb.cli import main
+
+    class Terminal(io.StringIO):
+        def isatty(self): return True
+
+    def interrupted(*args, **kwargs):
+        sys.stderr.write("\r[###   ] 127/600"); raise KeyboardInterrupt
+    monkeypatch.setattr(transformer_nb.training, "train_task", interrupted)
+    err = Terminal()
+    with contextlib.redirect_stderr(err):
+        status = main(["train", "--task", "copy", "--steps", "2", "--n-train", "64", "--out", str(tmp_path)])
+    assert status == 130 and err.getvalue().endswith("\r[###   ] 127/600\ntransformer-nb train: interrupted\n"), err
+
+
+NO_MATPLOTLIB = """import sys
+sys.modules["matplotlib"] = None
+from transformer_nb.cli import main
+for task in ("copy", "numbers-de"):
+    main(["train", "--task", task, "--steps", "2", "--quiet", "--out", sys.argv[1]])
+"""
+
+
+def test_without_matplotlib_the_warning_names_the_command(tmp_path):
+    """The notices for a missing matplotlib were 'transformer-nb: ...' and, for the numbers tasks, 'transformer-nb: the
+    plotting helpers need matplotlib: ...': not the form of every other warning"""
+    r = subprocess.run([sys.executable, "-c", NO_MATPLOTLIB, str(tmp_path)], capture_output=True, text=True,
+                       timeout=300)
+    warnings = [line for line in r.stderr.splitlines() if "matplotlib" in line]
+    assert warnings == ["transformer-nb train: warning: matplotlib is not installed: no attention plots"] * 2, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.pt", "numbers-de.pt"]
+
+
+def test_nproc_interrupted_prints_one_line(tmp_path):
+    "`train --nproc 2` stopped by Ctrl-C printed torch's log line 'Received 2 death signal, shutting down workers' too"
+    import signal
+    import time
+    cmd = [sys.executable, "-m", "transformer_nb", "train", "--nproc", "2", "--task", "copy", "--steps", "100000",
+           "--n-train", "200", "--out", str(tmp_path)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    first = p.stderr.readline()                         # training has begun
+    time.sleep(1)
+    os.killpg(p.pid, signal.SIGINT)                     # Ctrl-C: to every process of the terminal's group
+    out, err = p.communicate(timeout=120)
+    assert first.startswith("training copy for 100000 steps"), first
+    assert (p.returncode, out, err) == (130, "", "transformer-nb train: interrupted\n"), (p.returncode, err)

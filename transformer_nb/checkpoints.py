@@ -5,6 +5,7 @@
 # %% ../nbs/09a_checkpoints.ipynb #c002
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import zipfile
@@ -103,7 +104,8 @@ def save_model(
 def write_checkpoint(path, ckpt:dict)->None:
     """Write a checkpoint after checking that `path` names a file in a folder and that
     `load_model` can read every entry back: the one place where the package writes one
-    (chapter 11c's language model too)
+    (chapter 11c's language model too). The file is whole or untouched: the bytes go to
+    a new file beside it, which then replaces it in one step (`os.replace`)
 
     Parameters
     ----------
@@ -114,10 +116,20 @@ def write_checkpoint(path, ckpt:dict)->None:
     """
     _check_target(path)
     for k, v in ckpt.items(): _check_plain(v, k)
-    try: torch.save(ckpt, path)
-    # torch reports a file it cannot open as a RuntimeError
-    except RuntimeError as e:
-        raise OSError(f"cannot write {path}: {str(e).splitlines()[0]}") from None
+    buf = io.BytesIO(); torch.save(ckpt, buf)  # in memory: a failed write is the OS's
+    target = Path(os.path.realpath(path))      # through a symbolic link, as open() goes
+    tmp = target.with_name(f".{target.name}.{os.urandom(4).hex()}.tmp")
+    try:
+        # a new file of our own (O_EXCL), with the mode a new file gets (umask)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as f:
+            f.write(buf.getbuffer()); f.flush(); os.fsync(f.fileno())
+        if target.exists(): os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.replace(tmp, target)  # readers see the old file or the new one, never half
+    # a full disk, a folder we may not write in, Ctrl-C: no half file left behind
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if not isinstance(e, OSError): raise
+        raise type(e)(f"cannot write {path}: {e.strerror or e}") from None
 
 # what torch.load(weights_only=True) reads back
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.Tensor, torch.Size,
@@ -139,13 +151,22 @@ def _check_plain(x, name:str)->None:
                         "and dicts")
 
 def _check_target(path)->None:
-    "Raise an OSError or TypeError if `path` cannot name a file to write"
+    ("Raise an OSError or TypeError if `path` cannot name a file to write, or names "
+     "one that cannot be replaced")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or a Path, got {type(path).__name__}")
     p = Path(path)
     if p.is_dir(): raise IsADirectoryError(f"path {path} is a folder, not a file")
     if not p.parent.is_dir():
         raise FileNotFoundError(f"path {path}: no folder {p.parent} to write it in")
+    if p.exists() and not p.is_file():
+        raise FileExistsError(f"path {path} is not a regular file (a device, a pipe): "
+                              "it cannot hold a checkpoint")
+    # a file there that this user may not write (read-only, immutable) stays as it is
+    if p.exists():
+        try: os.close(os.open(p, os.O_WRONLY))
+        except OSError as e:
+            raise PermissionError(f"cannot replace {path}: {e.strerror}") from None
 
 
 # %% ../nbs/09a_checkpoints.ipynb #c009

@@ -21,31 +21,35 @@ from . import __version__
 __all__ = ['build_parser', 'cmd_train', 'cmd_decode', 'cmd_train_lm', 'cmd_generate', 'cmd_induction', 'main']
 
 # %% ../nbs/14_cli.ipynb #p100
-def _probability(text:str)->float:
-    "argparse type: a number in (0, 1]"
-    try: p = float(text)
+# float32's smallest normal number, torch.finfo(torch.float32).tiny (about 1.2e-38; a
+# test compares): a temperature below it divides the logits to inf; a top-p below it
+# loses its precision in float32, and rounds to 0 below about 7e-46
+_TINY = 2.0 ** -126
+
+def _number(text:str)->float:
+    "argparse's reading of a number, with its error"
+    try: return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+def _probability(text:str)->float:
+    "argparse type: a number in (0, 1] that float32 holds, at least 1.2e-38"
+    p = _number(text)
     if not 0 < p <= 1: raise argparse.ArgumentTypeError(f"must be in (0, 1], got {p}")
+    if p < _TINY:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1.2e-38, float32's smallest normal number, got {text}")
     return p
 
-def _positive(text:str)->float:
-    "argparse type: a finite number > 0"
-    try: t = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+def _temperature(text:str)->float:
+    "argparse type: a finite number > 0 that float32 holds, at least 1.2e-38"
+    t = _number(text)
     if not (0 < t < float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return t
-
-def _temperature(text:str)->float:
-    "argparse type of --temperature: > 0, and a number float32 holds in full"
-    t = _positive(text)
-    # generate's own limit, torch.finfo().tiny, spelled out: --help needs no torch
-    if t < 2.0 ** -126:
-        raise argparse.ArgumentTypeError(f"must be >= 1.2e-38, the smallest number "
-                                         "float32 holds in full (--greedy is the "
-                                         f"limit of a small temperature), got {text}")
+    if t < _TINY:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 1.2e-38, float32's smallest normal number (--greedy is "
+            f"the limit of a temperature towards 0), got {text}")
     return t
 
 # gpt.LM_TRAINING["steps"] and induction.INDUCTION_TRAINING["steps"], spelled out so
@@ -69,9 +73,8 @@ def _add_lm_parsers(sub):
                    "(default: 0)")
     t.add_argument("--out", default=".", help="folder for pydoc_lm.pt (default: "
                    "current folder)")
-    t.add_argument(
-        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
-    )
+    t.add_argument("--threads", type=_threads, default=1,
+                   help="torch threads (default: 1)")
     g = sub.add_parser("generate", help="continue a prompt with a saved language model")
     g.add_argument("--checkpoint", required=True,
                    help="a file written by `transformer-nb train-lm`")
@@ -80,19 +83,20 @@ def _add_lm_parsers(sub):
     g.add_argument("--max-new-tokens", type=_count, default=48,
                    help="characters to write (default: 48)")
     g.add_argument("--temperature", type=_temperature, default=None,
-                   help="> 0; lower is closer to greedy (default: 1)")
+                   help="> 0 (at least 1.2e-38, as float32 holds it); lower is closer "
+                   "to greedy (default: 1)")
     g.add_argument("--top-k", type=_count, default=None,
                    help="sample among the k most probable characters (default: all)")
     g.add_argument("--top-p", type=_probability, default=None,
-                   help="nucleus sampling, in (0, 1] (default: 1, all)")
+                   help="nucleus sampling, in (0, 1] (at least 1.2e-38, as float32 "
+                   "holds it; default: 1, all)")
     g.add_argument("--greedy", action="store_true",
                    help="the most probable character every time: no sampling, so "
                    "none of the four sampling flags")
     g.add_argument("--seed", type=_seed, default=None,
                    help="seed of the draws (default: a different text each time)")
-    g.add_argument(
-        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
-    )
+    g.add_argument("--threads", type=_threads, default=1,
+                   help="torch threads (default: 1)")
 
 def _add_induction_parser(sub):
     "The `induction` subcommand: train chapter 11e's toy and print every head's scores"
@@ -107,9 +111,8 @@ def _add_induction_parser(sub):
     t.add_argument("--norm", choices=("none", "layer"), default="none",
                    help="none (the recipe) or layer: LayerNorms as in GPT "
                    "(default: none)")
-    t.add_argument(
-        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
-    )
+    t.add_argument("--threads", type=_threads, default=1,
+                   help="torch threads (default: 1)")
 
 # %% ../nbs/14_cli.ipynb #c006
 # data.TASKS, spelled out so that --help needs no torch
@@ -125,8 +128,7 @@ def _whole(text:str)->int:
     try: return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a whole number, got {text!r}"
-        ) from None
+            f"expected a whole number, got {text!r}") from None
 
 def _count(text:str)->int:
     "argparse type: an integer >= 1"
@@ -139,9 +141,8 @@ def _threads(text:str)->int:
      "faster here, and torch crashes on some huge counts)")
     n, cores = _count(text), os.cpu_count() or 1
     if n > cores:
-        raise argparse.ArgumentTypeError(
-            f"at most {cores}, this machine's cores, got {n}"
-        )
+        raise argparse.ArgumentTypeError(f"at most {cores}, this machine's cores, "
+                                         f"got {n}")
     return n
 
 def _seed(text:str)->int:
@@ -176,7 +177,16 @@ class _Parser(argparse.ArgumentParser):
         self.argv = sys.argv[1:] if args is None else list(args)
         args, extra = self.parse_known_args(args, namespace)
         if extra:
-            where = self.commands.get(getattr(args, "command", None), self)
+            command = getattr(args, "command", None)
+            where = self.commands.get(command, self)
+            # one of the command's own flags, before the command (--quiet train)
+            before = (self.argv[:self.argv.index(command)] if command in self.argv
+                      else [])
+            early = [a for a in extra if a in before and where is not self
+                     and a.split("=")[0] in where._option_string_actions]
+            if early:
+                where.error(f"{early[0]} comes after a command: transformer-nb "
+                            f"{command} {early[0]}")
             where.error(f"unrecognized arguments: {' '.join(extra)}")
         return args
 
@@ -188,18 +198,14 @@ def build_parser()->argparse.ArgumentParser:
     argparse.ArgumentParser
         the parser of every subcommand
     """
-    p = _Parser(
-        prog="transformer-nb",
-        description="Train and use the small Transformers of transformer_nb",
-    )
-    p.add_argument(
-        "--version", action="version", version=f"transformer-nb {__version__}"
-    )
+    p = _Parser(prog="transformer-nb",
+                description="Train and use the small Transformers of transformer_nb")
+    p.add_argument("--version", action="version",
+                   version=f"transformer-nb {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p.commands = sub.choices
-    t = sub.add_parser(
-        "train", help="train a model on a task, save it with its attention plots"
-    )
+    t = sub.add_parser("train", help="train a model on a task, save it with its "
+                       "attention plots")
     t.add_argument("--task", choices=_TASKS, default=None,
                    help="the task (default: dates, or the resumed run's)")
     t.add_argument("--steps", type=_count, default=None,
@@ -210,11 +216,8 @@ def build_parser()->argparse.ArgumentParser:
                    "run's)")
     t.add_argument("--n-train", type=_count, default=None,
                    help="training pairs (default: 20000, or the resumed run's)")
-    t.add_argument(
-        "--out",
-        default=".",
-        help="folder for the checkpoint and plots (default: current folder)",
-    )
+    t.add_argument("--out", default=".", help="folder for the checkpoint and plots "
+                   "(default: current folder)")
     t.add_argument("--threads", type=_threads, default=1,
                    help="torch threads of each process (default: 1, fastest for these "
                    "models)")
@@ -227,25 +230,15 @@ def build_parser()->argparse.ArgumentParser:
     t.add_argument("--no-plots", action="store_true",
                    help="save the checkpoint only, without the attention plots")
     d = sub.add_parser("decode", help="decode strings with a saved model")
-    d.add_argument(
-        "--checkpoint", required=True, help="a file written by `transformer-nb train`"
-    )
-    d.add_argument(
-        "--beam",
-        type=_count,
-        default=1,
-        help="beam size; 1 is greedy decoding (default: 1)",
-    )
-    d.add_argument(
-        "--max-len",
-        type=_count,
-        default=None,
-        help="most tokens to write (default: the longest input's length + 8, at most "
-        "the model's limit)",
-    )
-    d.add_argument(
-        "--threads", type=_threads, default=1, help="torch threads (default: 1)"
-    )
+    d.add_argument("--checkpoint", required=True,
+                   help="a file written by `transformer-nb train`")
+    d.add_argument("--beam", type=_count, default=1,
+                   help="beam size; 1 is greedy decoding (default: 1)")
+    d.add_argument("--max-len", type=_count, default=None,
+                   help="most tokens to write (default: the longest input's length "
+                   "+ 8, at most the model's limit)")
+    d.add_argument("--threads", type=_threads, default=1,
+                   help="torch threads (default: 1)")
     d.add_argument("texts", nargs="+",
                    help="the strings to decode; - reads them from standard input, "
                    "one a line")
@@ -254,56 +247,106 @@ def build_parser()->argparse.ArgumentParser:
     return p
 
 # %% ../nbs/14_cli.ipynb #c007
-def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
-    ("Cross, encoder and decoder self-attention of one example as PNG files; none if "
-     "matplotlib is missing")
+class _Failure(Exception):
+    "An error already worded for the user: `main` prints it on one line, as the others"
+
+def _plots(draw, saved:Path)->None:
+    ("Draw the plots (`draw()` returns their paths) and print their paths: a warning "
+     "without matplotlib, one line if drawing fails (the checkpoint `saved` is kept)")
     try:
         import matplotlib
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(
-            "transformer-nb: matplotlib is not installed: no attention plots",
-            file=sys.stderr,
-        )
-        return []
+        paths = draw()
+    except ImportError as e:
+        if e.name != "matplotlib": raise _Failure(_broken(e, saved)) from e
+        print("transformer-nb train: warning: matplotlib is not installed: no "
+              "attention plots", file=sys.stderr)
+        return
+    # matplotlib's own failures too (a broken install, a full disk): not a traceback
+    except Exception as e: raise _Failure(_broken(e, saved)) from e
+    for p in paths: print(f"saved {p}")
+
+def _broken(e:Exception, saved:Path)->str:
+    "What went wrong with the plots, in one line"
+    why = (str(e).splitlines() or [""])[0]
+    return (f"the attention plots failed ({type(e).__name__}: {why}); the checkpoint "
+            f"is saved: {saved}")
+
+def _save_attention_plots(trained, out:Path, example:str)->list[Path]:
+    "Cross, encoder and decoder self-attention of one example as PNG files"
+    import matplotlib.pyplot as plt
+
     from transformer_nb.decoding import translate
     from transformer_nb.reading import attention_maps
     from transformer_nb.transformer import show_attention_grid
     # what the model writes
     output = translate(trained.model, trained.task.vocab, [example])[0]
-    attn, src_l, in_l, _ = attention_maps(
-        trained.model, trained.task.vocab, example, output
-    )
-    name = trained.task.name
-    paths = []
+    attn, src_l, in_l, _ = attention_maps(trained.model, trained.task.vocab, example,
+                                          output)
+    name, paths = trained.task.name, []
     kinds = (("cross", attn.cross, in_l, src_l),
              ("encoder", attn.encoder, src_l, src_l),
              ("decoder", attn.decoder, in_l, in_l))
     for kind, maps, q, k in kinds:
-        fig = show_attention_grid(
-            maps[:, 0],
-            queries=q,
-            keys=k,
-            title=f"{name}: {kind} attention of {example!r}",
-        )
+        fig = show_attention_grid(maps[:, 0], queries=q, keys=k,
+                                  title=f"{name}: {kind} attention of {example!r}")
         paths.append(out / f"{name}_{kind}_attention.png")
         fig.savefig(paths[-1], dpi=100); plt.close(fig)
     return paths
 
 # %% ../nbs/14_cli.ipynb #c008
-def _run_settings(args)->tuple[str, int, int]:
-    "Task, seed and training pairs: as given, else the resumed run's, else the defaults"
-    if args.resume == "": raise ValueError("--resume needs a checkpoint file, got ''")
-    had = {}
-    if args.resume:
-        from transformer_nb.checkpoints import load_checkpoint
-        training = load_checkpoint(args.resume)["training"]
-        if training is None:  # a model saved for decoding: nothing to continue
+# the two kinds of checkpoint, by the format each says it is in (checkpoints'
+# CHECKPOINT_FORMAT and gpt.save_lm's; a test compares), and the command each is for
+_KINDS = {
+    "transformer_nb.checkpoint/2": ("a translation model, written by `transformer-nb "
+                                    "train`", "transformer-nb decode"),
+    "transformer_nb.gpt/1": ("a language model, written by `transformer-nb train-lm`",
+                             "transformer-nb generate"),
+}
+
+def _check_checkpoint(path:str, flag:str="--checkpoint"):
+    "A checkpoint named by `flag` (--checkpoint, --resume): a file that exists"
+    if path == "": raise ValueError(f"{flag} needs a checkpoint file, got ''")
+    if not Path(path).exists():
+        raise FileNotFoundError(f"no such checkpoint: {flag} {path}")
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{flag} {path} is a directory, not a checkpoint file")
+
+def _load(load, path:str, flag:str, kind:str):
+    ("`load(path)`, its refusal naming `flag`; a checkpoint of another kind than "
+     "`kind` (a format) is named with the command that uses it")
+    _check_checkpoint(path, flag)
+    try: return load(path)
+    except ValueError as e:
+        found = _format_of(path)
+        if found in _KINDS and found != kind:
+            what, command = _KINDS[found]
+            raise ValueError(f"{flag} {path} is {what}: use it with "
+                             f"`{command}`") from None
+        # the loader's refusal names the file: now after the flag
+        why = str(e)
+        why = why[len(path):].lstrip() if why.startswith(path) else f"({why})"
+        raise ValueError(f"{flag} {path} {why}") from None
+
+def _format_of(path:str)->str|None:
+    "The format a checkpoint file says it is in; None for any other file"
+    import torch
+    try: ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception: return None
+    return ckpt.get("format") if isinstance(ckpt, dict) else None
+
+def _run_settings(args)->tuple[str, int, int, dict|None]:
+    ("Task, seed and training pairs: as given, else the resumed run's, else the "
+     "defaults; and the resumed checkpoint")
+    ckpt, had = None, {}
+    if args.resume is not None:
+        from transformer_nb.checkpoints import CHECKPOINT_FORMAT, load_checkpoint
+        ckpt = _load(load_checkpoint, args.resume, "--resume", CHECKPOINT_FORMAT)
+        if ckpt["training"] is None:  # a model saved for decoding: nothing to continue
             raise ValueError(f"--resume {args.resume} holds a model without its "
                              "training state, which `transformer-nb train` saves: "
                              "it can be decoded with, not trained further")
-        had = training.get("settings", {})
+        had = ckpt["training"].get("settings", {})
     for flag, key, given in (("--task", "task", args.task),
                              ("--seed", "seed", args.seed),
                              ("--n-train", "n_train", args.n_train)):
@@ -312,26 +355,39 @@ def _run_settings(args)->tuple[str, int, int]:
                              f"not {given}: leave {flag} out to continue it")
     pick = lambda given, key, default: had.get(key, default) if given is None else given
     return (pick(args.task, "task", "dates"), pick(args.seed, "seed", 0),
-            pick(args.n_train, "n_train", 20_000))
+            pick(args.n_train, "n_train", 20_000), ckpt)
 
-def _steps_done(path)->int:
-    "The optimiser steps of the run saved in a checkpoint"
-    from transformer_nb.checkpoints import load_checkpoint
-    return (load_checkpoint(path)["training"] or {}).get("step", 0)
+def _check_model(path:str, ckpt:dict, task:str):
+    "The resumed checkpoint holds the model that `train --task task` builds"
+    from dataclasses import asdict
 
-def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
-    "What this process can check of the command: files, checkpoint, settings"
+    from transformer_nb.training import TASK_SETTINGS, task_config
+    there = asdict(ckpt["config"])
+    model = TASK_SETTINGS[task].get("model", {})
+    here = asdict(task_config(there["tgt_vocab"], **model))
+    differ = [f"{k} {there[k]!r} there, {v!r} here" for k, v in here.items()
+              if there[k] != v]
+    if differ:
+        raise ValueError(f"--resume {path} holds another model than --task {task}'s: "
+                         + ", ".join(differ))
+
+def _check_inputs(args, main_process:bool)->tuple[str, int, int, int]:
+    ("What this process can check of the command: files, checkpoint, settings; the "
+     "task, seed, training pairs and the steps done already")
     from transformer_nb.training import TASK_SETTINGS
-    if args.resume and not Path(args.resume).exists():
-        raise FileNotFoundError(f"no such checkpoint: --resume {args.resume}")
-    task, seed, n_train = _run_settings(args)
+    task, seed, n_train, ckpt = _run_settings(args)
     # --task numbers-... never gets here (cmd_train hands it to _train_numbers); a
     # resumed run of that task can: refused here, before TASK_SETTINGS is read
     if task in _NUMBER_TASKS:
         raise ValueError(f"--resume {args.resume} is a {task} run: the numbers tasks "
                          f"of chapter 11b train in one go, without --resume; run "
                          f"`transformer-nb train --task {task}` again")
-    done = _steps_done(args.resume) if args.resume else 0
+    # an edited checkpoint, or one of another version
+    if task not in TASK_SETTINGS:
+        raise ValueError(f"--resume {args.resume} is a run of task {task!r}, which "
+                         f"this version does not know (it knows {', '.join(_TASKS)})")
+    done = 0 if ckpt is None else ckpt["training"].get("step", 0)
+    if ckpt is not None: _check_model(args.resume, ckpt, task)
     if done >= (args.steps or TASK_SETTINGS[task]["steps"]):
         raise ValueError(f"--resume {args.resume} has done {done} steps already: give "
                          f"--steps above {done} to train it further")
@@ -340,11 +396,11 @@ def _check_inputs(args, main_process:bool)->tuple[str, int, int]:
         raise ValueError(f"--n-train {n_train} is less than one batch ({batch} pairs)")
     # only the first process writes: its folder must take the files
     if main_process: _check_out(args.out, f"{task}.pt")
-    return task, seed, n_train
+    return task, seed, n_train, done
 
 def _check_out(folder:str, name:str)->Path:
     ("Make the folder of --out if need be and check that a file `name` can be written "
-     "in it, before anything trains; the folder")
+     "in it, or replace the one there, before anything trains; the folder")
     out = Path(folder)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
@@ -359,6 +415,11 @@ def _check_out(folder:str, name:str)->Path:
     except OSError as e:
         raise PermissionError(
             f"--out {out}: cannot write there ({e.strerror})") from None
+    # a checkpoint there already, which the save replaces: not read-only, not immutable
+    if (out / name).exists():
+        from transformer_nb.checkpoints import _check_target
+        try: _check_target(out / name)
+        except OSError as e: raise type(e)(f"--out {out}: {e}") from None
     return out
 
 def cmd_train(args:argparse.Namespace)->int:
@@ -377,8 +438,6 @@ def cmd_train(args:argparse.Namespace)->int:
     """
     import torch
 
-    from transformer_nb.checkpoints import save_model
-    from transformer_nb.decoding import exact_match
     from transformer_nb.training import TASK_SETTINGS, SingleProcess, train_task
     if args.task in _NUMBER_TASKS:                      # chapter 11b: one process
         seed = 0 if args.seed is None else args.seed
@@ -392,18 +451,34 @@ def cmd_train(args:argparse.Namespace)->int:
         init_processes(threads=args.threads)
         processes = DataParallel()
     main_process, problem = processes.is_main, None
-    try: task, seed, n_train = _check_inputs(args, main_process)
+    try: task, seed, n_train, done = _check_inputs(args, main_process)
     except (ValueError, TypeError, OSError) as e: problem = e
     # whichever process found a problem, all stop with it here, before any trains
     processes.agree(problem)
     steps = args.steps or TASK_SETTINGS[task]["steps"]
     where = f"{args.threads} thread(s)" + (f" in each of {world} processes" if world > 1
                                           else "")
-    if main_process:
-        print(f"training {task} for {steps} steps on {where}", file=sys.stderr)
+    if main_process:  # the steps this command trains; a resumed run's from where it was
+        part = f" (steps {done + 1} to {steps})" if done else ""
+        print(f"training {task} for {steps - done} steps{part} on {where}",
+              file=sys.stderr)
     t = train_task(task, steps=steps, seed=seed, n_train=n_train, resume=args.resume,
                    progress=not args.quiet, processes=processes)
-    if not main_process: return 0
+    # rank 0 alone evaluates and writes, while the others wait for it: a process that
+    # tore the group down meanwhile was sometimes aborted by torch, and torchrun then
+    # stopped rank 0 before it had saved
+    problem = None
+    if main_process:
+        try: _save_run(args, t, task, steps, seed)
+        except Exception as e: problem = e
+    if world > 1: _wait_for_rank_0()
+    if problem is not None: raise problem
+    return 0
+
+def _save_run(args, t, task:str, steps:int, seed:int):
+    "Rank 0's part of `train` after training: accuracy, checkpoint, plots"
+    from transformer_nb.checkpoints import save_model
+    from transformer_nb.decoding import exact_match
     out = Path(args.out)
     acc = exact_match(t.model, t.task.vocab, t.task.valid)
     print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out examples, "
@@ -412,18 +487,21 @@ def cmd_train(args:argparse.Namespace)->int:
     save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
                task=task, steps=steps, seed=seed, accuracy=acc)
     print(f"saved {path}")
-    if args.no_plots: return 0
-    for p in _save_attention_plots(t, out, t.task.valid[0][0]): print(f"saved {p}")
-    return 0
+    if not args.no_plots:
+        _plots(lambda: _save_attention_plots(t, out, t.task.valid[0][0]), path)
 
-def _check_checkpoint(path:str):
-    "--checkpoint of decode and generate: a file that exists"
-    if path == "": raise ValueError("--checkpoint needs a checkpoint file, got ''")
-    if not Path(path).exists():
-        raise FileNotFoundError(f"no such checkpoint: --checkpoint {path}")
-    if Path(path).is_dir():
-        raise IsADirectoryError(f"--checkpoint {path} is a directory, not a checkpoint "
-                                "file")
+def _wait_for_rank_0():
+    "Every process of the group waits here until rank 0 comes too"
+    from datetime import timedelta
+
+    import torch.distributed as dist
+    # gloo's barrier with a timeout of its own: rank 0's evaluation, save and plots
+    # may take longer than the group's timeout for one collective (a minute)
+    dist.monitored_barrier(timeout=timedelta(hours=1))
+
+def _shown(text:str)->str:
+    "A text as messages quote it: whole up to 24 characters, else its first 20 and ..."
+    return repr(text if len(text) <= 24 else text[:20] + "...")
 
 def _texts(given:list[str])->list[str]:
     "The texts to decode: each argument, `-` standing for the lines of standard input"
@@ -454,18 +532,19 @@ def cmd_decode(args:argparse.Namespace)->int:
     texts = _texts(args.texts)
     for i, text in enumerate(texts):
         if not text.strip():  # as the blank lines of standard input, which are skipped
-            raise ValueError(f"text {i + 1} of {len(texts)} is blank ({text!r}): "
+            raise ValueError(f"text {i + 1} of {len(texts)} is blank ({_shown(text)}): "
                              "there is nothing to decode")
         # the output is two columns: the input, a tab, the output
         if "\t" in text or "\n" in text:
-            raise ValueError(f"{text!r} holds a tab or a line break, which decode's "
-                             "output (input, a tab, output) cannot show")
+            raise ValueError(f"{_shown(text)} holds a tab or a line break, which "
+                             "decode's output (input, a tab, output) cannot show")
     import torch
 
-    from transformer_nb.checkpoints import load_model
+    from transformer_nb.checkpoints import CHECKPOINT_FORMAT, load_model
     from transformer_nb.decoding import _check_fits, _room, beam_translate, translate
     torch.set_num_threads(args.threads)
-    model, vocab, meta = load_model(args.checkpoint)
+    model, vocab, meta = _load(load_model, args.checkpoint, "--checkpoint",
+                               CHECKPOINT_FORMAT)
     if meta.get("task") in _NUMBER_TASKS:
         args.texts = texts
         return _decode_numbers(args, model, vocab)
@@ -484,8 +563,9 @@ def cmd_decode(args:argparse.Namespace)->int:
         unknown = sorted({c for c in text if c not in vocab.stoi})
         if unknown:
             shown = ", ".join(repr(c) for c in unknown)
-            print(f"transformer-nb decode: warning: {text!r} has characters outside "
-                  f"the model's vocabulary, read as <unk>: {shown}", file=sys.stderr)
+            print(f"transformer-nb decode: warning: {_shown(text)} has characters "
+                  f"outside the model's vocabulary, read as <unk>: {shown}",
+                  file=sys.stderr)
     if args.beam == 1: outs = translate(model, vocab, texts, max_len=args.max_len)
     else: outs = beam_translate(model, vocab, texts, args.beam, max_len=args.max_len)
     for text, o in zip(texts, outs): print(f"{text}\t{o}")
@@ -501,9 +581,19 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
     import torch
 
     from transformer_nb.checkpoints import save_model
-    from transformer_nb.numbers import held_out_exact, save_number_plots, train_numbers
+    from transformer_nb.numbers import (
+        NUMBER_SETTINGS,
+        held_out_exact,
+        number_words,
+        save_number_plots,
+        train_numbers,
+    )
+    number_words(1, "en")  # num2words is there, or its one line before the header
     torch.set_num_threads(args.threads)
-    t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=args.steps,
+    steps = args.steps or NUMBER_SETTINGS["steps"]
+    print(f"training {task} for {steps} steps on {args.threads} thread(s)",
+          file=sys.stderr)
+    t = train_numbers(task.removeprefix("numbers-"), seed=seed, steps=steps,
                       progress=not args.quiet)
     acc = held_out_exact(t)["all"]
     print(f"{task}: exact match {acc:.1%} on {len(t.task.valid)} held-out numbers, "
@@ -512,24 +602,25 @@ def _train_numbers(args, task:str, seed:int, out:Path)->int:
     save_model(path, t.model, t.config, t.task.vocab, training=t.history.state,
                task=task, steps=len(t.history.loss), seed=seed, accuracy=acc)
     print(f"saved {path}")
-    if not args.no_plots:
-        for p in save_number_plots(t, out): print(f"saved {p}")
+    if not args.no_plots: _plots(lambda: save_number_plots(t, out), path)
     return 0
 
 def _decode_numbers(args, model, vocab)->int:
     "`decode` with a numbers checkpoint: English words or digits in, words out"
     from transformer_nb.numbers import source_words, write_numbers
     if args.beam != 1:
-        raise ValueError(
-            f"--beam {args.beam}: the numbers tasks decode greedily (--beam 1)"
-        )
+        raise ValueError(f"--beam {args.beam}: the numbers tasks decode greedily "
+                         "(--beam 1)")
     if args.max_len is not None:
         raise ValueError("--max-len does not apply to a numbers checkpoint: its words "
                          "end where the number does")
-    # translate_numbers, with each text named as the user gave it, not as texts[i]
-    n = len(args.texts)
-    sources = [source_words(t, vocab, f"text {i + 1} of {n}")
-               for i, t in enumerate(args.texts)]
+    # translate_numbers, with each text named as the user gave it, not as texts[i],
+    # and quoted as the other tasks quote it (cut after 20 characters)
+    n, sources = len(args.texts), []
+    for i, t in enumerate(args.texts):
+        try: sources.append(source_words(t, vocab, f"text {i + 1} of {n}"))
+        except ValueError as e:
+            raise ValueError(str(e).replace(repr(t), _shown(t))) from None
     for text, o in zip(args.texts, write_numbers(model, vocab, sources)):
         print(f"{text}\t{o}")
     return 0
@@ -605,17 +696,17 @@ def cmd_generate(args:argparse.Namespace)->int:
 
     from transformer_nb.gpt import generate, load_lm
     torch.set_num_threads(args.threads)
-    model, chars, _ = load_lm(args.checkpoint)
+    model, chars, _ = _load(load_lm, args.checkpoint, "--checkpoint",
+                            "transformer_nb.gpt/1")
     unknown = sorted(set(prompt) - set(chars))
     if unknown:
         raise ValueError(f"the prompt has characters the model does not know: "
                          f"{''.join(unknown)!r}")
     room = model.max_len - args.max_new_tokens
     if room < 1:
-        raise ValueError(
-            f"--max-new-tokens {args.max_new_tokens} leaves no room for the "
-            f"prompt: the model reads at most {model.max_len} characters"
-        )
+        raise ValueError(f"--max-new-tokens {args.max_new_tokens} leaves no room for "
+                         f"the prompt: the model reads at most {model.max_len} "
+                         "characters")
     if len(prompt) > room:
         print(f"transformer-nb generate: warning: the model reads at most "
               f"{model.max_len} characters: the {args.max_new_tokens} new ones follow "
@@ -687,8 +778,10 @@ def _launch(argv:list[str], nproc:int)->int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-    # each process prints its own error line: not torch's report of the failure too
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    # each process prints its own error line: not torch's report of the failure too,
+    # nor its log of a Ctrl-C (its loggers each have a level: off, all of them)
+    was = logging.root.manager.disable
+    logging.disable(logging.ERROR)
     # torchrun --standalone: a rendezvous on a port that the system picks (port 0)
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc,
                           run_id=str(uuid.uuid4()), rdzv_backend="c10d",
@@ -700,13 +793,18 @@ def _launch(argv:list[str], nproc:int)->int:
         # the first process's own status; one stopped by a signal counts as 1
         return next((c for c in codes if c > 0), 1)
     except (KeyboardInterrupt, SignalException): return 130
+    finally: logging.disable(was)
     return 0
 
-def _fail(prog:str, message:str)->None:
-    ("One line on stderr, from the first process of each machine; under torchrun, "
-     "also in the error file from which torchrun reports the cause")
+def _fail(prog:str, message:str, newline:bool=False)->None:
+    ("One line on stderr, from the first process of each machine (on a new line of a "
+     "terminal if `newline`); under torchrun, also in the error file from which "
+     "torchrun reports the cause")
     line = f"{prog}: {message}"
-    if int(os.environ.get("LOCAL_RANK", 0)) == 0: print(line, file=sys.stderr)
+    # Ctrl-C may come in the middle of the progress bar's line
+    tty = newline and getattr(sys.stderr, "isatty", lambda: False)()
+    if int(os.environ.get("LOCAL_RANK", 0)) == 0:
+        print("\n" * tty + line, file=sys.stderr)
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if error_file:
         # the layout of torch.distributed.elastic's error files; no traceback but ours
@@ -714,6 +812,31 @@ def _fail(prog:str, message:str)->None:
         try: Path(error_file).write_text(json.dumps(dict(message=dict(
             message=line, extraInfo=info))))
         except OSError: pass
+
+def _import_torch():
+    ("Import NumPy and torch with Ctrl-C held back: torch swallows a KeyboardInterrupt "
+     "that comes while it imports NumPy, which then stays half imported (the run went "
+     "on, or failed later); the Ctrl-C held back comes once both are in")
+    import signal
+    import threading
+    hold = (hasattr(signal, "pthread_sigmask")  # not on Windows
+            and threading.current_thread() is threading.main_thread())
+    if hold: held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        try:
+            import numpy  # noqa: F401
+        except ImportError: pass  # torch without NumPy
+        import torch  # noqa: F401
+    finally:
+        if hold: signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+def _reader_gone()->int:
+    ("Standard output's reader has gone (`| head`): stop quietly, as `cat` does, with "
+     "the status of a process that SIGPIPE stopped")
+    # what is still buffered for it goes nowhere, not into an error at exit
+    try: os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError): pass
+    return 128 + 13
 
 def _warn(prog:str):
     "Python warnings as one line each: `transformer-nb train: warning: ...`"
@@ -744,19 +867,23 @@ def main(argv:list[str]|None=None)->int:
         # concern, as nothing here needs NumPy
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
         warnings.showwarning = _warn(prog)
-        if (args.command == "train" and args.nproc > 1
-                and "WORLD_SIZE" not in os.environ):
-            return _launch(argv, args.nproc)
-        try: return {"train": cmd_train, "decode": cmd_decode,
-                     **_LM_COMMANDS,
-                     **_INDUCTION_COMMANDS}[args.command](args)
+        try:
+            _import_torch()
+            if (args.command == "train" and args.nproc > 1
+                    and "WORLD_SIZE" not in os.environ):
+                return _launch(argv, args.nproc)
+            status = {"train": cmd_train, "decode": cmd_decode, **_LM_COMMANDS,
+                      **_INDUCTION_COMMANDS}[args.command](args)
+            sys.stdout.flush()  # a reader that has gone shows here, not at exit
+            return status
+        except BrokenPipeError: return _reader_gone()
         # the user's files and inputs: one line, no traceback
         # ImportError: an extra that is not installed (num2words for the numbers tasks)
-        except (ValueError, TypeError, OSError, ImportError) as e:
+        except (ValueError, TypeError, OSError, ImportError, _Failure) as e:
             _fail(prog, f"error: {e}")
             return 1
         except KeyboardInterrupt:
-            _fail(prog, "interrupted")
+            _fail(prog, "interrupted", newline=True)
             return 130
         finally:
             if "WORLD_SIZE" in os.environ:

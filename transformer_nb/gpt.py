@@ -600,8 +600,8 @@ def filter_logits(
         p = x.softmax(-1)                                  # (..., V)
         sorted_p = p.sort(-1, descending=True).values
         # a token is kept while the mass ranked above it is below p: the token that
-        # crosses p is kept
-        keep = sorted_p.cumsum(-1) - sorted_p < top_p
+        # crosses p is kept, and the most probable always (a p that float32 rounds to 0)
+        keep = sorted_p.cumsum(-1) - sorted_p < top_p; keep[..., 0] = True
         # the least probable kept; every token as probable stays (ties never split)
         least = sorted_p.masked_fill(~keep, math.inf).amin(-1, keepdim=True)
         x = x.masked_fill(p < least, -math.inf)
