@@ -292,6 +292,19 @@ def test_a_dtype_other_than_the_weights_is_named(module, dtype):
     module.float()
 
 
+@pytest.mark.parametrize("module", [PositionwiseFeedForward(D, 16), LayerNorm(D), LayerNorm(D, fused=False),
+                                    MultiHeadAttention(D, 2)], ids=["ffn", "layer_norm", "layer_norm_unfused", "mha"])
+def test_autocast_passes_the_dtype_check(module):
+    "Mixed precision: under torch.autocast a bfloat16 activation meets float32 weights, as torch.nn's modules allow"
+    x = torch.randn(2, 3, D, dtype=torch.bfloat16)
+    args = (x, x, x) if isinstance(module, MultiHeadAttention) else (x,)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = module(*args)
+    assert (out[0] if isinstance(out, tuple) else out).isfinite().all()
+    with pytest.raises(TypeError, match="has dtype torch.bfloat16, but the weights have torch.float32"):
+        module(*args)                                                      # outside autocast: refused
+
+
 # ---- item 13: small public functions ----------------------------------------------------------------------------
 
 SMALL_SLIPS = [

@@ -553,6 +553,26 @@ def test_hooks_on_the_projections_run_on_the_fast_path():
     assert _products(mha, x, mem, mem)[0] == [D, D, D, D]
 
 
+def test_a_hook_added_between_two_cached_steps_runs():
+    """A decoding cache keeps the stacked W_q, W_k, W_v from step to step, but a hook put on W_k after the first
+    step still runs at the next (d3921ba had looked at hooks only when stacking: the hook was skipped)"""
+    from transformer_nb import GPT
+    from transformer_nb.layers import LayerCache
+    torch.manual_seed(0)
+    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    attn, ids = g.stack.layers[0].self_attn, torch.randint(0, 17, (1, 6))
+    with torch.no_grad():
+        cache = [LayerCache()]
+        g(ids[:, :5], cache=cache)                                    # stacks the weights
+        calls = []
+        hook = attn.W_k.register_forward_hook(lambda m, i, o: calls.append(1) or o * 0)
+        step = g(ids[:, 5:], cache=cache)
+        hook.remove()
+    assert calls == [1]
+    with torch.no_grad(): plain = g(ids)[:, 5:]
+    assert (step - plain).abs().max() > 0.1                            # what the hook did is seen
+
+
 def test_pruned_projection_trains_on_the_fast_path():
     "torch.nn.utils.prune puts a pre-hook on W_q: three training steps run (before: the second raised)"
     import torch.nn.functional as F

@@ -315,7 +315,8 @@ def check_device(x:Tensor, name:str, device:torch.device)->Tensor:
 
 def check_dtype(x:Tensor, name:str, dtype:torch.dtype)->Tensor:
     """Check that the caller's tensor has the dtype of the module's weights: torch's
-    own message, from deep inside a matrix product, names neither
+    own message, from deep inside a matrix product, names neither. Under
+    `torch.autocast` on x's device any floating dtype is fine: autocast casts both
 
     Parameters
     ----------
@@ -331,7 +332,7 @@ def check_dtype(x:Tensor, name:str, dtype:torch.dtype)->Tensor:
     Tensor
         x, unchanged
     """
-    if x.dtype != dtype:
+    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
         raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {dtype}: "
                         f"convert one to the other, e.g. module.to({x.dtype})")
     return x

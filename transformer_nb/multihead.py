@@ -343,19 +343,19 @@ def fused_projection(x:Tensor, linears:tuple, keep=None)->Tensor:
         is called on x instead, so that what they do runs
     keep
         an object whose attribute `stacked` keeps the stacked weight and bias from
-        call to call, such as a decoding cache: the weights (and their hooks, looked
-        at once) do not change while it lives. None: stack them at every call
-        (training updates them in place)
+        call to call, such as a decoding cache: the weights do not change while it
+        lives. None: stack them at every call (training updates them in place)
 
     Returns
     -------
     Tensor
         (..., sum of their out_features): their outputs side by side
     """
+    # at every call, a decoding step's too: a hook may come and go between two steps
+    if not all(type(l) is nn.Linear and not has_hooks(l) for l in linears):
+        return torch.cat([l(x) for l in linears], dim=-1)    # the modules themselves
     stacked = getattr(keep, "stacked", None)
     if stacked is None:
-        if not all(type(l) is nn.Linear and not has_hooks(l) for l in linears):
-            return torch.cat([l(x) for l in linears], dim=-1)  # the modules themselves
         # (sum d_out, d_in)
         weight = torch.cat([l.weight for l in linears])
         bias = None if linears[0].bias is None else torch.cat([l.bias for l in linears])
