@@ -553,6 +553,16 @@ def test_hooks_on_the_projections_run_on_the_fast_path():
     assert _products(mha, x, mem, mem)[0] == [D, D, D, D]
 
 
+def test_fused_attention_under_vmap_with_a_causal_mask():
+    "is_causal reads the mask's values, which vmap refuses (aten::equal): it steps aside there, as when compiling"
+    from transformer_nb.attention import fused_attention
+    from transformer_nb.masking import causal_mask
+    # per example: q (1, 2, 4, 8) and its own mask (1, 1, 4, 4), as make_batch's target masks
+    q, masks = torch.randn(3, 1, 2, 4, 8), causal_mask(4).expand(3, 1, 1, 4, 4)
+    out = torch.func.vmap(lambda x, m: fused_attention(x, x, x, m))(q, masks)
+    torch.testing.assert_close(out, torch.stack([fused_attention(x, x, x, m) for x, m in zip(q, masks)]))
+
+
 def test_a_hook_added_between_two_cached_steps_runs():
     """A decoding cache keeps the stacked W_q, W_k, W_v from step to step, but a hook put on W_k after the first
     step still runs at the next (d3921ba had looked at hooks only when stacking: the hook was skipped)"""

@@ -24,6 +24,7 @@ from transformer_nb.core import (
     log_shapes,
     outside,
     torch_dropout_masks,
+    tracing,
 )
 
 # %% auto #0
@@ -232,9 +233,10 @@ def fused_attention(
     if (dropout_p > 0 and q.device.type == "cpu" and not compiling
             and not torch_dropout_masks.active):
         return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
-    # is_causal reads the mask's values: eager only, and on the CPU only, where reading
-    # them waits for no device (a GPU would stop for it at every call)
-    causal = not compiling and q.device.type == "cpu" and is_causal(mask, T, S)
+    # is_causal reads the mask's values: eager only (not compiling, nor inside vmap),
+    # and on the CPU only, where reading them waits for no device (a GPU would stop
+    # for it at every call)
+    causal = not tracing() and q.device.type == "cpu" and is_causal(mask, T, S)
     return F.scaled_dot_product_attention(
         q,
         k,
