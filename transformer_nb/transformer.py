@@ -193,8 +193,7 @@ class Transformer(CheckedModule):
             self-attention weights (B, H, S, S))
         """
         log_shapes("Transformer.encode", src=src, src_mask=src_mask)
-        # called by a user: check, then enter
-        if outside(): self._check_encode(src, src_mask, need_weights)
+        if outside(): self._check_encode(src, src_mask, need_weights)  # a user's call
         with inside():
             return self.encoder(
                 self.src_embed(src), src_mask, need_weights=need_weights
@@ -244,8 +243,7 @@ class Transformer(CheckedModule):
             tgt_mask=tgt_mask,
             memory_mask=memory_mask,
         )
-        # called by a user: check, then enter
-        if outside():
+        if outside():                                   # a user's call: checked once
             self._check_decode(tgt, memory, tgt_mask, memory_mask, need_weights, cache)
         past = 0 if cache is None else len(cache[0])
         with inside():
