@@ -20,6 +20,7 @@ from transformer_nb.core import (
     check_nonempty,
     check_real,
     check_tensor,
+    evaluating,
     inside,
     outside,
 )
@@ -317,12 +318,11 @@ def greedy_search(
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     check_bool(use_cache, "use_cache")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
-    was_training = model.training; model.eval()
     _check_room(model, max_len)
     # (B, S, d_model), once: the model checks src and src_mask at its door
-    memory = model.encode(src, src_mask)
+    with evaluating(model): memory = model.encode(src, src_mask)
     # every step inside the door (all was checked once, above), in inference mode
-    with inside(), torch.inference_mode():
+    with evaluating(model), inside(), torch.inference_mode():
         B = src.shape[0]
         if use_cache: cache = KVCache(model, memory, src_mask, capacity=max_len)
         # (B, 1 + max_len): <s>, then the tokens written
@@ -344,7 +344,6 @@ def greedy_search(
             nxt = nxt.masked_fill(done, pad); ys[:, t + 1] = nxt
             done |= nxt == eos
             if done.all(): break
-    model.train(was_training)
     # copies, made outside inference mode: tensors autograd and in-place writes take
     return ys[:, 1:len(all_logits) + 1].clone(), torch.stack(all_logits, dim=1)
 
@@ -495,12 +494,13 @@ def beam_search(
     check_int(max_len, "max_len")
     _check_tokens(model, bos=bos, eos=eos)
     check_real(alpha, "alpha", lambda v: v >= 0, ">= 0")
-    was_training = model.training; model.eval()
     _check_room(model, max_len)
-    # one row; k rows after step 1 (the model checks src at its door)
-    cache = KVCache(model, model.encode(src[None]))
+    # (1, S, d_model): the model checks src at its door
+    with evaluating(model): memory = model.encode(src[None])
     # every step inside the door (all was checked once, above), in inference mode
-    with inside(), torch.inference_mode():
+    with evaluating(model), inside(), torch.inference_mode():
+        # one row; k rows after step 1 (the model's own memory: nothing to check)
+        cache = KVCache(model, memory)
         # token lists of the live hypotheses
         beams = [[]]
         # (k,) their log-probabilities
@@ -548,7 +548,6 @@ def beam_search(
             last = torch.tensor(new_last, dtype=torch.long, device=src.device)
             # each hypothesis takes its parent's cache
             cache.reorder(torch.tensor(rows, device=src.device))
-    model.train(was_training)
     return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]
 
 # %% ../nbs/11_decoding.ipynb #c022
@@ -590,13 +589,11 @@ def sequence_logprob(
     out = tokens + [eos] if finished else tokens
     # nothing written: probability one
     if not out: return 0.0
-    was_training = model.training; model.eval()
     tgt_in = torch.tensor([[bos] + out[:-1]], device=src.device)          # (1, T)
-    # (1, T, V)
-    logp = model(
-        src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)
-    ).log_softmax(-1)
-    model.train(was_training)
+    with evaluating(model):                                             # (1, T, V)
+        logp = model(
+            src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)
+        ).log_softmax(-1)
     return float(logp[0, torch.arange(len(out)), torch.tensor(out)].sum())
 
 # %% ../nbs/11_decoding.ipynb #c027

@@ -26,6 +26,7 @@ from transformer_nb.core import (
     check_tensor,
     evaluating,
     inside,
+    outside,
 )
 from .decoding import _check_tokens, _Room
 from .embeddings import Embeddings, check_token_ids
@@ -255,8 +256,10 @@ class GPT(CheckedModule):
 
     def _check_inputs(self, ids, need_weights=False, cache=None):
         "ids and their positions, as the embedding checks them; one cache per layer"
-        check_bool(need_weights, "need_weights"); check_tensor(ids, "ids", ndim=2)
-        if cache is not None: check_caches(cache, len(self.stack.layers), len(ids))
+        check_bool(need_weights, "need_weights")
+        if cache is not None:       # len(ids) is read before the embedding checks ids
+            check_tensor(ids, "ids", ndim=2)
+            check_caches(cache, len(self.stack.layers), len(ids))
         self.embed._check_inputs(ids, offset=0 if cache is None else len(cache[0]))
 
 # %% ../nbs/11c_gpt.ipynb #r002
@@ -296,7 +299,7 @@ def lm_batch(
     tuple[Tensor, Tensor]
         inputs (B, T) and targets (B, T), shifted by one
     """
-    _check_windows(ids, context, batch_size)             # a few attribute reads
+    if outside(): _check_windows(ids, context, batch_size)   # train_lm's: checked
     starts = torch.randint(0, len(ids) - context, (batch_size,), generator=generator)
     idx = starts[:, None] + torch.arange(context + 1)         # (B, T + 1)
     win = ids[idx]
@@ -388,8 +391,8 @@ def train_lm(
     model.train()
     losses = []
     for step in range(steps):
-        x, y = (t.to(model.output.weight.device)
-                for t in lm_batch(ids, context, batch_size, g))
+        with inside(): x, y = lm_batch(ids, context, batch_size, g)   # checked above
+        x, y = x.to(model.output.weight.device), y.to(model.output.weight.device)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -527,7 +530,6 @@ def generate(
                          f"{model.max_len}")
     pick = (lambda logits: logits.argmax(-1)) if greedy else \
         sampler(temperature, top_k, top_p, seed)          # which checks the settings
-    was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
         else (lambda ys: model(ys)[:, -1])
     # with eos None no row ends: the filler is never written
@@ -535,9 +537,8 @@ def generate(
     check_token_ids(ys, model.output.out_features, "prompt")
     # every step inside the door (the prompt was checked above), in inference mode:
     # no_grad, and cheaper per operation; its tensors autograd refuses: a copy out
-    with inside(), torch.inference_mode():
+    with evaluating(model), inside(), torch.inference_mode():
         out = _extend(step, ys, max_new_tokens, pick, eos, pad)
-    model.train(was_training)
     return (out[0] if one else out).clone()
 
 # %% ../nbs/11c_gpt.ipynb #g005
