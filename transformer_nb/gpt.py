@@ -380,6 +380,7 @@ def train_lm(
     """
     check_int(steps, "steps"); check_real(lr, "lr", lambda v: v > 0, "> 0")
     _check_windows(ids, context, batch_size); _check_context(model, context)
+    check_token_ids(ids, model.output.out_features, "ids")
     g = torch.Generator().manual_seed(check_seed(seed))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
@@ -391,9 +392,10 @@ def train_lm(
     model.train()
     losses = []
     for step in range(steps):
-        with inside(): x, y = lm_batch(ids, context, batch_size, g)   # checked above
-        x, y = x.to(model.output.weight.device), y.to(model.output.weight.device)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        with inside():          # every step inside the door: all was checked above
+            x, y = (t.to(model.output.weight.device)
+                    for t in lm_batch(ids, context, batch_size, g))
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
