@@ -102,12 +102,12 @@ def test_a_decoding_step(counts):
     counts.clear()
     cache = KVCache(m, memory, sm)
     assert dict(counts) == {"check_int": 1, "check_tensor": 1, "check_last_dim": 1, "check_nonempty": 1,
-                            "check_mask": 1, "_check_decoder": 1, "_check_memory": 1, "check_device": 1,
+                            "check_mask": 1, "_check_model": 1, "_check_memory": 1, "check_device": 1,
                             "check_dtype": 1}
     counts.clear()
     token = torch.ones(3, dtype=torch.long)
     decode_step(m, cache, token)
-    assert dict(counts) == {"check_tensor": 2, "check_token_ids": 1, "check_nonempty": 1, "_check_decoder": 1,
+    assert dict(counts) == {"check_tensor": 2, "check_token_ids": 1, "check_nonempty": 1, "_check_model": 1,
                             "_check_step": 1}
     counts.clear()
     with inside():

@@ -12,10 +12,7 @@ from torch import Tensor, nn
 
 from transformer_nb.core import (
     check_bool,
-    check_device,
-    check_dtype,
     check_int,
-    check_last_dim,
     check_mask,
     check_nonempty,
     check_real,
@@ -146,28 +143,24 @@ def decode_step(model:Transformer, cache:KVCache, token:Tensor)->Tensor:
         token[:, None], memory, None, cache.memory_mask, cache=cache.layers)[:, -1]
 
 # %% ../nbs/11_decoding.ipynb #c009c
-def _check_decoder(model)->int:
-    ("KVCache and decode_step need a Transformer: its decoder, and its target's "
-     "position table, whose length is returned")
-    if not isinstance(model, nn.Module) or not hasattr(model, "decoder"):
+def _check_model(model)->nn.Module:
+    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
+     "a `Trained`)")
+    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    return model.tgt_embed.positions.max_len
+    return model
 
 def _check_memory(model, memory, memory_mask):
     ("KVCache's memory: the model's encoder output (B, S, d_model); memory_mask (B, 1, "
      "1, S) or None")
-    _check_decoder(model)
-    check_tensor(memory, "memory", ndim=3, floating=True)
-    check_last_dim(memory, model.d_model, "memory"); check_nonempty(memory, "memory", 1)
-    w = model.output.weight
-    check_dtype(memory, "memory", w.dtype); check_device(memory, "memory", w.device)
+    _check_model(model); Transformer._check_memory(model, memory)     # one memory check
     B, S = memory.shape[:2]
     check_mask(memory_mask, (B, model.num_heads, 1, S), "memory_mask", memory.device)
 
 def _check_step(model, cache, token):
     ("decode_step's: a KVCache of this model, and (B,) ids, one per row of the cache, "
      "at a position the table holds")
-    room = _check_decoder(model)
+    room = _check_model(model).tgt_embed.positions.max_len
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, KVCache(model, memory), got "
                         f"{type(cache).__name__}")
@@ -186,13 +179,6 @@ def _check_step(model, cache, token):
                          f"model's position table (max_len {room})")
 
 # %% ../nbs/11_decoding.ipynb #c011b
-def _check_model(model)->nn.Module:
-    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
-     "a `Trained`)")
-    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
-        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    return model
-
 def _default_len(model:nn.Module, source_len:int)->int:
     ("The default max_len of translate and beam_translate: source + 8, if the model "
      "has room")

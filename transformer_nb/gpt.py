@@ -68,6 +68,8 @@ class CharText(NamedTuple):
         Tensor
             (len(text),) character ids
         """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         index = {c: i for i, c in enumerate(self.chars)}
         missing = sorted(set(text) - set(index))
         if missing: raise ValueError(f"text has characters outside the vocabulary: "
@@ -87,6 +89,8 @@ class CharText(NamedTuple):
         str
             their text
         """
+        if bad := [i for i in map(int, ids) if not 0 <= i < len(self.chars)]:
+            raise ValueError(f"ids must lie in [0, {len(self.chars)}), got {bad[0]}")
         return "".join(self.chars[int(i)] for i in ids)
 
 def pydoc_text(every:int=10, block:int=5000)->CharText:
@@ -257,7 +261,7 @@ class GPT(CheckedModule):
     def _check_inputs(self, ids, need_weights=False, cache=None):
         "ids and their positions, as the embedding checks them; one cache per layer"
         check_bool(need_weights, "need_weights")
-        if cache is not None:       # len(ids) is read before the embedding checks ids
+        if cache is not None:     # reads len(ids) before the embedding checks ids
             check_tensor(ids, "ids", ndim=2)
             check_caches(cache, len(self.stack.layers), len(ids))
         self.embed._check_inputs(ids, offset=0 if cache is None else len(cache[0]))
@@ -340,14 +344,8 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
 
 # %% ../nbs/11c_gpt.ipynb #r009
 def train_lm(
-    model:GPT,
-    ids:Tensor,
-    steps:int=450,
-    batch_size:int=24,
-    context:int=64,
-    lr:float=4e-3,
-    warmup:int=30,
-    seed:int=0,
+    model:GPT, ids:Tensor, steps:int=450, batch_size:int=24, context:int=64,
+    lr:float=4e-3, warmup:int=30, seed:int=0,
     callback:Callable[[int, GPT], None]|None=None,
 )->list[float]:
     """Next-token training: AdamW, warm-up and cosine decay, gradients clipped at 1
@@ -378,6 +376,8 @@ def train_lm(
     list[float]
         the loss of every step, in nats per character
     """
+    if not isinstance(model, GPT): raise TypeError(f"model must be a GPT, got "
+                                                   f"{type(model).__name__}")
     check_int(steps, "steps"); check_real(lr, "lr", lambda v: v > 0, "> 0")
     _check_windows(ids, context, batch_size); _check_context(model, context)
     check_token_ids(ids, model.output.out_features, "ids")
@@ -753,11 +753,11 @@ def sampling_test(
     p = check_tensor(intended, "intended", ndim=1, floating=True).double()   # (V,)
     if (p < 0).any() or not abs(p.sum().item() - 1) <= 1e-4:         # NaN fails too
         raise ValueError(f"intended must be >= 0 and sum to 1, got {intended}")
-    got = check_token_ids(check_tensor(draw(n), "draw(n)", ndim=1), len(p), "draw(n)")
+    got = check_token_ids(check_tensor(draw(n), "draw(n)", ndim=1), len(p), "draw(n)",
+                          "len(intended)")
     if len(got) != n: raise ValueError(f"draw(n) must return n={n} ids, got {len(got)}")
     counts = torch.bincount(got, minlength=len(p)).double()
-    kept = p > 0
-    leaked = int(counts[~kept].sum())
+    kept = p > 0; leaked = int(counts[~kept].sum())
     expected = n * p[kept]
     chi2 = float(((counts[kept] - expected) ** 2 / expected).sum())
     df = int(kept.sum()) - 1
