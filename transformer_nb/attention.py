@@ -45,8 +45,7 @@ def scaled_dot_product_attention(
     v : Tensor
         values (..., S, d_v)
     mask : Tensor | None
-        boolean, True = may attend; (..., T, S), at least 2-D, broadcasting to the
-        scores
+        boolean, True = may attend; at least (T, S), broadcasts to (..., T, S)
     dropout_p : float
         dropout on the weights; pass 0.0 when not training
 
@@ -216,8 +215,7 @@ def fused_attention(
     v : Tensor
         (B, H, S, d_v)
     mask : Tensor | None
-        boolean, True = may attend; (..., T, S), at least 2-D, broadcasting to
-        (B, H, T, S)
+        boolean, True = may attend; at least (T, S), broadcasts to (B, H, T, S)
     dropout_p : float
         dropout on the weights; pass 0.0 when not training
     enable_gqa : bool
