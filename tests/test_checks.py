@@ -10,17 +10,20 @@ import torch
 import torch.nn.functional as F
 
 import transformer_nb
-from transformer_nb.core import inside
-from transformer_nb.decoding import KVCache, decode_step, greedy_search
-from transformer_nb.gpt import GPT, generate
+from transformer_nb.core import Dropout, dropout, inside
+from transformer_nb.decoding import KVCache, beam_search, decode_step, greedy_search
+from transformer_nb.gpt import GPT, generate, train_lm
 from transformer_nb.layers import EncoderLayer
 from transformer_nb.masking import padding_mask, target_mask
 from transformer_nb.multihead import MultiHeadAttention
 from transformer_nb.transformer import Transformer
 
-CHECKS = ["check_int", "check_dropout", "check_tensor", "check_last_dim", "check_nonempty", "check_mask",
-          "check_token_ids", "check_positions", "check_qkv"]
 MODULES = ["core", "attention", "embeddings", "multihead", "ffn", "norms", "layers", "transformer", "decoding", "gpt"]
+
+
+def is_check(name, value):
+    "Every check function: public `check_*` and private `_check_*` (not the door's own `outside`/`inside`)"
+    return callable(value) and not isinstance(value, type) and name.startswith(("check_", "_check_"))
 
 
 @pytest.fixture
@@ -29,9 +32,8 @@ def counts(monkeypatch):
     calls = Counter()
     for modname in MODULES:
         mod = getattr(__import__(f"transformer_nb.{modname}"), modname)
-        for name in CHECKS:
-            real = getattr(mod, name, None)
-            if real is None: continue
+        for name, real in list(vars(mod).items()):
+            if not is_check(name, real): continue
             def counting(*a, _real=real, _name=name, **kw):
                 calls[_name] += 1
                 return _real(*a, **kw)
@@ -52,8 +54,10 @@ def data(seed=0, B=3, S=7, T=6):
     return src, tgt, padding_mask(src, 0), target_mask(tgt, 0)
 
 
-# the model's door: src and tgt (tensor, ids: tensor + nonempty each), three masks
-FORWARD = {"check_tensor": 4, "check_token_ids": 2, "check_nonempty": 2, "check_mask": 3}
+# the model's door: src and tgt (tensor, ids: tensor + nonempty each, device), three masks (each with its heads),
+# need_weights, and the devices of the parameters
+FORWARD = {"check_tensor": 4, "check_token_ids": 2, "check_nonempty": 2, "check_mask": 3, "check_heads_mask": 3,
+           "check_device": 2, "check_bool": 1, "_check_devices": 1}
 
 
 @pytest.mark.parametrize("layers", [1, 3])
@@ -85,7 +89,8 @@ def test_cached_greedy_decoding(counts, layers, max_len):
     ids, _ = greedy_search(m, src, sm, max_len=max_len, eos=None)
     assert ids.shape == (3, max_len)
     assert dict(counts) == {"check_tensor": 3, "check_nonempty": 2, "check_mask": 2, "check_int": 4,
-                            "check_token_ids": 1}
+                            "check_token_ids": 1, "_check_model": 1, "_check_room": 1, "_check_source": 1,
+                            "_check_tokens": 1, "check_bool": 2, "check_device": 1, "check_heads_mask": 1}
 
 
 def test_a_decoding_step(counts):
@@ -97,11 +102,13 @@ def test_a_decoding_step(counts):
     counts.clear()
     cache = KVCache(m, memory, sm)
     assert dict(counts) == {"check_int": 1, "check_tensor": 1, "check_last_dim": 1, "check_nonempty": 1,
-                            "check_mask": 1}
+                            "check_mask": 1, "_check_model": 1, "_check_memory": 1, "check_device": 1,
+                            "check_dtype": 1}
     counts.clear()
     token = torch.ones(3, dtype=torch.long)
     decode_step(m, cache, token)
-    assert dict(counts) == {"check_tensor": 2, "check_token_ids": 1, "check_nonempty": 1}
+    assert dict(counts) == {"check_tensor": 2, "check_token_ids": 1, "check_nonempty": 1, "_check_model": 1,
+                            "_check_step": 1}
     counts.clear()
     with inside():
         for _ in range(3): decode_step(m, cache, token)
@@ -117,6 +124,52 @@ def test_generation(counts):
     few = dict(counts); counts.clear()
     generate(g, prompt, 12, greedy=True)
     assert dict(counts) == few
+
+
+@pytest.mark.parametrize("max_len", [2, 6])
+def test_beam_search(counts, max_len):
+    """beam_search checks its arguments, and the model src at encode, once; the cache it builds from the model's own
+    memory is inside the door (before: built outside it, KVCache checked that memory again)"""
+    m = model(2, 0.0)
+    counts.clear()
+    beam_search(m, torch.tensor([4, 5, 6]), beam_size=2, max_len=max_len)
+    assert dict(counts) == {"check_tensor": 3, "check_nonempty": 2, "check_mask": 1, "check_int": 5,
+                            "check_token_ids": 1, "_check_model": 1, "_check_room": 1, "_check_source": 1,
+                            "_check_tokens": 1, "check_bool": 1, "check_device": 1, "check_heads_mask": 1,
+                            "check_real": 1}
+
+
+@pytest.mark.parametrize("steps", [2, 5])
+def test_training_a_language_model(counts, steps):
+    """train_lm checks its arguments once; its steps (lm_batch, the forward pass) check nothing, only each step's
+    loss (before: lm_batch's windows and the model's ids again at every step)"""
+    torch.manual_seed(0)
+    g = GPT(12, d_model=8, num_heads=2, d_ff=16, num_layers=1, max_len=16)
+    counts.clear()
+    train_lm(g, torch.arange(200) % 12, steps=steps, context=8, batch_size=2)
+    assert dict(counts) == {"_check_context": 1, "_check_windows": 1, "check_int": 5, "check_nonempty": 1,
+                            "check_real": 1, "check_seed": 1, "check_tensor": 2, "check_token_ids": 1,
+                            "check_loss": steps}
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_a_gpt_forward(counts, layers):
+    "A GPT checks its ids once (before: check_tensor twice, in GPT's door and again in the embedding's)"
+    g = GPT(12, d_model=8, num_heads=2, d_ff=16, num_layers=layers, max_len=16)
+    counts.clear()
+    g(torch.randint(0, 12, (2, 6)))
+    assert dict(counts) == {"_check_devices": 1, "check_bool": 1, "check_device": 1, "check_int": 1,
+                            "check_nonempty": 1, "check_tensor": 2, "check_token_ids": 1}
+
+
+def test_dropout_checks_p_once(counts):
+    "dropout and a Dropout called by a user check p once (before: twice, again in drop_mask)"
+    x = torch.randn(4, 8)
+    dropout(x, 0.1, True)
+    assert dict(counts) == {"check_real": 1}
+    counts.clear()
+    Dropout(0.1)(x)
+    assert dict(counts) == {"check_real": 1}
 
 
 def test_a_part_called_directly_checks_once():

@@ -430,7 +430,7 @@ KIND_SLIPS = [
     (lambda: ProgressBar(0), ValueError, "total must be >= 1"),
     (lambda: compare_modules(3, nn.Identity(), torch.ones(2)), TypeError, "ours must be callable, got int"),
     (lambda: saved_for_backward(3), TypeError, "step must be callable, got int"),
-    (lambda: load_weights(3, {}), TypeError, "theirs must be an nn.Module, got int"),
+    (lambda: load_weights(3, {}), TypeError, "module must be an nn.Module, got int"),
     (lambda: load_weights(nn.Linear(2, 2), [1]), TypeError, "state must be a state dict"),
     (lambda: to_torch_state([1]), TypeError, "state must be a state dict"),
     (lambda: from_torch_state([1]), TypeError, "state must be a state dict"),

@@ -46,7 +46,7 @@ def scaled_dot_product_attention(
     v : Tensor
         values (..., S, d_v)
     mask : Tensor | None
-        boolean, True = may attend; broadcasts to (..., T, S)
+        boolean, True = may attend; at least (T, S), broadcasts to (..., T, S)
     dropout_p : float
         dropout on the weights; pass 0.0 when not training
 
@@ -62,7 +62,7 @@ def scaled_dot_product_attention(
     # (..., T, S)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        if outside(): check_mask(mask, scores.shape, device=q.device)
+        if outside(): _check_attention_mask(mask, scores.shape, q.device)
         # finite in every dtype
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     # (..., T, S), rows sum to 1
@@ -121,6 +121,13 @@ def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
             f"q, k and v must have leading dimensions (batch, heads) that broadcast, "
             f"got shapes {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
         ) from None
+
+def _check_attention_mask(mask, scores_shape, device)->None:
+    ("Both attentions' mask: at least (T, S), as torch's fused kernels need, "
+     "broadcasting to the scores, on their device")
+    if isinstance(mask, Tensor) and mask.dim() < 2:
+        raise ValueError(f"mask must have shape (..., T, S), got {tuple(mask.shape)}")
+    check_mask(mask, scores_shape, device=device)
 
 # %% ../nbs/02_attention.ipynb #c020
 def softmax_saturation(
@@ -209,7 +216,7 @@ def fused_attention(
     v : Tensor
         (B, H, S, d_v)
     mask : Tensor | None
-        boolean, True = may attend; broadcasts to (B, H, T, S)
+        boolean, True = may attend; at least (T, S), broadcasts to (B, H, T, S)
     dropout_p : float
         dropout on the weights; pass 0.0 when not training
     enable_gqa : bool
@@ -261,8 +268,6 @@ def _check_fused(q, k, v, mask, dropout_p, enable_gqa):
                              f"{tuple(v.shape)}")
         q = q[:, :G]                    # the heads below compare G with G
     check_qkv(q, k, v)
-    if isinstance(mask, Tensor) and mask.dim() < 2:      # torch's kernels need 2
-        raise ValueError(f"mask must have shape (..., T, S), got {tuple(mask.shape)}")
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     if H is not None: lead = (*lead[:-1], H)
-    check_mask(mask, (*lead, q.shape[-2], k.shape[-2]), device=q.device)
+    _check_attention_mask(mask, (*lead, q.shape[-2], k.shape[-2]), q.device)

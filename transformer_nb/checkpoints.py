@@ -65,6 +65,9 @@ def save_model(
                         f"{type(training).__name__}")
     config = TransformerConfig.from_dict(config)
     state = model.state_dict()
+    if any(v.is_meta for v in state.values()):
+        raise ValueError("model is on the meta device: it holds no numbers to save; "
+                         "build or load it on 'cpu' or a GPU first")
     # shapes only, no memory
     with torch.device("meta"): rebuilt = Transformer.from_config(config).state_dict()
     wrong = [
@@ -115,6 +118,8 @@ def write_checkpoint(path, ckpt:dict)->None:
         what to save: numbers, strings, tensors, and lists and dicts of them
     """
     _check_target(path)
+    if not isinstance(ckpt, dict):
+        raise TypeError(f"ckpt must be a dict, got {type(ckpt).__name__}")
     for k, v in ckpt.items(): _check_plain(v, k)
     buf = io.BytesIO(); torch.save(ckpt, buf)  # in memory: a failed write is the OS's
     target = Path(os.path.realpath(path))      # through a symbolic link, as open() goes

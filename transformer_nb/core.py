@@ -503,8 +503,12 @@ def drop_mask(shape:tuple, p:float, device:torch.device|str|None=None)->Tensor:
     Tensor
         boolean, True (drop) with probability p, independently per element
     """
-    # checked when a user calls it: `dropout` and `Dropout` have checked p
+    # checked when a user calls it; `dropout`, which has checked p, calls the rest
     if outside(): check_real(p, "p", lambda v: 0 <= v <= 1, "in [0, 1]")
+    return _drop_mask(shape, p, device)
+
+def _drop_mask(shape, p, device):
+    "drop_mask without its check"
     n = math.prod(shape)
     bits = torch.empty((n + 1) // 2, dtype=torch.int64, device=device)
     bits = bits.random_(-2**63, None)                # the full 64-bit range
@@ -536,7 +540,7 @@ def dropout(x:Tensor, p:float=0.5, training:bool=True)->Tensor:
             or torch_dropout_masks.active):
         return F.dropout(x, p, training)             # a compiler makes its own mask
     # a multiply and a select; backward keeps only the boolean mask
-    return torch.where(drop_mask(x.shape, p, x.device), 0.0, x * (1.0 / (1.0 - p)))
+    return torch.where(_drop_mask(x.shape, p, x.device), 0.0, x * (1.0 / (1.0 - p)))
 
 class torch_dropout_masks:
     ("In `with torch_dropout_masks():` every dropout of the package draws torch's own "
@@ -565,8 +569,8 @@ class Dropout(nn.Dropout):
 # %% ../nbs/00_core.ipynb #k004d
 @contextmanager
 def evaluating(model:nn.Module)->Iterator[nn.Module]:
-    """Inside this `with` block `model` is in eval mode; after it, in the mode it was
-    in before
+    """Inside this `with` block `model` is in eval mode; after it, each of its modules
+    in the mode it was in before (a part frozen in eval mode stays so)
 
     Parameters
     ----------
@@ -578,10 +582,11 @@ def evaluating(model:nn.Module)->Iterator[nn.Module]:
     Iterator[nn.Module]
         model, in eval mode inside the block
     """
-    was = model.training
+    modes = {m: m.training for m in model.modules()}
     model.eval()
     try: yield model
-    finally: model.train(was)
+    finally:
+        for m, was in modes.items(): m.training = was
 
 # %% ../nbs/00_core.ipynb #k009a
 def saved_for_backward(step)->float:

@@ -12,14 +12,12 @@ from torch import Tensor, nn
 
 from transformer_nb.core import (
     check_bool,
-    check_device,
-    check_dtype,
     check_int,
-    check_last_dim,
     check_mask,
     check_nonempty,
     check_real,
     check_tensor,
+    evaluating,
     inside,
     outside,
 )
@@ -145,28 +143,24 @@ def decode_step(model:Transformer, cache:KVCache, token:Tensor)->Tensor:
         token[:, None], memory, None, cache.memory_mask, cache=cache.layers)[:, -1]
 
 # %% ../nbs/11_decoding.ipynb #c009c
-def _check_decoder(model)->int:
-    ("KVCache and decode_step need a Transformer: its decoder, and its target's "
-     "position table, whose length is returned")
-    if not isinstance(model, nn.Module) or not hasattr(model, "decoder"):
+def _check_model(model)->nn.Module:
+    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
+     "a `Trained`)")
+    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
         raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    return model.tgt_embed.positions.max_len
+    return model
 
 def _check_memory(model, memory, memory_mask):
     ("KVCache's memory: the model's encoder output (B, S, d_model); memory_mask (B, 1, "
      "1, S) or None")
-    _check_decoder(model)
-    check_tensor(memory, "memory", ndim=3, floating=True)
-    check_last_dim(memory, model.d_model, "memory"); check_nonempty(memory, "memory", 1)
-    w = model.output.weight
-    check_dtype(memory, "memory", w.dtype); check_device(memory, "memory", w.device)
+    _check_model(model); Transformer._check_memory(model, memory)     # one memory check
     B, S = memory.shape[:2]
     check_mask(memory_mask, (B, model.num_heads, 1, S), "memory_mask", memory.device)
 
 def _check_step(model, cache, token):
     ("decode_step's: a KVCache of this model, and (B,) ids, one per row of the cache, "
      "at a position the table holds")
-    room = _check_decoder(model)
+    room = _check_model(model).tgt_embed.positions.max_len
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache, KVCache(model, memory), got "
                         f"{type(cache).__name__}")
@@ -185,13 +179,6 @@ def _check_step(model, cache, token):
                          f"model's position table (max_len {room})")
 
 # %% ../nbs/11_decoding.ipynb #c011b
-def _check_model(model)->nn.Module:
-    ("The decoders need a model with `encode` and a decoder, e.g. a `Transformer` (not "
-     "a `Trained`)")
-    if not isinstance(model, nn.Module) or not hasattr(model, "encode"):
-        raise TypeError(f"model must be a Transformer, got {type(model).__name__}")
-    return model
-
 def _default_len(model:nn.Module, source_len:int)->int:
     ("The default max_len of translate and beam_translate: source + 8, if the model "
      "has room")
@@ -317,12 +304,11 @@ def greedy_search(
     _check_model(model); _check_source(src, src_mask); check_int(max_len, "max_len")
     check_bool(use_cache, "use_cache")
     _check_tokens(model, ("eos",), bos=bos, eos=eos, pad=pad)
-    was_training = model.training; model.eval()
     _check_room(model, max_len)
     # (B, S, d_model), once: the model checks src and src_mask at its door
-    memory = model.encode(src, src_mask)
+    with evaluating(model): memory = model.encode(src, src_mask)
     # every step inside the door (all was checked once, above), in inference mode
-    with inside(), torch.inference_mode():
+    with evaluating(model), inside(), torch.inference_mode():
         B = src.shape[0]
         if use_cache: cache = KVCache(model, memory, src_mask, capacity=max_len)
         # (B, 1 + max_len): <s>, then the tokens written
@@ -344,7 +330,6 @@ def greedy_search(
             nxt = nxt.masked_fill(done, pad); ys[:, t + 1] = nxt
             done |= nxt == eos
             if done.all(): break
-    model.train(was_training)
     # copies, made outside inference mode: tensors autograd and in-place writes take
     return ys[:, 1:len(all_logits) + 1].clone(), torch.stack(all_logits, dim=1)
 
@@ -495,12 +480,13 @@ def beam_search(
     check_int(max_len, "max_len")
     _check_tokens(model, bos=bos, eos=eos)
     check_real(alpha, "alpha", lambda v: v >= 0, ">= 0")
-    was_training = model.training; model.eval()
     _check_room(model, max_len)
-    # one row; k rows after step 1 (the model checks src at its door)
-    cache = KVCache(model, model.encode(src[None]))
+    # (1, S, d_model): the model checks src at its door
+    with evaluating(model): memory = model.encode(src[None])
     # every step inside the door (all was checked once, above), in inference mode
-    with inside(), torch.inference_mode():
+    with evaluating(model), inside(), torch.inference_mode():
+        # one row; k rows after step 1 (the model's own memory: nothing to check)
+        cache = KVCache(model, memory)
         # token lists of the live hypotheses
         beams = [[]]
         # (k,) their log-probabilities
@@ -548,7 +534,6 @@ def beam_search(
             last = torch.tensor(new_last, dtype=torch.long, device=src.device)
             # each hypothesis takes its parent's cache
             cache.reorder(torch.tensor(rows, device=src.device))
-    model.train(was_training)
     return sorted(finished, key=lambda h: h.score, reverse=True)[:beam_size]
 
 # %% ../nbs/11_decoding.ipynb #c022
@@ -590,13 +575,11 @@ def sequence_logprob(
     out = tokens + [eos] if finished else tokens
     # nothing written: probability one
     if not out: return 0.0
-    was_training = model.training; model.eval()
     tgt_in = torch.tensor([[bos] + out[:-1]], device=src.device)          # (1, T)
-    # (1, T, V)
-    logp = model(
-        src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)
-    ).log_softmax(-1)
-    model.train(was_training)
+    with evaluating(model):                                             # (1, T, V)
+        logp = model(
+            src[None], tgt_in, tgt_mask=causal_mask(tgt_in.shape[1], src.device)
+        ).log_softmax(-1)
     return float(logp[0, torch.arange(len(out)), torch.tensor(out)].sum())
 
 # %% ../nbs/11_decoding.ipynb #c027

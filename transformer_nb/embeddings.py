@@ -81,7 +81,9 @@ class TokenEmbedding(CheckedModule):
         check_device(ids, "ids", self.embed.weight.device)
 
 # %% ../nbs/01_embeddings.ipynb #c008
-def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
+def check_token_ids(
+    ids:Tensor, vocab_size:int, name:str="ids", bound:str="vocab_size",
+)->Tensor:
     """Check that token ids are integers in [0, vocab_size), and that the sequence is
     not empty
 
@@ -93,6 +95,8 @@ def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
         ids must lie in [0, vocab_size)
     name : str
         the argument's name, used in the message
+    bound : str
+        what the caller called vocab_size, for the message
 
     Returns
     -------
@@ -115,7 +119,7 @@ def check_token_ids(ids:Tensor, vocab_size:int, name:str="ids")->Tensor:
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi
             raise ValueError(
-                f"{name} must lie in [0, vocab_size={vocab_size}), got {bad}"
+                f"{name} must lie in [0, {bound}={vocab_size}), got {bad}"
             )
     return ids
 

@@ -26,6 +26,7 @@ from transformer_nb.core import (
     check_tensor,
     evaluating,
     inside,
+    outside,
 )
 from .decoding import _check_tokens, _Room
 from .embeddings import Embeddings, check_token_ids
@@ -67,6 +68,8 @@ class CharText(NamedTuple):
         Tensor
             (len(text),) character ids
         """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         index = {c: i for i, c in enumerate(self.chars)}
         missing = sorted(set(text) - set(index))
         if missing: raise ValueError(f"text has characters outside the vocabulary: "
@@ -86,6 +89,8 @@ class CharText(NamedTuple):
         str
             their text
         """
+        if bad := [i for i in map(int, ids) if not 0 <= i < len(self.chars)]:
+            raise ValueError(f"ids must lie in [0, {len(self.chars)}), got {bad[0]}")
         return "".join(self.chars[int(i)] for i in ids)
 
 def pydoc_text(every:int=10, block:int=5000)->CharText:
@@ -255,8 +260,10 @@ class GPT(CheckedModule):
 
     def _check_inputs(self, ids, need_weights=False, cache=None):
         "ids and their positions, as the embedding checks them; one cache per layer"
-        check_bool(need_weights, "need_weights"); check_tensor(ids, "ids", ndim=2)
-        if cache is not None: check_caches(cache, len(self.stack.layers), len(ids))
+        check_bool(need_weights, "need_weights")
+        if cache is not None:     # reads len(ids) before the embedding checks ids
+            check_tensor(ids, "ids", ndim=2)
+            check_caches(cache, len(self.stack.layers), len(ids))
         self.embed._check_inputs(ids, offset=0 if cache is None else len(cache[0]))
 
 # %% ../nbs/11c_gpt.ipynb #r002
@@ -296,7 +303,7 @@ def lm_batch(
     tuple[Tensor, Tensor]
         inputs (B, T) and targets (B, T), shifted by one
     """
-    _check_windows(ids, context, batch_size)             # a few attribute reads
+    if outside(): _check_windows(ids, context, batch_size)   # train_lm's: checked
     starts = torch.randint(0, len(ids) - context, (batch_size,), generator=generator)
     idx = starts[:, None] + torch.arange(context + 1)         # (B, T + 1)
     win = ids[idx]
@@ -337,14 +344,8 @@ def bits_per_char(model:GPT, ids:Tensor, context:int=64)->float:
 
 # %% ../nbs/11c_gpt.ipynb #r009
 def train_lm(
-    model:GPT,
-    ids:Tensor,
-    steps:int=450,
-    batch_size:int=24,
-    context:int=64,
-    lr:float=4e-3,
-    warmup:int=30,
-    seed:int=0,
+    model:GPT, ids:Tensor, steps:int=450, batch_size:int=24, context:int=64,
+    lr:float=4e-3, warmup:int=30, seed:int=0,
     callback:Callable[[int, GPT], None]|None=None,
 )->list[float]:
     """Next-token training: AdamW, warm-up and cosine decay, gradients clipped at 1
@@ -375,8 +376,11 @@ def train_lm(
     list[float]
         the loss of every step, in nats per character
     """
+    if not isinstance(model, GPT): raise TypeError(f"model must be a GPT, got "
+                                                   f"{type(model).__name__}")
     check_int(steps, "steps"); check_real(lr, "lr", lambda v: v > 0, "> 0")
     _check_windows(ids, context, batch_size); _check_context(model, context)
+    check_token_ids(ids, model.output.out_features, "ids")
     g = torch.Generator().manual_seed(check_seed(seed))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.99),
                             weight_decay=0.01)
@@ -388,9 +392,10 @@ def train_lm(
     model.train()
     losses = []
     for step in range(steps):
-        x, y = (t.to(model.output.weight.device)
-                for t in lm_batch(ids, context, batch_size, g))
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        with inside():          # every step inside the door: all was checked above
+            x, y = (t.to(model.output.weight.device)
+                    for t in lm_batch(ids, context, batch_size, g))
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -527,7 +532,6 @@ def generate(
                          f"{model.max_len}")
     pick = (lambda logits: logits.argmax(-1)) if greedy else \
         sampler(temperature, top_k, top_p, seed)          # which checks the settings
-    was_training = model.training; model.eval()
     step = _gpt_step(model, ys.shape[0], ys.shape[1] + max_new_tokens) if use_cache \
         else (lambda ys: model(ys)[:, -1])
     # with eos None no row ends: the filler is never written
@@ -535,9 +539,8 @@ def generate(
     check_token_ids(ys, model.output.out_features, "prompt")
     # every step inside the door (the prompt was checked above), in inference mode:
     # no_grad, and cheaper per operation; its tensors autograd refuses: a copy out
-    with inside(), torch.inference_mode():
+    with evaluating(model), inside(), torch.inference_mode():
         out = _extend(step, ys, max_new_tokens, pick, eos, pad)
-    model.train(was_training)
     return (out[0] if one else out).clone()
 
 # %% ../nbs/11c_gpt.ipynb #g005
@@ -750,11 +753,11 @@ def sampling_test(
     p = check_tensor(intended, "intended", ndim=1, floating=True).double()   # (V,)
     if (p < 0).any() or not abs(p.sum().item() - 1) <= 1e-4:         # NaN fails too
         raise ValueError(f"intended must be >= 0 and sum to 1, got {intended}")
-    got = check_token_ids(check_tensor(draw(n), "draw(n)", ndim=1), len(p), "draw(n)")
+    got = check_token_ids(check_tensor(draw(n), "draw(n)", ndim=1), len(p), "draw(n)",
+                          "len(intended)")
     if len(got) != n: raise ValueError(f"draw(n) must return n={n} ids, got {len(got)}")
     counts = torch.bincount(got, minlength=len(p)).double()
-    kept = p > 0
-    leaked = int(counts[~kept].sum())
+    kept = p > 0; leaked = int(counts[~kept].sum())
     expected = n * p[kept]
     chi2 = float(((counts[kept] - expected) ** 2 / expected).sum())
     df = int(kept.sum()) - 1

@@ -13,7 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .core import check_int, check_loss, check_real, check_seed
+from transformer_nb.core import (
+    check_int,
+    check_loss,
+    check_real,
+    check_seed,
+    evaluating,
+)
 from .gpt import GPT
 from .plotting import Figure, _place_legend, pyplot
 from .transformer import ablate_heads
@@ -163,10 +169,7 @@ def head_scores(model:GPT, data:Repeats)->HeadScores:
                          f"than the model's max_len {model.max_len}: draw them with "
                          f"repeat_batch(..., context={model.max_len})")
     data = Repeats(*(t.to(model.output.weight.device) for t in data))
-    was = model.training
-    model.eval()
-    logits, attn = model(data.ids, need_weights=True)
-    model.train(was)
+    with evaluating(model): logits, attn = model(data.ids, need_weights=True)
     nll = F.cross_entropy(logits[:, :-1].transpose(1, 2), data.ids[:, 1:],
                           reduction="none")                      # (B, T - 1) by target
     w = torch.stack(attn).permute(1, 3, 4, 0, 2)                 # (B, T, T, L, H)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, NamedTuple, Seque
 import torch
 from torch import Tensor, nn
 
-from .core import check_int, check_tensor
+from .core import check_int, check_tensor, evaluating
 from .data import Vocab, _batch
 from .gpt import GPT, _check_context
 from .masking import causal_mask
@@ -266,11 +266,9 @@ def run_with_cache(
     valid = place_names(model)
     record = valid if places is None else check_places(model, places)
     patches = _check_patches(model, patches, valid)
-    acts, was_training = {}, model.training
-    model.eval()
-    try:
-        with _hooked(model, record, patches, acts): logits = model(*inputs, **kwargs)
-    finally: model.train(was_training)
+    acts = {}
+    with evaluating(model), _hooked(model, record, patches, acts):
+        logits = model(*inputs, **kwargs)
     return logits, ActivationCache(acts, valid)
 
 # %% ../nbs/11d_inside.ipynb #i017
@@ -656,11 +654,9 @@ def number_pairs(model:Transformer, task:NumberTask, word:str="units")->NumberPa
     tgt = torch.tensor([r[4] + [v.pad] * (T - len(r[4])) for r in rows])   # (B, T)
     src, src2 = torch.tensor([r[2] for r in rows]), torch.tensor([r[3] for r in rows])
     pos, good, bad = (torch.tensor([r[k] for r in rows]) for k in (5, 6, 7))
-    was_training = model.training; model.eval()
     ar, mask = torch.arange(len(rows)), causal_mask(T)
     pred = lambda s: model(s, tgt, tgt_mask=mask)[ar, pos].argmax(-1)       # (B,)
-    ok = (pred(src) == good) & (pred(src2) == bad)
-    model.train(was_training)
+    with evaluating(model): ok = (pred(src) == good) & (pred(src2) == bad)
     return NumberPairs((src[ok], tgt[ok]), (src2[ok], tgt[ok]), pos[ok], good[ok],
                        bad[ok], [(r[0], r[1]) for r, k in zip(rows, ok) if k])
 

@@ -699,7 +699,9 @@ def layer_to_torch(ours:nn.Module, theirs:nn.Module)->nn.Module:
         `theirs`, with our weights
     """
     _check_settings(ours, theirs)
-    return load_weights(theirs, to_torch_state(ours.state_dict(), LAYER_NAMES))
+    return load_weights(
+        theirs, to_torch_state(ours.state_dict(), LAYER_NAMES), "theirs"
+    )
 
 def layer_from_torch(theirs:nn.Module, ours:nn.Module)->nn.Module:
     """torch's layer or stack weights into ours: the key map and one `load_state_dict`

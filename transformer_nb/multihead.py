@@ -251,7 +251,7 @@ class MultiHeadAttention(CheckedModule):
     def _check_inputs(self, query, key, value, mask=None, need_weights=True,
                       cache=None, is_self=None):
         "What forward needs; S of the mask counts the cached positions"
-        if is_self is None: is_self = key is query
+        is_self = key is query if is_self is None else check_bool(is_self, "is_self")
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(t, name, ndim=3, floating=True)
             check_last_dim(t, self.d_model, name)
@@ -578,7 +578,7 @@ def from_torch_state(
 
 # %% ../nbs/03_multihead.ipynb #c045
 def load_weights(
-    module:nn.Module, state:Mapping[str, Tensor], name:str="theirs",
+    module:nn.Module, state:Mapping[str, Tensor], name:str="module",
 )->nn.Module:
     """`module.load_state_dict(state)`, refused with a ValueError if keys or shapes
     differ
@@ -638,7 +638,7 @@ def mha_to_torch(
         `theirs`, with our weights
     """
     _check_heads(ours, theirs)
-    return load_weights(theirs, to_torch_state(ours.state_dict()))
+    return load_weights(theirs, to_torch_state(ours.state_dict()), "theirs")
 
 def mha_from_torch(
     theirs:nn.MultiheadAttention, ours:MultiHeadAttention,

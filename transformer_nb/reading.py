@@ -10,7 +10,7 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 from torch import Tensor
 
-from .core import check_int, check_tensor
+from .core import check_int, check_tensor, evaluating
 from .data import Batch, Vocab, _batch
 from .transformer import Attention, Transformer, ablate_heads
 
@@ -58,9 +58,9 @@ def teacher_forced_accuracy(
     check_int(batch_size, "batch_size")
     if len(pairs) == 0:
         raise ValueError("pairs must hold at least one (source, target) pair, got none")
-    was_training = model.training; model.eval()
     right_tokens = n_tokens = right_seqs = 0
-    try:
+    # a bad pair or a failed forward must not leave the model in eval mode
+    with evaluating(model):
         for i in range(0, len(pairs), batch_size):
             b = _batch(model, vocab, pairs[i:i + batch_size], first=i)
             # (B, T)
@@ -70,8 +70,6 @@ def teacher_forced_accuracy(
             ok = (pred == b.tgt_out) | ~real
             right_tokens += int((ok & real).sum()); n_tokens += int(real.sum())
             right_seqs += int(ok.all(dim=-1).sum())
-    # a bad pair or a failed forward must not leave the model in eval mode
-    finally: model.train(was_training)
     return Accuracy(right_tokens / n_tokens, right_seqs / len(pairs))
 
 # %% ../nbs/09b_reading.ipynb #c063
@@ -80,12 +78,10 @@ def _maps(
 )->tuple[Batch, Attention]:
     "The pairs batched on the model's device, and every map of it (eval mode, restored)"
     b = _batch(model, vocab, pairs, names=names)
-    was_training = model.training; model.eval()
-    try:
+    with evaluating(model):
         _, attn = model(
             b.src, b.tgt_in, b.src_mask, b.tgt_mask, b.src_mask, need_weights=True
         )
-    finally: model.train(was_training)
     return b, attn
 
 @torch.no_grad()

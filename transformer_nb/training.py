@@ -234,6 +234,8 @@ def make_optimizer(
     tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]
         the optimizer and its learning-rate scheduler
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     check_int(d_model, "d_model"); check_int(warmup, "warmup")   # equation 3 divides
     check_real(factor, "factor", lambda v: v > 0, "> 0")      # < 0: gradient ascent
     if check_int(cooldown, "cooldown", 0) and end is None:  # (the run's last step)
@@ -387,10 +389,7 @@ class SingleProcess:
 
 # %% ../nbs/10_training.ipynb #c028t
 def mean_loss_share(
-    loss_sum:Tensor,
-    target:Tensor,
-    procs:SingleProcess,
-    pad_id:int=Vocab.pad,
+    loss_sum:Tensor, target:Tensor, procs:SingleProcess, pad_id:int=Vocab.pad,
 )->Tensor:
     """This process's share of the step's mean loss over every process's target tokens:
     what it runs backward on

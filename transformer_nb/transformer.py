@@ -17,9 +17,11 @@ from transformer_nb.core import (
     check_bool,
     check_device,
     check_dropout,
+    check_dtype,
     check_int,
     check_last_dim,
     check_mask,
+    check_nonempty,
     check_tensor,
     inside,
     log_shapes,
@@ -346,18 +348,14 @@ class Transformer(CheckedModule):
         check_heads_mask(mask, name)
         check_mask(mask, (ids.shape[0], self.num_heads, T, S), name, device=ids.device)
 
-    def _check_memory(self, memory, tgt):
+    def _check_memory(self, memory, tgt=None):
+        "memory (B, S, d_model) of this model's dtype and device; B of tgt, if given"
         check_tensor(memory, "memory", ndim=3, floating=True)
         check_last_dim(memory, self.d_model, "memory")
+        check_nonempty(memory, "memory", 1)
         w = self.output.weight
-        if memory.dtype != w.dtype:
-            raise TypeError(
-                f"memory has dtype {memory.dtype}, but the model has {w.dtype}: pass "
-                "the output of "
-                f"this model's encode"
-            )
-        check_device(memory, "memory", w.device)
-        if memory.shape[0] != tgt.shape[0]:
+        check_dtype(memory, "memory", w.dtype); check_device(memory, "memory", w.device)
+        if tgt is not None and memory.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"tgt and memory must have the same batch size B, got {tgt.shape[0]} "
                 "and "
