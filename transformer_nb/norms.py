@@ -263,9 +263,11 @@ class RMSNorm(CheckedModule):
 def _rms_norm(x:Tensor, weight:Tensor, eps:float)->Tensor:
     ("What `RMSNorm` computes, from its weight: float16 and bfloat16 in float32 and "
      "back, as nn.RMSNorm (in float16, x² overflows from |x| = 256)")
-    xf = x.to(torch.promote_types(x.dtype, torch.float32))       # float32 or float64
-    ms = xf.pow(2).mean(dim=-1, keepdim=True)                    # (B, T, 1)
-    return (xf * torch.rsqrt(ms + eps) * weight).to(x.dtype)     # (B, T, d_model)
+    # a test of the dtype, not conversions: in float32, three operations fewer a call
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return _rms_norm(x.float(), weight, eps).to(x.dtype)
+    ms = x.pow(2).mean(dim=-1, keepdim=True)                     # (B, T, 1)
+    return x * torch.rsqrt(ms + eps) * weight                    # (B, T, d_model)
 
 def make_norm(norm:str, d_model:int)->nn.Module:
     """The norm of a residual connection, by name
