@@ -762,4 +762,10 @@ def test_nproc_interrupted_prints_one_line(tmp_path):
     os.killpg(p.pid, signal.SIGINT)                     # Ctrl-C: to every process of the terminal's group
     out, err = p.communicate(timeout=120)
     assert first.startswith("training copy for 100000 steps"), first
-    assert (p.returncode, out, err) == (130, "", "transformer-nb train: interrupted\n"), (p.returncode, err)
+    # our line first, and not torch's log line; now and then a worker adds more as it dies (its C++ runtime's
+    # "terminate called without an active exception", or the traceback of a second Ctrl-C that reached it while it
+    # was ending, "[rank1]: ..."), which chapter 14 says and this test allows
+    lines = err.splitlines()
+    assert (p.returncode, out, lines[:1]) == (130, "", ["transformer-nb train: interrupted"]), (p.returncode, err)
+    assert all(l.startswith("[rank") or l == "terminate called without an active exception" for l in lines[1:]), err
+    assert "death signal" not in err

@@ -819,16 +819,19 @@ def _import_torch():
      "on, or failed later); the Ctrl-C held back comes once both are in")
     import signal
     import threading
-    hold = (hasattr(signal, "pthread_sigmask")  # not on Windows
-            and threading.current_thread() is threading.main_thread())
-    if hold: held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    # a handler that only notes the Ctrl-C (Python runs it in the main thread, whichever
+    # thread the signal reached; blocking the signal missed one that a thread torch
+    # starts took)
+    got, hold = [], threading.current_thread() is threading.main_thread()
+    if hold: before = signal.signal(signal.SIGINT, lambda *_: got.append(1))
     try:
         try:
             import numpy  # noqa: F401
         except ImportError: pass  # torch without NumPy
         import torch  # noqa: F401
     finally:
-        if hold: signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if hold: signal.signal(signal.SIGINT, before)
+    if got: raise KeyboardInterrupt
 
 def _reader_gone()->int:
     ("Standard output's reader has gone (`| head`): stop quietly, as `cat` does, with "
