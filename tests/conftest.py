@@ -133,3 +133,13 @@ def stack_encoder(to_base=lambda norm_first, final_norm: (norm_first, final_norm
             x, ws = self._run(x, src_mask=src_mask, need_weights=need_weights)
             return (x, ws[0]) if need_weights else x
     return Enc
+
+
+def small_transformer():
+    "A one-layer encoder-decoder Transformer (vocabulary 14, d_model 16), seeded, without dropout, in eval mode"
+    import torch
+
+    from transformer_nb.transformer import Transformer
+    torch.manual_seed(0)
+    return Transformer(14, 14, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
+                       max_len=32, dropout=0.0).eval()

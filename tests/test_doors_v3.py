@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import small_transformer
 from transformer_nb.attention import fused_attention, scaled_dot_product_attention
 from transformer_nb.checkpoints import save_model, write_checkpoint
 from transformer_nb.decoding import KVCache
@@ -13,11 +14,7 @@ from transformer_nb.multihead import MultiHeadAttention, load_weights
 from transformer_nb.training import make_optimizer
 from transformer_nb.transformer import Transformer
 
-
-def transformer():
-    torch.manual_seed(0)
-    return Transformer(11, 13, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
-                       dropout=0.0, max_len=32).eval()
+transformer = small_transformer  # conftest's
 
 
 def test_one_memory_check_one_message():

@@ -3,6 +3,7 @@ inside torch; each now a ValueError/TypeError naming the caller's argument (or a
 import pytest
 import torch
 
+from conftest import small_transformer
 from transformer_nb.attention import scaled_dot_product_attention
 from transformer_nb.checkpoints import load_model, save_model
 from transformer_nb.data import Vocab, make_batch, make_task
@@ -18,10 +19,7 @@ from transformer_nb.transformer import Transformer
 TASK = make_task("copy", n_train=64, n_valid=8)
 
 
-def small():
-    torch.manual_seed(0)
-    return Transformer(14, 14, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
-                       max_len=32, dropout=0.0).eval()
+small = small_transformer  # conftest's
 
 
 def test_rope_is_refused_by_the_encoder_decoder():
