@@ -172,10 +172,17 @@ class SinusoidalPositions(CheckedModule):
         super().__init__()
         self.d_model, self.max_len = d_model, max_len
         # a buffer: moves with .to(device), is not trained, and is not saved (it is
-        # recomputed)
+        # recomputed, here and when a state dict is loaded)
         self.register_buffer(
             "pe", sinusoidal_encoding(max_len, d_model), persistent=False
         )
+        self.register_load_state_dict_post_hook(_fill_table)
+
+    def reset_parameters(self)->None:
+        ("Compute the table again, in place: after `to_empty` (a model built on the "
+         "meta device) it holds whatever the memory held")
+        table = sinusoidal_encoding(self.max_len, self.d_model)
+        with torch.no_grad(): self.pe.copy_(table)
 
     def forward(self, x:Tensor, offset:int=0)->Tensor:
         """
@@ -199,6 +206,10 @@ class SinusoidalPositions(CheckedModule):
         check_positions(x, self.d_model, self.max_len, offset)
         # no parameter tells the door's device check where the module is: the buffer
         check_device(x, "x", self.pe.device)
+
+def _fill_table(module, incompatible_keys):
+    "After load_state_dict: the table the state dict does not hold, computed again"
+    module.reset_parameters()
 
 # %% ../nbs/01_embeddings.ipynb #c025
 class LearnedPositions(CheckedModule):
