@@ -90,6 +90,28 @@ def test_gqa_equals_sdpa_enable_gqa(G, need_weights):
     if need_weights: assert w.shape == (2, H, 7, 7)
 
 
+
+@pytest.mark.parametrize("G", [1, 2, 4])
+def test_gqa_trains_on_the_fast_path_without_copies(G):
+    """In training (grad on, no dropout) the fast path hands the G heads of keys and values to the fused kernel, not
+    H copies, and its gradients are the readable path's (which repeats them)"""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    class Kernel(TorchDispatchMode):
+        "The heads of the keys each call of torch's fused attention kernel receives"
+        def __init__(self): super().__init__(); self.key_heads = []
+        def __torch_dispatch__(self, f, types, args=(), kwargs=None):
+            if "scaled_dot_product" in str(f) and "backward" not in str(f): self.key_heads.append(args[1].shape[1])
+            return f(*args, **(kwargs or {}))
+    torch.manual_seed(G)
+    mha = MultiHeadAttention(D, H, n_kv_heads=G).train()
+    x, mask, grads = _x(2, 7, D), causal_mask(7), {}
+    for nw in (True, False):
+        mha.zero_grad()
+        with Kernel() as kernel: mha(x, x, x, mask, need_weights=nw)[0].pow(2).sum().backward()
+        grads[nw] = [p.grad.clone() for p in mha.parameters()]
+    assert kernel.key_heads == [G]                      # the fast path's one call
+    for a, b in zip(grads[True], grads[False]): assert (a - b).abs().max() <= 1e-5
+
 def test_kv_heads_equal_heads_is_todays_attention_bit_for_bit():
     torch.manual_seed(5); old = MultiHeadAttention(D, H).eval()
     torch.manual_seed(5); new = MultiHeadAttention(D, H, n_kv_heads=H).eval()

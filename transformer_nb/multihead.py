@@ -222,11 +222,11 @@ class MultiHeadAttention(CheckedModule):
         B = q.shape[0]
         if k.shape[0] != B: k, v = k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)
         p = self.dropout if self.training else 0.0
-        # only with n_kv_heads < num_heads (G < H, chapter 11f): without gradients
-        # (decoding) the fused kernel reads each key/value head for its H/G query
-        # heads, the same numbers without copies; else they are repeated for the H
-        # query heads, and training sums the copies' gradients
-        shared = G != H and not need_weights and p == 0 and not torch.is_grad_enabled()
+        # only with n_kv_heads < num_heads (G < H, chapter 11f): on the fast path
+        # without dropout the fused kernel reads each key/value head for its H/G query
+        # heads, without copies (nor their gradients to sum, in training); else they
+        # are repeated for the H query heads
+        shared = G != H and not need_weights and p == 0
         if G != H and not shared:
             k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
         # 2) attend in every head in parallel, dropout p on the weights while
