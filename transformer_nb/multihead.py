@@ -224,9 +224,11 @@ class MultiHeadAttention(CheckedModule):
         p = self.dropout if self.training else 0.0
         # only with n_kv_heads < num_heads (G < H, chapter 11f): on the fast path
         # without dropout the fused kernel reads each key/value head for its H/G query
-        # heads, without copies (nor their gradients to sum, in training); else they
+        # heads, without copies; in training only on a CPU (on a GPU few of torch's
+        # kernels compute gradients so: it would fall back to its slowest); else they
         # are repeated for the H query heads
-        shared = G != H and not need_weights and p == 0
+        shared = (G != H and not need_weights and p == 0
+                  and (q.device.type == "cpu" or not torch.is_grad_enabled()))
         if G != H and not shared:
             k, v = k.repeat_interleave(H // G, 1), v.repeat_interleave(H // G, 1)
         # 2) attend in every head in parallel, dropout p on the weights while
