@@ -135,6 +135,15 @@ def stack_encoder(to_base=lambda norm_first, final_norm: (norm_first, final_norm
     return Enc
 
 
+def small_gpt(**kw):
+    "A one-layer GPT (vocabulary 17, d_model 32, 4 heads, max_len 16), seeded; keywords change or add GPT's settings"
+    import torch
+
+    from transformer_nb.gpt import GPT
+    torch.manual_seed(0)
+    return GPT(**dict(dict(vocab_size=17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16), **kw))
+
+
 def small_transformer():
     "A one-layer encoder-decoder Transformer (vocabulary 14, d_model 16), seeded, without dropout, in eval mode"
     import torch

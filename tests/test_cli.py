@@ -585,7 +585,7 @@ def _unwritable(path) -> bool:
 
 
 def test_a_checkpoint_that_cannot_be_replaced_is_refused_before_training(tmp_path, capsys):
-    """A {task}.pt that the save cannot replace (immutable for root, read-only for a user) passed the check of --out,
+    """A {task}.pt that the save may not replace (immutable for root, read-only for a user, kept as it is) passed the check of --out,
     and the save failed after the whole training with torch's 'enforce fail ... Operation not permitted'"""
     (tmp_path / "copy.pt").write_bytes(b"an older run")
     if not _unwritable(tmp_path / "copy.pt"): pytest.skip("no way here to make a file this user cannot write")

@@ -303,6 +303,11 @@ def test_autocast_passes_the_dtype_check(module):
     assert (out[0] if isinstance(out, tuple) else out).isfinite().all()
     with pytest.raises(TypeError, match="has dtype torch.bfloat16, but the weights have torch.float32"):
         module(*args)                                                      # outside autocast: refused
+    # autocast leaves float64 as it is: a float64 input is refused there too, named
+    x64 = x.double()
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(
+            TypeError, match="has dtype torch.float64, but the weights have torch.float32"):
+        module(*((x64, x64, x64) if isinstance(module, MultiHeadAttention) else (x64,)))
 
 
 # ---- item 13: small public functions ----------------------------------------------------------------------------

@@ -73,3 +73,33 @@ def test_both_attentions_refuse_a_1d_mask():
             attention(q, k, k, mask)
     out = [scaled_dot_product_attention(q, k, k, mask[None])[0], fused_attention(q, k, k, mask[None])]
     torch.testing.assert_close(out[0], out[1])
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_a_one_dimensional_mask_is_refused_at_every_door(need_weights):
+    """A mask must be at least (T, S), as torch's fused kernels read it: one rule in check_mask for every door (before:
+    only chapter 2's functions had it; the fast path of multi-head attention and the layers raised torch's
+    IndexError 'Dimension out of range' from inside)"""
+    from transformer_nb.layers import EncoderLayer
+    x, mask = torch.randn(2, 5, 16), torch.tensor([True, True, True, False, True])
+    with pytest.raises(ValueError, match=r"mask must have shape \(\.\.\., T, S\), got \(5,\)"):
+        MultiHeadAttention(16, 2).eval()(x, x, x, mask=mask, need_weights=need_weights)
+    with pytest.raises(ValueError, match=r"src_mask must have shape \(\.\.\., T, S\), got \(5,\)"):
+        EncoderLayer(16, 2, 32).eval()(x, mask, need_weights=need_weights)
+
+
+def test_per_sample_gradients_with_dropout_draw_a_mask_per_sample():
+    """vmap(grad(...), randomness="different") on a model in train mode with dropout: the package's own dropout mask
+    steps aside under torch.func's transforms as under a compiler (before: vmap refused it, 'Cannot ask for different
+    inplace randomness on an unbatched tensor'), and the samples' masks differ"""
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+
+    from conftest import small_gpt
+    g = small_gpt(dropout=0.5).train()
+    ids = torch.randint(0, 17, (1, 9)).expand(3, 9)              # the same row three times
+    params = {k: v.detach() for k, v in g.named_parameters()}
+    loss = lambda p, i: F.cross_entropy(functional_call(g, p, (i[None, :-1],))[0], i[1:])
+    per_sample = vmap(grad(loss), in_dims=(None, 0), randomness="different")(params, ids)
+    w = per_sample["stack.layers.0.ffn.linear1.weight"]
+    assert w.shape[0] == 3 and not torch.equal(w[0], w[1])     # another mask per sample

@@ -81,14 +81,8 @@ def test_a_model_built_on_the_meta_device_gets_its_position_table_back(kind):
     """Deferred initialisation, as a sharded model is built: on the meta device, `to_empty` (its buffers hold
     whatever the memory held: NaN here), then the weights loaded. The sinusoidal table is not in the state dict:
     loading computes it again, and so does `reset_parameters`, which torch's idiom calls after `to_empty`"""
-    from transformer_nb.gpt import GPT
-    from transformer_nb.transformer import Transformer
-    def make():
-        if kind == "GPT": return GPT(14, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32,
-                                     positions="sinusoidal", dropout=0.0).eval()
-        return Transformer(14, 14, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1,
-                           d_ff=32, max_len=32, dropout=0.0).eval()
-    torch.manual_seed(0)
+    from conftest import small_gpt, small_transformer
+    make = (lambda: small_gpt(positions="sinusoidal").eval()) if kind == "GPT" else small_transformer
     ref, ids = make(), torch.randint(0, 14, (2, 7))
     run = (lambda m: m(ids)) if kind == "GPT" else (lambda m: m(ids, ids))
     with torch.device("meta"): model = make()
@@ -100,4 +94,4 @@ def test_a_model_built_on_the_meta_device_gets_its_position_table_back(kind):
     torch.testing.assert_close(run(model), run(ref), atol=0, rtol=0)
     for t in tables:
         t.pe.fill_(math.nan); t.reset_parameters()
-        assert torch.equal(t.pe, sinusoidal_encoding(32, 16))
+        assert torch.equal(t.pe, sinusoidal_encoding(t.max_len, t.d_model))

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import all_close
+from conftest import all_close, small_gpt
 from conftest import pad_mask as pad
 from transformer_nb.attention import fused_attention as attention
 from transformer_nb.attention import is_causal
@@ -532,9 +532,7 @@ def test_fuse_projections_switch():
 def test_hooks_on_the_projections_run_on_the_fast_path():
     """Q, K, V are projected by one product only where W_q, W_k, W_v are plain nn.Linear without hooks: otherwise
     the modules are called, their hooks fire, and what a hook changes is seen (before: W_k's hook never ran)"""
-    from transformer_nb import GPT
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    g = small_gpt().eval()
     attn, ids = g.stack.layers[0].self_attn, torch.randint(0, 17, (2, 6))
     calls = []
     for n in ("W_q", "W_k", "W_v", "W_o"):
@@ -566,10 +564,8 @@ def test_fused_attention_under_vmap_with_a_causal_mask():
 def test_a_hook_added_between_two_cached_steps_runs():
     """A decoding cache keeps the stacked W_q, W_k, W_v from step to step, but a hook put on W_k after the first
     step still runs at the next (d3921ba had looked at hooks only when stacking: the hook was skipped)"""
-    from transformer_nb import GPT
     from transformer_nb.layers import LayerCache
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    g = small_gpt().eval()
     attn, ids = g.stack.layers[0].self_attn, torch.randint(0, 17, (1, 6))
     with torch.no_grad():
         cache = [LayerCache()]
@@ -588,9 +584,7 @@ def test_pruned_projection_trains_on_the_fast_path():
     import torch.nn.functional as F
     from torch.nn.utils import prune
 
-    from transformer_nb import GPT
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16)
+    g = small_gpt()
     attn, ids = g.stack.layers[0].self_attn, torch.randint(0, 17, (2, 6))
     prune.l1_unstructured(attn.W_q, "weight", amount=0.5)
     opt = torch.optim.AdamW(g.parameters(), lr=1e-2)
@@ -606,9 +600,7 @@ def test_dynamically_quantized_model_runs_on_the_fast_path():
     "quantize_dynamic swaps each nn.Linear for a quantized one: the fast path calls it (before: a TypeError)"
     import warnings
 
-    from transformer_nb import GPT
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    g = small_gpt().eval()
     ids = torch.randint(0, 17, (2, 6))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")                           # torch.ao's deprecation notice

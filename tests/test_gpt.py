@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import small_gpt
 from transformer_nb.decoding import greedy_search
 from transformer_nb.gpt import (
     GPT,
@@ -413,8 +414,7 @@ def test_per_sample_gradients_with_vmap():
     row's gradient is that of a backward pass of the row alone; eager calls still refuse a bad id"""
     import torch.nn.functional as F
     from torch.func import functional_call, grad, vmap
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    g = small_gpt().eval()
     ids, y = torch.randint(0, 17, (4, 9)), torch.randint(0, 17, (4, 9))
     params = {k: v.detach() for k, v in g.named_parameters()}
     loss = lambda p, i, t: F.cross_entropy(functional_call(g, p, (i[None],))[0], t)
@@ -437,8 +437,7 @@ def test_per_sample_gradients_with_vmap():
 def test_measurements_hand_the_model_back_in_its_mode():
     """bits_per_char, previous_token_scores and induction_scores measure in eval mode and restore the caller's
     mode, as generate does (before: a model in train mode came back in eval mode, its dropout off)"""
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16, dropout=0.1)
+    g = small_gpt(dropout=0.1)
     ids = torch.randint(0, 17, (40,))
     measures = [lambda: bits_per_char(g, ids, context=16), lambda: previous_token_scores(g, ids[:16].view(2, 8)),
                 lambda: induction_scores(g, torch.arange(17), length=6, batch=4)]

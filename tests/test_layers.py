@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import pad_mask
+from conftest import pad_mask, small_gpt
 from transformer_nb.core import compare_modules
 from transformer_nb.layers import (
     LAYER_NAMES,
@@ -332,9 +332,8 @@ def test_cached_self_attention_survives_hooks_that_hand_over_new_tensors(hook):
     """The layers tell their attention which one it is (is_self=True), so a cached step no longer depends on
     `key is query`: a forward pre-hook that returns copies, or a full backward hook in grad mode (it wraps the
     inputs), leaves cached logits equal to the full ones (before: 1.67 and 1.35 off, and generate raised)"""
-    from transformer_nb.gpt import GPT, generate
-    torch.manual_seed(0)
-    g = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    from transformer_nb.gpt import generate
+    g = small_gpt().eval()
     ids = torch.randint(0, 17, (1, 12))
     attn = g.stack.layers[0].self_attn
     if hook == "pre-hook that copies":
@@ -347,6 +346,6 @@ def test_cached_self_attention_survives_hooks_that_hand_over_new_tensors(hook):
         cache = [LayerCache()]
         steps = [g(ids[:, :4], cache=cache)] + [g(ids[:, t:t + 1], cache=cache) for t in range(4, 12)]
     torch.testing.assert_close(torch.cat(steps, 1).detach(), full, atol=1e-5, rtol=0)
-    ref = GPT(17, d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=16).eval()
+    ref = small_gpt().eval()
     ref.load_state_dict(g.state_dict())
     assert torch.equal(generate(g, ids[:, :4], 8, greedy=True), generate(ref, ids[:, :4], 8, greedy=True))

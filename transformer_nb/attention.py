@@ -21,6 +21,7 @@ from transformer_nb.core import (
     check_seed,
     check_tensor,
     dropout,
+    inside,
     log_shapes,
     outside,
     torch_dropout_masks,
@@ -62,7 +63,7 @@ def scaled_dot_product_attention(
     # (..., T, S)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        if outside(): _check_attention_mask(mask, scores.shape, q.device)
+        if outside(): check_mask(mask, scores.shape, device=q.device)
         # finite in every dtype
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     # (..., T, S), rows sum to 1
@@ -121,13 +122,6 @@ def check_qkv(q:Tensor, k:Tensor, v:Tensor)->None:
             f"q, k and v must have leading dimensions (batch, heads) that broadcast, "
             f"got shapes {tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
         ) from None
-
-def _check_attention_mask(mask, scores_shape, device)->None:
-    ("Both attentions' mask: at least (T, S), as torch's fused kernels need, "
-     "broadcasting to the scores, on their device")
-    if isinstance(mask, Tensor) and mask.dim() < 2:
-        raise ValueError(f"mask must have shape (..., T, S), got {tuple(mask.shape)}")
-    check_mask(mask, scores_shape, device=device)
 
 # %% ../nbs/02_attention.ipynb #c020
 def softmax_saturation(
@@ -233,13 +227,13 @@ def fused_attention(
     T, S = q.shape[-2], k.shape[-2]
     if enable_gqa and dropout_p > 0:
         raise ValueError(f"enable_gqa needs dropout_p 0, got {dropout_p}")
-    compiling = torch.compiler.is_compiling()
     # dropout on a CPU: ours, whose mask is cheaper, where torch would fall back to
-    # bernoulli_; not while compiling (a compiler draws its own dropout mask), nor
-    # when torch's masks are asked for
-    if (dropout_p > 0 and q.device.type == "cpu" and not compiling
+    # bernoulli_; not while tracing (a compiler draws its own dropout mask, vmap
+    # torch's, one per sample), nor when torch's masks are asked for; the checks
+    # were done above
+    if (dropout_p > 0 and q.device.type == "cpu" and not tracing()
             and not torch_dropout_masks.active):
-        return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
+        with inside(): return scaled_dot_product_attention(q, k, v, mask, dropout_p)[0]
     # is_causal reads the mask's values: eager only (not compiling, nor inside vmap),
     # and on the CPU only, where reading them waits for no device (a GPU would stop
     # for it at every call)
@@ -270,4 +264,4 @@ def _check_fused(q, k, v, mask, dropout_p, enable_gqa):
     check_qkv(q, k, v)
     lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
     if H is not None: lead = (*lead[:-1], H)
-    _check_attention_mask(mask, (*lead, q.shape[-2], k.shape[-2]), q.device)
+    check_mask(mask, (*lead, q.shape[-2], k.shape[-2]), device=q.device)

@@ -383,7 +383,7 @@ class CheckpointAverage:
                 got = tuple(state[k].shape) if k in state else "nothing"
                 raise ValueError(f"model is not the one whose checkpoints were added: "
                                  f"they hold {k} {tuple(v.shape)}, it holds {got}")
-        for k, v in model.state_dict().items():
+        for k, v in state.items():
             if k in kept[0]: v.copy_(sum(c[k].double() for c in kept) / len(kept))
         return model
     def state_dict(self)->dict:

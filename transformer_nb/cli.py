@@ -83,13 +83,13 @@ def _add_lm_parsers(sub):
     g.add_argument("--max-new-tokens", type=_count, default=48,
                    help="characters to write (default: 48)")
     g.add_argument("--temperature", type=_temperature, default=None,
-                   help="> 0 (at least 1.2e-38, as float32 holds it); lower is closer "
-                   "to greedy (default: 1)")
+                   help="> 0 (at least 1.2e-38, float32's smallest normal number); "
+                   "lower is closer to greedy (default: 1)")
     g.add_argument("--top-k", type=_count, default=None,
                    help="sample among the k most probable characters (default: all)")
     g.add_argument("--top-p", type=_probability, default=None,
-                   help="nucleus sampling, in (0, 1] (at least 1.2e-38, as float32 "
-                   "holds it; default: 1, all)")
+                   help="nucleus sampling, in (0, 1] (at least 1.2e-38, float32's "
+                   "smallest normal number; default: 1, all)")
     g.add_argument("--greedy", action="store_true",
                    help="the most probable character every time: no sampling, so "
                    "none of the four sampling flags")

@@ -316,7 +316,8 @@ def check_device(x:Tensor, name:str, device:torch.device)->Tensor:
 def check_dtype(x:Tensor, name:str, dtype:torch.dtype)->Tensor:
     """Check that the caller's tensor has the dtype of the module's weights: torch's
     own message, from deep inside a matrix product, names neither. Under
-    `torch.autocast` on x's device any floating dtype is fine: autocast casts both
+    `torch.autocast` on x's device any other floating dtype is fine, autocast casts
+    both; but not float64, which autocast leaves as it is
 
     Parameters
     ----------
@@ -332,7 +333,8 @@ def check_dtype(x:Tensor, name:str, dtype:torch.dtype)->Tensor:
     Tensor
         x, unchanged
     """
-    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+    if x.dtype != dtype and not (torch.is_autocast_enabled(x.device.type)
+                                 and torch.float64 not in (x.dtype, dtype)):
         raise TypeError(f"{name} has dtype {x.dtype}, but the weights have {dtype}: "
                         f"convert one to the other, e.g. module.to({x.dtype})")
     return x
@@ -402,6 +404,9 @@ def check_mask(
         raise TypeError(
             f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}"
         )
+    # at least (T, S), as torch's fused kernels read it (the fast path of every door)
+    if mask.dim() < 2:
+        raise ValueError(f"{name} must have shape (..., T, S), got {tuple(mask.shape)}")
     # broadcasts to exactly scores_shape: from the right, each size is 1 or the same
     # (torch.broadcast_shapes' verdict, checked below, without its Python overhead)
     m, s = tuple(mask.shape), tuple(scores_shape)
@@ -536,9 +541,9 @@ def dropout(x:Tensor, p:float=0.5, training:bool=True)->Tensor:
     """
     if outside(): check_real(p, "p", lambda v: 0 <= v <= 1, "in [0, 1]")
     if not training or p == 0.0: return x
-    if (p == 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling()
+    if (p == 1.0 or x.device.type != "cpu" or tracing()
             or torch_dropout_masks.active):
-        return F.dropout(x, p, training)             # a compiler makes its own mask
+        return F.dropout(x, p, training)   # a compiler, or vmap, makes its own mask
     # a multiply and a select; backward keeps only the boolean mask
     return torch.where(_drop_mask(x.shape, p, x.device), 0.0, x * (1.0 / (1.0 - p)))
 

@@ -125,7 +125,7 @@ class SwiGLU(CheckedModule):
         return F.silu(gate) * up
 
     def _check_inputs(self, x):
-        "x: floating, (..., 2·d_ff): an odd width would broadcast the halves' product"
+        "x: floating, (..., 2·d_ff): an odd width has no two equal halves"
         check_tensor(x, "x", floating=True)
         if x.dim() == 0 or x.shape[-1] % 2:
             raise ValueError(f"x must have an even last dimension, gate and up side by "

@@ -224,9 +224,9 @@ class MultiHeadAttention(CheckedModule):
         p = self.dropout if self.training else 0.0
         # only with n_kv_heads < num_heads (G < H, chapter 11f): on the fast path
         # without dropout the fused kernel reads each key/value head for its H/G query
-        # heads, without copies; in training only on a CPU (on a GPU few of torch's
-        # kernels compute gradients so: it would fall back to its slowest); else they
-        # are repeated for the H query heads
+        # heads, without copies; in training only on a CPU (on a GPU torch documents it
+        # for its flash kernel, half precision without a mask, and its slow math one;
+        # not measured here); else they are repeated for the H query heads
         shared = (G != H and not need_weights and p == 0
                   and (q.device.type == "cpu" or not torch.is_grad_enabled()))
         if G != H and not shared:
